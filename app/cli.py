@@ -1,0 +1,97 @@
+"""The `batchscope` command line.
+
+Bad input gets one clear message on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A user error: printed as `batchscope: error: ...`, exit code 2."""
+
+
+def _add_runner_flags(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument("--runner", choices=("sim", "torch"), default=default)
+    p.add_argument("--model", metavar="DIR", help="local Llama-family checkpoint directory")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="batchscope", description="See how an LLM-serving scheduler works."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sim = sub.add_parser("simulate", help="run a scenario file step by step")
+    sim.add_argument("file", help="scenario JSON (see docs/scenarios.md)")
+    sim.add_argument("--out", metavar="RESULT.json", help="write the step-by-step result here")
+    sim.add_argument("--table", action="store_true", help="print the seed-style step table")
+    _add_runner_flags(sim, default="sim")
+    return parser
+
+
+def make_runner_from_args(args: argparse.Namespace, config: Any) -> Any:
+    from engine.runner import make_runner
+
+    if args.runner == "sim":
+        if args.model:
+            raise CliError("--model needs --runner torch")
+        return make_runner("sim", config)
+    options: dict[str, Any] = {"device": args.device}
+    if args.model:
+        options["model_dir"] = args.model
+    try:
+        return make_runner("torch", config, **options)
+    except (ValueError, OSError, RuntimeError) as exc:
+        raise CliError(str(exc)) from None
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from engine.scenario import ScenarioError, load_scenario
+    from engine.simulate import format_table, run_scenario
+
+    try:
+        scenario = load_scenario(args.file)
+    except ScenarioError as exc:
+        raise CliError(str(exc)) from None
+    runner = make_runner_from_args(args, scenario.config)
+    result = run_scenario(scenario, runner)
+    if args.out:
+        out = Path(args.out)
+        tmp = out.with_name(out.name + ".tmp")
+        try:
+            tmp.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+            tmp.replace(out)
+        except OSError as exc:
+            raise CliError(f"cannot write {out}: {exc.strerror}") from None
+    if args.table or not args.out:
+        print(format_table(result))
+    return 0
+
+
+COMMANDS = {"simulate": cmd_simulate}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except CliError as exc:
+        print(f"batchscope: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

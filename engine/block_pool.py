@@ -1,0 +1,192 @@
+"""Physical KV blocks: a free queue in eviction (LRU) order, ref counts, hash -> block map."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from engine.prefix_hash import BlockHash
+
+
+class KVCacheBlock:
+    """One paged KV block. `block_hash` is set once the block is full and cached."""
+
+    __slots__ = ("block_hash", "block_id", "is_null", "next_free", "owner", "prev_free", "ref_cnt")
+
+    def __init__(self, block_id: int) -> None:
+        self.block_id = block_id
+        self.ref_cnt = 0
+        self.block_hash: BlockHash | None = None
+        self.is_null = False
+        self.owner: str | None = None
+        self.prev_free: KVCacheBlock | None = None
+        self.next_free: KVCacheBlock | None = None
+
+    def __repr__(self) -> str:
+        return f"KVCacheBlock({self.block_id}, ref={self.ref_cnt}, hash={self.block_hash})"
+
+
+class FreeKVCacheBlockQueue:
+    """Doubly linked list of free blocks: evict from the head, free onto the tail."""
+
+    def __init__(self, blocks: Sequence[KVCacheBlock]) -> None:
+        self.num_free_blocks = len(blocks)
+        self._head = KVCacheBlock(-1)
+        self._tail = KVCacheBlock(-1)
+        prev = self._head
+        for block in blocks:
+            prev.next_free = block
+            block.prev_free = prev
+            prev = block
+        prev.next_free = self._tail
+        self._tail.prev_free = prev
+
+    def popleft(self) -> KVCacheBlock:
+        block = self._head.next_free
+        if block is None or block is self._tail:
+            raise ValueError("no free blocks")
+        self.remove(block)
+        return block
+
+    def popleft_n(self, n: int) -> list[KVCacheBlock]:
+        return [self.popleft() for _ in range(n)]
+
+    def remove(self, block: KVCacheBlock) -> None:
+        prev, nxt = block.prev_free, block.next_free
+        assert prev is not None and nxt is not None, "block is not in the free queue"
+        prev.next_free = nxt
+        nxt.prev_free = prev
+        block.prev_free = block.next_free = None
+        self.num_free_blocks -= 1
+
+    def append(self, block: KVCacheBlock) -> None:
+        last = self._tail.prev_free
+        assert last is not None
+        last.next_free = block
+        block.prev_free = last
+        block.next_free = self._tail
+        self._tail.prev_free = block
+        self.num_free_blocks += 1
+
+    def block_ids(self) -> list[int]:
+        out: list[int] = []
+        block = self._head.next_free
+        while block is not None and block is not self._tail:
+            out.append(block.block_id)
+            block = block.next_free
+        return out
+
+
+class BlockPool:
+    """All blocks of the pool. Block 0 is vLLM's null block and is never handed out."""
+
+    def __init__(self, num_gpu_blocks: int, enable_caching: bool) -> None:
+        self.num_gpu_blocks = num_gpu_blocks
+        self.enable_caching = enable_caching
+        self.blocks = [KVCacheBlock(i) for i in range(num_gpu_blocks)]
+        self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
+        # hash -> {block_id: block}; duplicates can exist (two requests filled the
+        # same content before either was cached); lookups return the first.
+        self.cached_block_hash_to_block: dict[BlockHash, dict[int, KVCacheBlock]] = {}
+        self.null_block = self.free_block_queue.popleft()
+        self.null_block.is_null = True
+        # Block ids whose state changed since the last `take_changed_block_ids`.
+        self.changed_block_ids: set[int] = set()
+        # Free blocks that still hold a cached hash (reusable by a prefix hit).
+        self.num_cached_free_blocks = 0
+
+    @property
+    def num_usable_blocks(self) -> int:
+        return self.num_gpu_blocks - 1
+
+    def get_num_free_blocks(self) -> int:
+        return self.free_block_queue.num_free_blocks
+
+    def get_num_used_blocks(self) -> int:
+        return self.num_usable_blocks - self.free_block_queue.num_free_blocks
+
+    def get_usage(self) -> float:
+        return 1.0 - self.get_num_free_blocks() / self.num_usable_blocks
+
+    def get_cached_block(self, block_hash: BlockHash) -> KVCacheBlock | None:
+        entry = self.cached_block_hash_to_block.get(block_hash)
+        if not entry:
+            return None
+        return next(iter(entry.values()))
+
+    def get_new_blocks(self, num_blocks: int, owner: str) -> list[KVCacheBlock]:
+        if num_blocks > self.free_block_queue.num_free_blocks:
+            raise ValueError(f"cannot get {num_blocks} free blocks from the pool")
+        changed = self.changed_block_ids
+        ret = self.free_block_queue.popleft_n(num_blocks)
+        for block in ret:
+            if block.block_hash is not None:
+                self.num_cached_free_blocks -= 1
+                self._evict_cached_block(block)
+            block.ref_cnt = 1
+            block.owner = owner
+            changed.add(block.block_id)
+        return ret
+
+    def _evict_cached_block(self, block: KVCacheBlock) -> None:
+        assert block.block_hash is not None
+        entry = self.cached_block_hash_to_block.get(block.block_hash)
+        if entry is not None:
+            entry.pop(block.block_id, None)
+            if not entry:
+                del self.cached_block_hash_to_block[block.block_hash]
+        block.block_hash = None
+
+    def touch(self, blocks: Iterable[KVCacheBlock]) -> None:
+        """A prefix-cache hit: take a reference, pulling free blocks out of the free queue."""
+        for block in blocks:
+            if block.ref_cnt == 0 and not block.is_null:
+                self.free_block_queue.remove(block)
+                if block.block_hash is not None:
+                    self.num_cached_free_blocks -= 1
+            block.ref_cnt += 1
+            self.changed_block_ids.add(block.block_id)
+
+    def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
+        """Drop one reference each; blocks reaching 0 join the free queue in this order."""
+        changed = self.changed_block_ids
+        for block in ordered_blocks:
+            block.ref_cnt -= 1
+            changed.add(block.block_id)
+            if block.ref_cnt == 0 and not block.is_null:
+                self.free_block_queue.append(block)
+                if block.block_hash is not None:
+                    self.num_cached_free_blocks += 1
+
+    def cache_full_blocks(
+        self,
+        blocks: Sequence[KVCacheBlock],
+        block_hashes: Sequence[BlockHash],
+        num_cached_blocks: int,
+        num_full_blocks: int,
+    ) -> None:
+        """Register blocks [num_cached_blocks, num_full_blocks) under their hashes."""
+        table = self.cached_block_hash_to_block
+        for i in range(num_cached_blocks, num_full_blocks):
+            block = blocks[i]
+            if block.is_null:
+                continue
+            assert block.block_hash is None
+            block_hash = block_hashes[i]
+            block.block_hash = block_hash
+            entry = table.get(block_hash)
+            if entry is None:
+                table[block_hash] = {block.block_id: block}
+            else:
+                entry[block.block_id] = block
+            self.changed_block_ids.add(block.block_id)
+
+    def take_changed_block_ids(self) -> set[int]:
+        changed = self.changed_block_ids
+        self.changed_block_ids = set()
+        return changed
+
+    def block_state(self, block: KVCacheBlock) -> str:
+        """free | cached (free, still reusable by hash) | used | shared (ref_cnt > 1)."""
+        if block.ref_cnt == 0:
+            return "cached" if block.block_hash is not None else "free"
+        return "shared" if block.ref_cnt > 1 else "used"

@@ -1,0 +1,124 @@
+"""Engine configuration: frozen dataclasses validated the way vLLM validates them."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A knob value that vLLM would refuse. `field` names the offending knob."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class SchedulingPolicy(StrEnum):
+    FCFS = "fcfs"
+    PRIORITY = "priority"
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """The scheduler's knobs, named as in vLLM's `SchedulerConfig`."""
+
+    max_num_batched_tokens: int = 2048
+    """Token budget: scheduled positions per step, over all requests."""
+    max_num_seqs: int = 128
+    """Sequence slots: the most requests in RUNNING at once."""
+    max_model_len: int = 2048
+    """Longest sequence (prompt + output) a request may reach."""
+    long_prefill_token_threshold: int = 0
+    """Per-request cap on tokens scheduled in one step (0 = no cap)."""
+    enable_chunked_prefill: bool = True
+    """If off, a waiting prompt must fit the remaining budget whole."""
+    policy: SchedulingPolicy = SchedulingPolicy.FCFS
+    scheduler_reserve_full_isl: bool = True
+    """Admit a waiting request only if its whole current sequence fits the free KV blocks."""
+
+    def validate(self) -> None:
+        _positive("max_num_batched_tokens", self.max_num_batched_tokens)
+        _positive("max_num_seqs", self.max_num_seqs)
+        _positive("max_model_len", self.max_model_len)
+        if self.long_prefill_token_threshold < 0:
+            raise ConfigError("long_prefill_token_threshold", "must be >= 0 (0 = no cap)")
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise ConfigError(
+                "max_num_batched_tokens",
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be greater "
+                f"than or equal to max_num_seqs ({self.max_num_seqs})",
+            )
+        if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
+            raise ConfigError(
+                "max_num_batched_tokens",
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than "
+                f"max_model_len ({self.max_model_len}) while chunked prefill is disabled: "
+                "long prompts could never be scheduled",
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class CacheConfig:
+    """The paged KV pool. `num_gpu_blocks` includes vLLM's reserved null block."""
+
+    block_size: int = 16
+    num_gpu_blocks: int = 1024
+    enable_prefix_caching: bool = True
+
+    def validate(self) -> None:
+        _positive("block_size", self.block_size)
+        if self.num_gpu_blocks < 2:
+            raise ConfigError(
+                "num_gpu_blocks", "must be >= 2 (one block is the reserved null block)"
+            )
+
+    @property
+    def num_usable_blocks(self) -> int:
+        return self.num_gpu_blocks - 1
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    scheduler: SchedulerConfig = dataclasses.field(default_factory=SchedulerConfig)
+    cache: CacheConfig = dataclasses.field(default_factory=CacheConfig)
+
+    def validate(self) -> EngineConfig:
+        self.scheduler.validate()
+        self.cache.validate()
+        return self
+
+    def with_updates(self, **changes: Any) -> EngineConfig:
+        """A copy with knobs changed by name (scheduler or cache), validated."""
+        sched: dict[str, Any] = {}
+        cache: dict[str, Any] = {}
+        sched_fields = {f.name for f in dataclasses.fields(SchedulerConfig)}
+        cache_fields = {f.name for f in dataclasses.fields(CacheConfig)}
+        for key, value in changes.items():
+            if key in sched_fields:
+                sched[key] = SchedulingPolicy(value) if key == "policy" else value
+            elif key in cache_fields:
+                cache[key] = value
+            else:
+                raise ConfigError(key, "unknown knob")
+        new = EngineConfig(
+            scheduler=dataclasses.replace(self.scheduler, **sched),
+            cache=dataclasses.replace(self.cache, **cache),
+        )
+        return new.validate()
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for part in (self.scheduler, self.cache):
+            for f in dataclasses.fields(part):
+                value = getattr(part, f.name)
+                out[f.name] = value.value if isinstance(value, Enum) else value
+        return out
+
+
+def _positive(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(name, "must be a positive integer")

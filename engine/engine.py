@@ -1,0 +1,279 @@
+"""Engine: one synchronous step = schedule -> runner.execute -> update -> events.
+
+`EngineCore` (engine_core.py) drives this from its own thread; the offline simulator
+drives it directly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from engine.config import EngineConfig
+from engine.events import (
+    BlockChange,
+    ConfigEvent,
+    EngineSnapshot,
+    EventSink,
+    Finish,
+    IterationEvent,
+    KVStats,
+    NullSink,
+    Preemption,
+    Rejection,
+    RequestEvent,
+    RequestRow,
+)
+from engine.outputs import SchedulerOutput
+from engine.request import Request, RequestStatus, SamplingParams
+from engine.runner.base import ModelRunner
+from engine.scheduler import Scheduler
+
+Clock = Callable[[], float]
+
+
+class Engine:
+    def __init__(
+        self,
+        config: EngineConfig,
+        runner: ModelRunner,
+        sink: EventSink | None = None,
+        clock: Clock = time.perf_counter,
+    ) -> None:
+        self.scheduler = Scheduler(config)
+        self.runner = runner
+        self.sink: EventSink = sink or NullSink()
+        self.clock = clock
+        self.t0 = clock()
+        self.step_index = 0
+        self.config_version = 0
+        self.paused = False
+        """Set by EngineCore while it holds the engine paused (shown in snapshots)."""
+        self._num_arrivals = 0
+        self._arrived: list[str] = []
+        self._rejected: list[Rejection] = []
+        self._first_token_seen: set[str] = set()
+
+    @property
+    def config(self) -> EngineConfig:
+        return self.scheduler.config
+
+    def now(self) -> float:
+        return self.clock() - self.t0
+
+    # ------------------------------------------------------------ commands
+    def add_request(
+        self,
+        req_id: str,
+        prompt_token_ids: list[int],
+        sampling_params: SamplingParams,
+        priority: int = 0,
+    ) -> str | None:
+        """Queue a request for the next step. Returns a rejection reason, or None."""
+        sched = self.scheduler
+        reason: str | None
+        if req_id in sched.requests:
+            reason = f"duplicate request id {req_id!r}"
+        elif sampling_params.max_tokens <= 0:
+            reason = "max_tokens must be > 0"
+        else:
+            reason = sched.rejection_reason(len(prompt_token_ids), sampling_params.max_tokens)
+        now = self.now()
+        if reason is not None:
+            self._rejected.append(Rejection(req_id, reason))
+            self.sink.emit(
+                RequestEvent(req_id, "rejected", self.step_index, now, {"reason": reason})
+            )
+            return reason
+        cache = self.config.cache
+        request = Request(
+            req_id,
+            prompt_token_ids,
+            sampling_params,
+            # Arrival order breaks priority ties; a counter keeps it exact and replayable.
+            arrival_time=float(self._num_arrivals),
+            priority=priority,
+            block_size=cache.block_size,
+            enable_hashing=cache.enable_prefix_caching,
+            arrival_step=self.step_index,
+        )
+        self._num_arrivals += 1
+        sched.add_request(request)
+        self._arrived.append(req_id)
+        detail = {
+            "num_prompt_tokens": len(prompt_token_ids),
+            "max_tokens": sampling_params.max_tokens,
+            "priority": priority,
+        }
+        self.sink.emit(RequestEvent(req_id, "arrived", self.step_index, now, detail))
+        return None
+
+    def abort(self, req_ids: Iterable[str]) -> list[str]:
+        aborted = self.scheduler.finish_requests(req_ids, RequestStatus.FINISHED_ABORTED)
+        now = self.now()
+        for req_id in aborted:
+            self.sink.emit(RequestEvent(req_id, "aborted", self.step_index, now))
+        return aborted
+
+    def update_config(self, **changes: Any) -> EngineConfig:
+        """Change knobs (validated like vLLM); they apply from the next step."""
+        new = self.config.with_updates(**changes)
+        self.scheduler.update_config(new)
+        self.config_version += 1
+        self.sink.emit(ConfigEvent(self.step_index, self.config_version, changes, new.as_dict()))
+        return new
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.has_unfinished_requests()
+
+    # ---------------------------------------------------------------- step
+    def step(self) -> IterationEvent:
+        clock = self.clock
+        sched = self.scheduler
+        t_start = clock()
+        output = sched.schedule(self.step_index)
+        t_sched = clock()
+        runner_output = self.runner.execute(output)
+        t_forward = clock()
+        sampled, finished = sched.update_from_output(output, runner_output)
+        fields = self._event_fields(output, runner_output.forward_ms, sampled, finished)
+        t_end = clock()
+        event = IterationEvent(
+            t_start=t_start - self.t0,
+            duration=t_end - t_start,
+            overhead_us=((t_sched - t_start) + (t_end - t_forward)) * 1e6,
+            **fields,
+        )
+        self.sink.emit(event)
+        self._emit_lifecycle(event, finished)
+        self.step_index += 1
+        return event
+
+    def _event_fields(
+        self,
+        output: SchedulerOutput,
+        forward_ms: float,
+        sampled: list[str],
+        finished: list[Request],
+    ) -> dict[str, Any]:
+        """Everything of the IterationEvent but its timing."""
+        sched = self.scheduler
+        pool = sched.kv_cache_manager.block_pool
+        cfg = self.config.scheduler
+        prefill = decode = 0
+        hit_tokens = 0
+        for chunk in output.chunks:
+            if chunk.is_prefill:
+                prefill += chunk.num_tokens
+            else:
+                decode += chunk.num_tokens
+            hit_tokens += chunk.num_prefix_hit_tokens
+        blocks = pool.blocks
+        changes = tuple(
+            BlockChange(i, pool.block_state(blocks[i]), blocks[i].owner, blocks[i].ref_cnt)
+            for i in sorted(pool.take_changed_block_ids())
+        )
+        arrived, self._arrived = tuple(self._arrived), []
+        rejected, self._rejected = tuple(self._rejected), []
+        return {
+            "step": output.step,
+            "forward_ms": forward_ms,
+            "simulated": self.runner.simulated,
+            "chunks": output.chunks,
+            "new_req_ids": output.new_req_ids,
+            "resumed_req_ids": output.resumed_req_ids,
+            "preempted": tuple(
+                Preemption(r, "kv_blocks", lost)
+                for r, lost in zip(
+                    output.preempted_req_ids, output.preempted_tokens_lost, strict=True
+                )
+            ),
+            "finished": tuple(
+                Finish(r.request_id, r.get_finished_reason() or "") for r in finished
+            ),
+            "arrived": arrived,
+            "rejected": rejected,
+            "sampled_req_ids": tuple(sampled),
+            "num_running": output.num_running,
+            "num_waiting": output.num_waiting,
+            "num_running_end": len(sched.running),
+            "num_waiting_end": len(sched.waiting),
+            "max_num_batched_tokens": cfg.max_num_batched_tokens,
+            "num_scheduled_tokens": output.total_num_scheduled_tokens,
+            "max_num_seqs": cfg.max_num_seqs,
+            "prefill_tokens": prefill,
+            "decode_tokens": decode,
+            "kv": KVStats(
+                pool.num_usable_blocks,
+                output.kv_blocks_used,
+                pool.num_cached_free_blocks,
+                hit_tokens,
+            ),
+            "kv_blocks_used_end": pool.get_num_used_blocks(),
+            "kv_changes": changes,
+            "waiting_reasons": output.waiting_reasons,
+            "config_version": self.config_version,
+        }
+
+    def _emit_lifecycle(self, event: IterationEvent, finished: list[Request]) -> None:
+        emit = self.sink.emit
+        step, t = event.step, event.t_start + event.duration
+        for req_id in event.new_req_ids:
+            emit(RequestEvent(req_id, "scheduled", step, event.t_start))
+        for req_id in event.resumed_req_ids:
+            emit(RequestEvent(req_id, "resumed", step, event.t_start))
+        for p in event.preempted:
+            emit(RequestEvent(p.req_id, "preempted", step, t, {"tokens_lost": p.tokens_lost}))
+        seen = self._first_token_seen
+        for req_id in event.sampled_req_ids:
+            if req_id not in seen:
+                seen.add(req_id)
+                emit(RequestEvent(req_id, "first_token", step, t))
+        for request in finished:
+            seen.discard(request.request_id)
+            detail = {
+                "reason": request.get_finished_reason(),
+                "num_output_tokens": request.num_output_tokens,
+                "num_preemptions": request.num_preemptions,
+                "num_cached_tokens": max(request.num_cached_tokens, 0),
+                "output_token_ids": request.output_token_ids,
+            }
+            emit(RequestEvent(request.request_id, "finished", step, t, detail))
+
+    # ------------------------------------------------------------ snapshot
+    def snapshot(self) -> EngineSnapshot:
+        sched = self.scheduler
+        kv = sched.kv_cache_manager
+        pool = kv.block_pool
+        rows = tuple(
+            RequestRow(
+                req_id=r.request_id,
+                status=r.status.name,
+                num_prompt_tokens=r.num_prompt_tokens,
+                num_tokens=r.num_tokens,
+                num_computed_tokens=r.num_computed_tokens,
+                max_tokens=r.max_tokens,
+                priority=r.priority,
+                num_preemptions=r.num_preemptions,
+                num_cached_tokens=max(r.num_cached_tokens, 0),
+                block_ids=tuple(kv.get_block_ids(r.request_id)),
+            )
+            for r in sched.requests.values()
+        )
+        blocks = tuple(
+            BlockChange(b.block_id, pool.block_state(b), b.owner, b.ref_cnt)
+            for b in pool.blocks[1:]
+        )
+        return EngineSnapshot(
+            step=self.step_index,
+            t=self.now(),
+            config=self.config.as_dict(),
+            config_version=self.config_version,
+            paused=self.paused,
+            simulated=self.runner.simulated,
+            running=tuple(r.request_id for r in sched.running),
+            waiting=tuple(r.request_id for r in sched.waiting),
+            requests=rows,
+            blocks=blocks,
+        )

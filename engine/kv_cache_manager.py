@@ -1,0 +1,139 @@
+"""Per-request block tables over the block pool: prefix lookup, allocation, freeing.
+
+One full-attention KV group, as in vLLM's `KVCacheManager` + `FullAttentionManager`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engine.block_pool import BlockPool, KVCacheBlock
+from engine.request import Request
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class KVCacheManager:
+    def __init__(
+        self, num_gpu_blocks: int, block_size: int, max_model_len: int, enable_caching: bool
+    ) -> None:
+        self.block_size = block_size
+        self.max_model_len = max_model_len
+        self.enable_caching = enable_caching
+        self.block_pool = BlockPool(num_gpu_blocks, enable_caching)
+        self.req_to_blocks: dict[str, list[KVCacheBlock]] = {}
+        # How many leading blocks of each request are registered in the prefix cache.
+        self.num_cached_block: dict[str, int] = {}
+
+    @property
+    def usage(self) -> float:
+        return self.block_pool.get_usage()
+
+    def get_computed_blocks(self, request: Request) -> tuple[list[KVCacheBlock], int]:
+        """Longest cached full-block prefix of the request, in blocks and tokens."""
+        if not self.enable_caching:
+            return [], 0
+        # NOTE: when every token hits, the last one must still be computed to get
+        # logits, so the hit is capped at num_tokens - 1 (whole blocks only).
+        max_num_blocks = (request.num_tokens - 1) // self.block_size
+        hits: list[KVCacheBlock] = []
+        get_cached = self.block_pool.get_cached_block
+        for block_hash in request.block_hashes[:max_num_blocks]:
+            block = get_cached(block_hash)
+            if block is None:
+                break
+            hits.append(block)
+        return hits, len(hits) * self.block_size
+
+    def _num_blocks_to_allocate(
+        self, request_id: str, num_tokens: int, new_computed_blocks: Sequence[KVCacheBlock]
+    ) -> int:
+        num_required = cdiv(num_tokens, self.block_size)
+        num_held = len(self.req_to_blocks.get(request_id, ()))
+        num_new = max(num_required - len(new_computed_blocks) - num_held, 0)
+        # A hit block sitting in the free queue leaves it when touched: it costs a
+        # free block just like a fresh allocation.
+        num_evictable = sum(1 for b in new_computed_blocks if b.ref_cnt == 0 and not b.is_null)
+        return num_new + num_evictable
+
+    def can_fit_full_sequence(
+        self, request: Request, new_computed_blocks: Sequence[KVCacheBlock] = ()
+    ) -> bool:
+        """Admission gate of `scheduler_reserve_full_isl`: the whole current sequence fits."""
+        full_num_tokens = min(request.num_tokens, self.max_model_len)
+        needed = self._num_blocks_to_allocate(
+            request.request_id, full_num_tokens, new_computed_blocks
+        )
+        return needed <= self.block_pool.get_num_free_blocks()
+
+    def allocate_slots(
+        self,
+        request: Request,
+        num_new_tokens: int,
+        num_new_computed_tokens: int = 0,
+        new_computed_blocks: Sequence[KVCacheBlock] = (),
+    ) -> list[KVCacheBlock] | None:
+        """Give the request slots for `num_new_tokens` more tokens; None if the pool is short."""
+        if num_new_tokens <= 0:
+            raise ValueError("num_new_tokens must be greater than 0")
+        request_id = request.request_id
+        max_model_len = self.max_model_len
+        total_computed = request.num_computed_tokens + num_new_computed_tokens
+        if total_computed > max_model_len:
+            total_computed = max_model_len
+        num_tokens_need_slot = total_computed + num_new_tokens
+        if num_tokens_need_slot > max_model_len:
+            num_tokens_need_slot = max_model_len
+        pool = self.block_pool
+        req_blocks = self.req_to_blocks.get(request_id)
+        if new_computed_blocks:
+            needed = self._num_blocks_to_allocate(
+                request_id, num_tokens_need_slot, new_computed_blocks
+            )
+            if needed > pool.free_block_queue.num_free_blocks:
+                return None
+            if req_blocks is None:
+                req_blocks = self.req_to_blocks[request_id] = []
+            pool.touch(new_computed_blocks)
+            req_blocks.extend(new_computed_blocks)
+            self.num_cached_block[request_id] = len(req_blocks)
+        elif req_blocks is None:
+            req_blocks = self.req_to_blocks[request_id] = []
+
+        # Fast path for the common case (a running request): only new blocks count.
+        num_new_blocks = -(-num_tokens_need_slot // self.block_size) - len(req_blocks)
+        new_blocks: list[KVCacheBlock] = []
+        if num_new_blocks > 0:
+            if num_new_blocks > pool.free_block_queue.num_free_blocks:
+                return None
+            new_blocks = pool.get_new_blocks(num_new_blocks, request_id)
+            req_blocks.extend(new_blocks)
+
+        if self.enable_caching:
+            # Blocks are registered as soon as they are planned full, so a request
+            # admitted later in this same step can already hit them (as vLLM does).
+            num_tokens = len(request.token_ids)
+            end = total_computed + num_new_tokens
+            num_full = (end if end < num_tokens else num_tokens) // self.block_size
+            if self.num_cached_block.get(request_id, 0) < num_full:
+                self._cache_blocks(request, num_full)
+        return new_blocks
+
+    def _cache_blocks(self, request: Request, num_full: int) -> None:
+        request_id = request.request_id
+        num_cached = self.num_cached_block.get(request_id, 0)
+        self.block_pool.cache_full_blocks(
+            self.req_to_blocks[request_id], request.block_hashes, num_cached, num_full
+        )
+        self.num_cached_block[request_id] = num_full
+
+    def free(self, request: Request) -> None:
+        """Release the request's blocks, tail first, so tail blocks are evicted first."""
+        blocks = self.req_to_blocks.pop(request.request_id, [])
+        self.block_pool.free_blocks(reversed(blocks))
+        self.num_cached_block.pop(request.request_id, None)
+
+    def get_block_ids(self, request_id: str) -> list[int]:
+        return [b.block_id for b in self.req_to_blocks.get(request_id, ())]

@@ -1,0 +1,73 @@
+"""Plain data crossing scheduler -> runner -> scheduler: the plan and the runner's result.
+
+`ScheduledChunk` is a NamedTuple rather than a frozen dataclass: one is built per
+scheduled request per step, and a NamedTuple is several times cheaper to create
+while being just as immutable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from engine.request import SamplingParams
+
+
+class ScheduledChunk(NamedTuple):
+    """One request's share of one step."""
+
+    req_id: str
+    num_tokens: int
+    """num_scheduled_tokens: positions fed to the model this step."""
+    num_computed_before: int
+    """num_computed_tokens when the plan was made; the chunk starts at this position."""
+    is_prefill: bool
+    """More than the single newest token is computed (a prompt chunk or a recompute)."""
+    sample: bool
+    """The chunk reaches the end of the known tokens, so the model samples one token."""
+    num_prefix_hit_tokens: int
+    """Prefix-cache hit tokens credited at this (re)admission; 0 for running requests."""
+    is_new: bool
+    """The request (re)entered RUNNING this step: `block_ids` is its whole block table."""
+    block_ids: tuple[int, ...]
+    """Whole block table if `is_new`, else only the blocks appended this step."""
+    token_ids: tuple[int, ...]
+    """The input token ids of this chunk (positions num_computed_before ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerOutput:
+    """The plan of one step, in vLLM's vocabulary."""
+
+    step: int
+    chunks: tuple[ScheduledChunk, ...]
+    """In scheduling order: running requests first, then admitted waiting ones."""
+    total_num_scheduled_tokens: int
+    new_req_ids: tuple[str, ...]
+    resumed_req_ids: tuple[str, ...]
+    preempted_req_ids: tuple[str, ...]
+    """In preemption order."""
+    preempted_tokens_lost: tuple[int, ...]
+    """num_computed_tokens each victim lost (to be recomputed)."""
+    finished_req_ids: tuple[str, ...]
+    """Finished between the previous step and this one (aborts)."""
+    num_running: int
+    num_waiting: int
+    kv_blocks_used: int
+    waiting_reasons: dict[str, str]
+    """For each request still waiting: the first gate that held it."""
+    sampling_params: dict[str, SamplingParams] = field(default_factory=dict)
+    """For requests that (re)entered RUNNING this step; runners cache them by req_id."""
+
+    @property
+    def num_scheduled_tokens(self) -> dict[str, int]:
+        return {c.req_id: c.num_tokens for c in self.chunks}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRunnerOutput:
+    """What the runner returns: sampled tokens per request and the time it took."""
+
+    sampled_token_ids: dict[str, list[int]]
+    forward_ms: float = 0.0
+    simulated: bool = True

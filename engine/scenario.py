@@ -1,0 +1,190 @@
+"""Scenario files: a config and a list of timed arrivals (see docs/scenarios.md).
+
+Every error names the field that is wrong, e.g. `requests[3].prompt_len: must be > 0`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.config import CacheConfig, ConfigError, EngineConfig, SchedulerConfig, SchedulingPolicy
+from engine.request import SamplingParams
+
+DEFAULT_MAX_STEPS = 100_000
+
+_INT_KNOBS = {
+    "max_num_batched_tokens": "scheduler",
+    "max_num_seqs": "scheduler",
+    "max_model_len": "scheduler",
+    "long_prefill_token_threshold": "scheduler",
+    "block_size": "cache",
+    "num_gpu_blocks": "cache",
+}
+_BOOL_KNOBS = {
+    "enable_chunked_prefill": "scheduler",
+    "scheduler_reserve_full_isl": "scheduler",
+    "enable_prefix_caching": "cache",
+}
+_REQUEST_KEYS = {
+    "id",
+    "arrival_step",
+    "prompt_len",
+    "prompt_token_ids",
+    "max_tokens",
+    "priority",
+    "temperature",
+    "top_p",
+    "seed",
+}
+
+
+class ScenarioError(ValueError):
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"{where}: {message}")
+        self.where = where
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioRequest:
+    id: str
+    arrival_step: int
+    prompt_token_ids: tuple[int, ...]
+    sampling_params: SamplingParams
+    priority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    description: str
+    config: EngineConfig
+    max_steps: int
+    requests: tuple[ScenarioRequest, ...]
+
+
+def prompt_tokens(index: int, prompt_len: int) -> list[int]:
+    """The deterministic prompt of the request at list index `index`."""
+    return [20000 + index] + [100 + (37 * j + index) % 9000 for j in range(1, prompt_len)]
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(str(path), f"cannot read file ({exc.strerror})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ScenarioError(str(path), f"not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    return parse_scenario(data)
+
+
+def parse_scenario(data: Any) -> Scenario:
+    if not isinstance(data, dict):
+        raise ScenarioError("scenario", "must be a JSON object with 'config' and 'requests'")
+    unknown = set(data) - {"name", "description", "config", "requests"}
+    if unknown:
+        raise ScenarioError(sorted(unknown)[0], "unknown top-level key")
+    config, max_steps = _parse_config(data.get("config", {}))
+    raw_requests = data.get("requests")
+    if not isinstance(raw_requests, list):
+        raise ScenarioError("requests", "must be a list")
+    requests = tuple(_parse_request(i, r) for i, r in enumerate(raw_requests))
+    seen: set[str] = set()
+    for i, req in enumerate(requests):
+        if req.id in seen:
+            raise ScenarioError(f"requests[{i}].id", f"duplicate id {req.id!r}")
+        seen.add(req.id)
+    return Scenario(
+        name=str(data.get("name", "")),
+        description=str(data.get("description", "")),
+        config=config,
+        max_steps=max_steps,
+        requests=requests,
+    )
+
+
+def _parse_config(raw: Any) -> tuple[EngineConfig, int]:
+    if not isinstance(raw, dict):
+        raise ScenarioError("config", "must be an object")
+    sched: dict[str, Any] = {}
+    cache: dict[str, Any] = {}
+    max_steps = DEFAULT_MAX_STEPS
+    for key, value in raw.items():
+        where = f"config.{key}"
+        if key in _INT_KNOBS:
+            minimum = 0 if key == "long_prefill_token_threshold" else 1
+            (sched if _INT_KNOBS[key] == "scheduler" else cache)[key] = _int(where, value, minimum)
+        elif key in _BOOL_KNOBS:
+            if not isinstance(value, bool):
+                raise ScenarioError(where, "must be true or false")
+            (sched if _BOOL_KNOBS[key] == "scheduler" else cache)[key] = value
+        elif key == "policy":
+            try:
+                sched["policy"] = SchedulingPolicy(value)
+            except ValueError:
+                raise ScenarioError(where, "must be 'fcfs' or 'priority'") from None
+        elif key == "max_steps":
+            max_steps = _int(where, value, 1)
+        else:
+            raise ScenarioError(where, "unknown config key")
+    config = EngineConfig(scheduler=SchedulerConfig(**sched), cache=CacheConfig(**cache))
+    try:
+        config.validate()
+    except ConfigError as exc:
+        raise ScenarioError(f"config.{exc.field}", exc.message) from None
+    return config, max_steps
+
+
+def _parse_request(index: int, raw: Any) -> ScenarioRequest:
+    where = f"requests[{index}]"
+    if not isinstance(raw, dict):
+        raise ScenarioError(where, "must be an object")
+    unknown = set(raw) - _REQUEST_KEYS
+    if unknown:
+        raise ScenarioError(f"{where}.{sorted(unknown)[0]}", "unknown request key")
+    req_id = raw.get("id")
+    if not isinstance(req_id, str) or not req_id:
+        raise ScenarioError(f"{where}.id", "must be a non-empty string")
+    arrival = _int(f"{where}.arrival_step", raw.get("arrival_step", 0), 0)
+    if "prompt_token_ids" in raw:
+        ids = raw["prompt_token_ids"]
+        if not isinstance(ids, list) or not ids:
+            raise ScenarioError(f"{where}.prompt_token_ids", "must be a non-empty list")
+        for j, tok in enumerate(ids):
+            _int(f"{where}.prompt_token_ids[{j}]", tok, 0)
+        tokens = list(ids)
+    elif "prompt_len" in raw:
+        tokens = prompt_tokens(index, _int(f"{where}.prompt_len", raw["prompt_len"], 1))
+    else:
+        raise ScenarioError(f"{where}.prompt_len", "required (or give prompt_token_ids)")
+    max_tokens = _int(f"{where}.max_tokens", raw.get("max_tokens"), 1)
+    priority = raw.get("priority", 0)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise ScenarioError(f"{where}.priority", "must be an integer")
+    temperature = _number(f"{where}.temperature", raw.get("temperature", 0.0), 0.0, 100.0)
+    top_p = _number(f"{where}.top_p", raw.get("top_p", 1.0), 1e-9, 1.0)
+    seed = raw.get("seed")
+    if seed is not None:
+        seed = _int(f"{where}.seed", seed, 0)
+    params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed)
+    return ScenarioRequest(req_id, arrival, tuple(tokens), params, priority)
+
+
+def _int(where: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ScenarioError(where, "must be an integer" if value is not None else "required")
+    if value < minimum:
+        raise ScenarioError(where, f"must be > {minimum - 1}" if minimum else "must be >= 0")
+    return value
+
+
+def _number(where: str, value: Any, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ScenarioError(where, "must be a number")
+    if not low <= value <= high:
+        raise ScenarioError(where, f"must be between {low:g} and {high:g}")
+    return float(value)

@@ -1,0 +1,150 @@
+"""Run a scenario step by step through the Engine and collect a comparable result."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from engine.engine import Engine
+from engine.events import IterationEvent, ListSink, RequestEvent
+from engine.runner.base import ModelRunner
+from engine.runner.sim import SimRunner
+from engine.scenario import Scenario
+
+
+def run_scenario(scenario: Scenario, runner: ModelRunner | None = None) -> dict[str, Any]:
+    """Requests arriving at step s are added, in list order, before step s's schedule."""
+    sink = ListSink()
+    engine = Engine(scenario.config, runner or SimRunner(), sink)
+    arrivals: dict[int, list[Any]] = defaultdict(list)
+    for req in scenario.requests:
+        arrivals[req.arrival_step].append(req)
+    last_arrival = max(arrivals, default=-1)
+    while engine.step_index < scenario.max_steps:
+        for req in arrivals.get(engine.step_index, ()):
+            engine.add_request(
+                req.id, list(req.prompt_token_ids), req.sampling_params, req.priority
+            )
+        if not engine.has_unfinished_requests() and engine.step_index >= last_arrival:
+            break
+        engine.step()
+    return build_result(scenario, sink)
+
+
+def build_result(scenario: Scenario, sink: ListSink) -> dict[str, Any]:
+    iterations = sink.iterations()
+    steps = [_step_record(ev) for ev in iterations]
+    requests: dict[str, dict[str, Any]] = {
+        r.id: {
+            "arrival_step": r.arrival_step,
+            "num_prompt_tokens": len(r.prompt_token_ids),
+            "max_tokens": r.sampling_params.max_tokens,
+            "priority": r.priority,
+            "first_scheduled_step": None,
+            "first_token_step": None,
+            "finish_step": None,
+            "finish_reason": None,
+            "num_preemptions": 0,
+            "num_output_tokens": 0,
+            "prefix_cache_hit_tokens_first_admission": None,
+            "output_token_ids": [],
+        }
+        for r in scenario.requests
+    }
+    for ev in sink.request_events():
+        _apply_request_event(requests[ev.req_id], ev)
+    for it in iterations:
+        for chunk in it.chunks:
+            rec = requests[chunk.req_id]
+            if chunk.is_new and rec["prefix_cache_hit_tokens_first_admission"] is None:
+                rec["prefix_cache_hit_tokens_first_admission"] = chunk.num_prefix_hit_tokens
+    overheads = sorted(ev.overhead_us for ev in iterations)
+    return {
+        "scenario": scenario.name,
+        "num_steps": len(steps),
+        "total_scheduled_tokens": sum(ev.num_scheduled_tokens for ev in iterations),
+        "total_preemptions": sum(len(ev.preempted) for ev in iterations),
+        "completed": sum(1 for r in requests.values() if r["finish_reason"] in ("stop", "length")),
+        "steps": steps,
+        "requests": requests,
+        "timing": {
+            "median_step_us": round(statistics.median(overheads), 2) if overheads else 0.0,
+            "p90_step_us": round(overheads[int(0.9 * (len(overheads) - 1))], 2)
+            if overheads
+            else 0.0,
+        },
+    }
+
+
+def _step_record(ev: IterationEvent) -> dict[str, Any]:
+    return {
+        "step": ev.step,
+        "arrived": list(ev.arrived),
+        "scheduled": {c.req_id: c.num_tokens for c in ev.chunks},
+        "new_req_ids": list(ev.new_req_ids),
+        "resumed_req_ids": list(ev.resumed_req_ids),
+        "preempted_req_ids": [p.req_id for p in ev.preempted],
+        "prefix_cache_hit_tokens": {
+            c.req_id: c.num_prefix_hit_tokens for c in ev.chunks if c.is_new
+        },
+        "num_running": ev.num_running,
+        "num_waiting": ev.num_waiting,
+        "kv_blocks_used": ev.kv.used,
+        "sampled_req_ids": list(ev.sampled_req_ids),
+        "finished_req_ids": [f.req_id for f in ev.finished],
+        "num_running_end": ev.num_running_end,
+        "num_waiting_end": ev.num_waiting_end,
+        "kv_blocks_used_end": ev.kv_blocks_used_end,
+        "waiting_reasons": dict(ev.waiting_reasons),
+    }
+
+
+def _apply_request_event(rec: dict[str, Any], ev: RequestEvent) -> None:
+    if ev.kind == "scheduled" and rec["first_scheduled_step"] is None:
+        rec["first_scheduled_step"] = ev.step
+    elif ev.kind == "first_token" and rec["first_token_step"] is None:
+        rec["first_token_step"] = ev.step
+    elif ev.kind == "preempted":
+        rec["num_preemptions"] += 1
+    elif ev.kind == "finished":
+        rec["finish_step"] = ev.step
+        rec["finish_reason"] = ev.detail["reason"]
+        rec["num_output_tokens"] = ev.detail["num_output_tokens"]
+        rec["output_token_ids"] = list(ev.detail["output_token_ids"])
+    elif ev.kind in ("rejected", "aborted"):
+        rec["finish_step"] = ev.step
+        rec["finish_reason"] = "rejected" if ev.kind == "rejected" else "abort"
+        if ev.kind == "rejected":
+            rec["reject_reason"] = ev.detail["reason"]
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The seed-style table: one line per step, then the totals."""
+    lines = [
+        f"{'step':>4}  {'scheduled {req: tokens}':<34} {'tok':>4} {'run':>4} {'wait':>4} "
+        f"{'kv':>5}  events"
+    ]
+    for s in result["steps"]:
+        plan = "{" + ", ".join(f"{k}:{v}" for k, v in s["scheduled"].items()) + "}"
+        notes = []
+        if s["arrived"]:
+            notes.append("arrived " + ",".join(s["arrived"]))
+        if s["preempted_req_ids"]:
+            notes.append("preempted " + ",".join(s["preempted_req_ids"]))
+        if s["finished_req_ids"]:
+            notes.append("finished " + ",".join(s["finished_req_ids"]))
+        hits = {k: v for k, v in s["prefix_cache_hit_tokens"].items() if v}
+        if hits:
+            notes.append("prefix hit " + ",".join(f"{k}:{v}" for k, v in hits.items()))
+        lines.append(
+            f"{s['step']:>4}  {plan:<34} {sum(s['scheduled'].values()):>4} "
+            f"{s['num_running']:>4} {s['num_waiting']:>4} {s['kv_blocks_used']:>5}  "
+            + "; ".join(notes)
+        )
+    lines.append(
+        f"total scheduled tokens: {result['total_scheduled_tokens']}  "
+        f"steps: {result['num_steps']}  preemptions: {result['total_preemptions']}  "
+        f"completed: {result['completed']}"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,106 @@
+"""Builders for scheduler tests: literal configs, requests and a one-step driver."""
+
+from __future__ import annotations
+
+from engine.config import CacheConfig, EngineConfig, SchedulerConfig, SchedulingPolicy
+from engine.outputs import SchedulerOutput
+from engine.request import Request, RequestStatus, SamplingParams
+from engine.runner.sim import SimRunner
+from engine.scheduler import Scheduler
+
+_runner = SimRunner()
+
+
+def make_config(
+    *,
+    max_num_batched_tokens: int = 64,
+    max_num_seqs: int = 8,
+    max_model_len: int = 256,
+    long_prefill_token_threshold: int = 0,
+    enable_chunked_prefill: bool = True,
+    policy: str = "fcfs",
+    scheduler_reserve_full_isl: bool = True,
+    block_size: int = 4,
+    num_gpu_blocks: int = 100,
+    enable_prefix_caching: bool = False,
+) -> EngineConfig:
+    return EngineConfig(
+        scheduler=SchedulerConfig(
+            max_num_batched_tokens=max_num_batched_tokens,
+            max_num_seqs=max_num_seqs,
+            max_model_len=max_model_len,
+            long_prefill_token_threshold=long_prefill_token_threshold,
+            enable_chunked_prefill=enable_chunked_prefill,
+            policy=SchedulingPolicy(policy),
+            scheduler_reserve_full_isl=scheduler_reserve_full_isl,
+        ),
+        cache=CacheConfig(
+            block_size=block_size,
+            num_gpu_blocks=num_gpu_blocks,
+            enable_prefix_caching=enable_prefix_caching,
+        ),
+    )
+
+
+def make_scheduler(**kwargs: object) -> Scheduler:
+    return Scheduler(make_config(**kwargs))  # type: ignore[arg-type]
+
+
+_arrivals = [0]
+
+
+def make_request(
+    scheduler: Scheduler,
+    req_id: str,
+    prompt: int | list[int],
+    max_tokens: int = 4,
+    priority: int = 0,
+) -> Request:
+    tokens = prompt if isinstance(prompt, list) else [1000 + i for i in range(prompt)]
+    cache = scheduler.config.cache
+    _arrivals[0] += 1
+    request = Request(
+        req_id,
+        tokens,
+        SamplingParams(max_tokens=max_tokens),
+        arrival_time=float(_arrivals[0]),
+        priority=priority,
+        block_size=cache.block_size,
+        enable_hashing=cache.enable_prefix_caching,
+    )
+    scheduler.add_request(request)
+    return request
+
+
+def step(scheduler: Scheduler) -> SchedulerOutput:
+    """One full step: schedule, run the SimRunner, apply its output."""
+    output = scheduler.schedule()
+    scheduler.update_from_output(output, _runner.execute(output))
+    return output
+
+
+def scheduled(output: SchedulerOutput) -> dict[str, int]:
+    return {c.req_id: c.num_tokens for c in output.chunks}
+
+
+def check_invariants(scheduler: Scheduler) -> None:
+    """Free + used == usable; ref counts == table membership; queues disjoint."""
+    kv = scheduler.kv_cache_manager
+    pool = kv.block_pool
+    refs: dict[int, int] = {}
+    for blocks in kv.req_to_blocks.values():
+        for b in blocks:
+            refs[b.block_id] = refs.get(b.block_id, 0) + 1
+    for block in pool.blocks[1:]:
+        assert block.ref_cnt == refs.get(block.block_id, 0), block
+    free_ids = pool.free_block_queue.block_ids()
+    assert len(free_ids) == pool.get_num_free_blocks()
+    assert all(pool.blocks[i].ref_cnt == 0 for i in free_ids)
+    assert len(free_ids) + sum(1 for n in refs.values() if n) == pool.num_usable_blocks
+    cached_free = sum(1 for i in free_ids if pool.blocks[i].block_hash is not None)
+    assert cached_free == pool.num_cached_free_blocks
+    running = {r.request_id for r in scheduler.running}
+    waiting = {r.request_id for r in scheduler.waiting}
+    assert not running & waiting
+    assert all(r.status == RequestStatus.RUNNING for r in scheduler.running)
+    assert len(scheduler.running) <= scheduler.max_num_running_reqs

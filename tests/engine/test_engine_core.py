@@ -1,0 +1,73 @@
+"""EngineCore in its own thread: commands, pause / single step, events."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from engine.commands import AddRequest, Pause, Resume, Step, TakeSnapshot, UpdateConfig
+from engine.config import ConfigError
+from engine.engine import Engine
+from engine.engine_core import EngineCore
+from engine.events import EngineSnapshot, ListSink
+from engine.request import SamplingParams
+from engine.runner.sim import SimRunner
+from tests.engine.helpers import make_config
+
+
+def _wait(predicate, timeout: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.005)
+    return False
+
+
+@pytest.fixture
+def core():  # type: ignore[no-untyped-def]
+    sink = ListSink()
+    c = EngineCore(Engine(make_config(), SimRunner(), sink), realtime=False)
+    c.start()
+    yield c, sink
+    c.stop()
+    assert c.error is None
+
+
+def test_requests_submitted_from_another_thread_run_to_completion(core) -> None:  # type: ignore[no-untyped-def]
+    c, sink = core
+    futures = [
+        c.submit(AddRequest(f"r{i}", list(range(1, 10 + i)), SamplingParams(max_tokens=5)))
+        for i in range(4)
+    ]
+    assert [f.result(timeout=5) for f in futures] == [None] * 4
+    assert _wait(lambda: sum(1 for e in sink.request_events() if e.kind == "finished") == 4)
+    steps = [e.step for e in sink.iterations()]
+    assert steps == list(range(len(steps)))
+
+
+def test_pause_then_single_step_advances_exactly_one_step(core) -> None:  # type: ignore[no-untyped-def]
+    c, sink = core
+    c.submit(Pause()).result(timeout=5)
+    c.submit(AddRequest("long", list(range(1, 30)), SamplingParams(max_tokens=50))).result(5)
+    time.sleep(0.1)
+    assert sink.iterations() == []
+    c.submit(Step()).result(timeout=5)
+    assert _wait(lambda: len(sink.iterations()) == 1)
+    time.sleep(0.1)
+    assert len(sink.iterations()) == 1
+    snap = c.submit(TakeSnapshot()).result(timeout=5)
+    assert isinstance(snap, EngineSnapshot) and snap.paused and snap.step == 1
+    c.submit(Resume()).result(timeout=5)
+    assert _wait(lambda: any(e.kind == "finished" for e in sink.request_events()))
+
+
+def test_invalid_knob_change_is_refused_with_the_vllm_rule(core) -> None:  # type: ignore[no-untyped-def]
+    c, _ = core
+    future = c.submit(UpdateConfig({"max_num_seqs": 1000}))
+    with pytest.raises(ConfigError) as info:
+        future.result(timeout=5)
+    assert info.value.field == "max_num_batched_tokens"
+    ok = c.submit(UpdateConfig({"max_num_batched_tokens": 32})).result(timeout=5)
+    assert ok.scheduler.max_num_batched_tokens == 32

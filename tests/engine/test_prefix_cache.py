@@ -1,0 +1,79 @@
+"""Automatic prefix caching: full-block hits, the num_tokens - 1 cap, LRU eviction."""
+
+from __future__ import annotations
+
+from tests.engine.helpers import check_invariants, make_request, make_scheduler, scheduled, step
+
+PROMPT = [7, 8, 9, 10, 11, 12, 13, 14, 15, 16]  # two full blocks of 4, then 2 tokens
+
+
+def test_a_request_admitted_later_in_the_same_step_hits_blocks_registered_at_allocation() -> None:
+    s = make_scheduler(block_size=4, enable_prefix_caching=True)
+    make_request(s, "A", PROMPT)
+    make_request(s, "B", [*PROMPT[:8], 99, 98, 97])
+    out = step(s)
+    assert scheduled(out) == {"A": 10, "B": 3}
+    b = out.chunks[1]
+    assert (b.num_computed_before, b.num_prefix_hit_tokens) == (8, 8)
+    # A holds 3 blocks, B shares A's first two and adds one.
+    assert out.kv_blocks_used == 4
+    shared = s.kv_cache_manager.req_to_blocks["B"][:2]
+    assert [blk.ref_cnt for blk in shared] == [2, 2]
+    check_invariants(s)
+
+
+def test_a_fully_cached_prompt_still_computes_its_last_token() -> None:
+    s = make_scheduler(block_size=4, enable_prefix_caching=True)
+    make_request(s, "A", PROMPT[:8])
+    step(s)
+    make_request(s, "C", PROMPT[:8])
+    out = step(s)
+    c = next(ch for ch in out.chunks if ch.req_id == "C")
+    # The whole 8-token prompt is cached, but the hit is capped at num_tokens - 1 = 7,
+    # which rounds down to one whole block.
+    assert (c.num_prefix_hit_tokens, c.num_tokens) == (4, 4)
+
+
+def test_freed_blocks_stay_cached_and_tail_blocks_are_evicted_first() -> None:
+    s = make_scheduler(block_size=4, num_gpu_blocks=4, enable_prefix_caching=True)
+    make_request(s, "A", PROMPT[:8], max_tokens=1)
+    step(s)  # A finishes: its two cached blocks join the free queue, tail first
+    pool = s.kv_cache_manager.block_pool
+    assert pool.num_cached_free_blocks == 2
+    make_request(s, "D", [50, 51, 52], max_tokens=1)  # takes the never-used block
+    step(s)
+    assert pool.num_cached_free_blocks == 2
+    make_request(s, "E", [60, 61, 62], max_tokens=1)  # evicts A's *tail* block
+    step(s)
+    assert pool.num_cached_free_blocks == 1
+    make_request(s, "F", [*PROMPT[:8], 1])
+    out = step(s)
+    f = next(ch for ch in out.chunks if ch.req_id == "F")
+    assert f.num_prefix_hit_tokens == 4  # A's head block survived, its tail did not
+    check_invariants(s)
+
+
+def test_a_resumed_request_hits_its_own_blocks_outputs_included() -> None:
+    s = make_scheduler(block_size=4, num_gpu_blocks=4, enable_prefix_caching=True)
+    y = make_request(s, "Y", 4, max_tokens=4)
+    x = make_request(s, "X", 2, max_tokens=6)
+    outs = [step(s) for _ in range(5)]
+    assert [scheduled(o) for o in outs[:4]] == [
+        {"Y": 4, "X": 2},
+        {"Y": 1, "X": 1},
+        {"Y": 1, "X": 1},
+        {"Y": 1},
+    ]
+    assert outs[3].preempted_req_ids == ("X",)  # X asked for a 2nd block; none free
+    assert y.num_output_tokens == 4
+    # X resumes with 5 tokens; its first block (2 prompt + 2 output tokens) is still cached.
+    assert outs[4].resumed_req_ids == ("X",)
+    chunk = outs[4].chunks[0]
+    assert (chunk.num_prefix_hit_tokens, chunk.num_tokens) == (4, 1)
+    while s.has_unfinished_requests():
+        step(s)
+    alone = make_scheduler(block_size=4, num_gpu_blocks=40, enable_prefix_caching=True)
+    x_alone = make_request(alone, "X", 2, max_tokens=6)
+    while alone.has_unfinished_requests():
+        step(alone)
+    assert x.output_token_ids == x_alone.output_token_ids
