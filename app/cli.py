@@ -36,6 +36,18 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--out", metavar="RESULT.json", help="write the step-by-step result here")
     sim.add_argument("--table", action="store_true", help="print the seed-style step table")
     _add_runner_flags(sim, default="sim")
+
+    serve = sub.add_parser("serve", help="start the dashboard with the embedded engine")
+    serve.add_argument("--host", help="bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default 8000)")
+    serve.add_argument("--runner", choices=("sim", "torch"))
+    serve.add_argument("--model", metavar="DIR", help="local Llama-family checkpoint directory")
+    serve.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    serve.add_argument("--workload", choices=("poisson", "none"))
+    serve.add_argument("--database-url", dest="database_url")
+    serve.add_argument("--token", help="control token (default: generated at start)")
+    serve.add_argument("--no-engine", dest="engine", action="store_false", default=None,
+                       help="observe remote nodes only; no local engine")
     return parser
 
 
@@ -78,7 +90,45 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"simulate": cmd_simulate}
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+    from pydantic import ValidationError
+
+    from app.main import create_app
+    from app.settings import Settings
+    from engine.config import ConfigError
+
+    overrides = {
+        key: getattr(args, key)
+        for key in ("host", "port", "runner", "model", "device", "workload", "database_url",
+                    "token", "engine")
+        if getattr(args, key) is not None
+    }
+    try:
+        settings = Settings(**overrides)
+        settings.engine_config()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise CliError(f"{where}: {first['msg']}") from None
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    if settings.model and not Path(settings.model).is_dir():
+        raise CliError(f"--model {settings.model}: no such directory")
+    if settings.runner == "torch":
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            raise CliError("the torch runner needs torch (pip install torch==2.13.0)") from None
+    app = create_app(settings)
+    url = f"http://{settings.host}:{settings.port}"
+    print(f"batchscope dashboard: {url}/", flush=True)
+    print(f"control (opens once, sets a cookie): {url}/launch?token={settings.token}", flush=True)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", ws="websockets")
+    return 0
+
+
+COMMANDS = {"simulate": cmd_simulate, "serve": cmd_serve}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -93,10 +93,37 @@ class BlockPool:
         self.changed_block_ids: set[int] = set()
         # Free blocks that still hold a cached hash (reusable by a prefix hit).
         self.num_cached_free_blocks = 0
+        # Blocks taken out of service by a live KV pool limit (`set_limit`).
+        self.withheld: list[KVCacheBlock] = []
+        self._withhold_target = 0
 
     @property
     def num_usable_blocks(self) -> int:
-        return self.num_gpu_blocks - 1
+        """Blocks in service: all but the null block, less any withheld by a limit."""
+        return self.num_gpu_blocks - 1 - len(self.withheld)
+
+    def set_limit(self, limit: int) -> None:
+        """Serve at most `limit` usable blocks (0 = all). Blocks in use are withheld as
+        they are freed, so lowering the limit under load provokes preemption live."""
+        total = self.num_gpu_blocks - 1
+        if not 0 <= limit <= total:
+            raise ValueError(f"the KV pool limit must be between 1 and {total} (0 = no limit)")
+        self._withhold_target = 0 if limit == 0 else total - limit
+        while len(self.withheld) > self._withhold_target:
+            block = self.withheld.pop()
+            self.free_block_queue.append(block)
+            self.changed_block_ids.add(block.block_id)
+        self._withhold_free()
+
+    def _withhold_free(self) -> None:
+        queue = self.free_block_queue
+        while len(self.withheld) < self._withhold_target and queue.num_free_blocks:
+            block = queue.popleft()
+            if block.block_hash is not None:
+                self.num_cached_free_blocks -= 1
+                self._evict_cached_block(block)
+            self.withheld.append(block)
+            self.changed_block_ids.add(block.block_id)
 
     def get_num_free_blocks(self) -> int:
         return self.free_block_queue.num_free_blocks
@@ -156,6 +183,8 @@ class BlockPool:
                 self.free_block_queue.append(block)
                 if block.block_hash is not None:
                     self.num_cached_free_blocks += 1
+        if len(self.withheld) < self._withhold_target:
+            self._withhold_free()
 
     def cache_full_blocks(
         self,
@@ -186,7 +215,10 @@ class BlockPool:
         return changed
 
     def block_state(self, block: KVCacheBlock) -> str:
-        """free | cached (free, still reusable by hash) | used | shared (ref_cnt > 1)."""
+        """free | cached (free, still reusable by hash) | used | shared (ref_cnt > 1) |
+        withheld (out of service under a KV pool limit)."""
         if block.ref_cnt == 0:
+            if block.prev_free is None and not block.is_null:
+                return "withheld"
             return "cached" if block.block_hash is not None else "free"
         return "shared" if block.ref_cnt > 1 else "used"

@@ -68,12 +68,20 @@ class CacheConfig:
     block_size: int = 16
     num_gpu_blocks: int = 1024
     enable_prefix_caching: bool = True
+    kv_block_limit: int = 0
+    """Serve at most this many usable blocks (0 = all); the one cache knob that may
+    change live, to provoke preemption."""
 
     def validate(self) -> None:
         _positive("block_size", self.block_size)
         if self.num_gpu_blocks < 2:
             raise ConfigError(
                 "num_gpu_blocks", "must be >= 2 (one block is the reserved null block)"
+            )
+        if not 0 <= self.kv_block_limit <= self.num_gpu_blocks - 1:
+            raise ConfigError(
+                "kv_block_limit",
+                f"must be between 1 and {self.num_gpu_blocks - 1} usable blocks (0 = no limit)",
             )
 
     @property

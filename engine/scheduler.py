@@ -8,9 +8,11 @@ with the first (chunked prefill, prefix hits, decodes and recompute are all "def
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
-from engine.config import EngineConfig, SchedulingPolicy
+
+from engine.config import ConfigError, EngineConfig, SchedulingPolicy
 from engine.kv_cache_manager import KVCacheManager
 from engine.outputs import ModelRunnerOutput, ScheduledChunk, SchedulerOutput
 from engine.request import Request, RequestStatus, SamplingParams
@@ -59,8 +61,12 @@ class Scheduler:
     def update_config(self, config: EngineConfig) -> None:
         """Take new scheduler knobs; they apply from the next schedule()."""
         config.validate()
-        if config.cache != self.config.cache:
+        old_cache = self.config.cache
+        if dataclasses.replace(config.cache, kv_block_limit=old_cache.kv_block_limit) != old_cache:
             raise ValueError("the KV pool (cache config) cannot change while running")
+        if config.cache.kv_block_limit != old_cache.kv_block_limit:
+            self._check_kv_block_limit(config.cache.kv_block_limit or config.cache.num_usable_blocks)
+            self.kv_cache_manager.block_pool.set_limit(config.cache.kv_block_limit)
         if config.scheduler.max_model_len != self.config.scheduler.max_model_len:
             raise ValueError("max_model_len cannot change while running")
         if config.scheduler.policy != self.policy:
@@ -70,6 +76,18 @@ class Scheduler:
             self.waiting = queue
         self.config = config
         self._apply_scheduler_config(config)
+
+    def _check_kv_block_limit(self, limit: int) -> None:
+        block_size = self.kv_cache_manager.block_size
+        for request in self.requests.values():
+            outputs = min(request.max_tokens, self.max_model_len - request.num_prompt_tokens)
+            needed = -(-(request.num_prompt_tokens + outputs - 1) // block_size)
+            if needed > limit:
+                raise ConfigError(
+                    "kv_block_limit",
+                    f"request {request.request_id!r} needs {needed} blocks at its peak; "
+                    f"a pool of {limit} could never finish it",
+                )
 
     # --------------------------------------------------------------- requests
     def add_request(self, request: Request) -> None:

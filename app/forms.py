@@ -1,0 +1,141 @@
+"""Parse and bound user input for the control endpoints (JSON or form data).
+
+Every error names the field; nothing here trusts the browser.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from app.settings import Settings
+
+INT_KNOBS = ("max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold",
+             "kv_block_limit")
+BOOL_KNOBS = ("enable_chunked_prefill", "scheduler_reserve_full_isl")
+KNOB_MAX = 1 << 20
+
+
+class FormError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class InjectSpec:
+    prompt: str | None
+    prompt_len: int | None
+    max_tokens: int
+    priority: int
+    shared_prefix: str
+    count: int
+    temperature: float
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip() == "")
+
+
+def as_int(data: dict[str, Any], key: str, low: int, high: int, default: int | None = None) -> int:
+    value = data.get(key)
+    if _blank(value):
+        if default is None:
+            raise FormError(f"{key}: required")
+        return default
+    if isinstance(value, bool):
+        raise FormError(f"{key}: must be an integer")
+    try:
+        number = int(str(value).strip()) if not isinstance(value, int) else value
+    except ValueError:
+        raise FormError(f"{key}: must be an integer") from None
+    if not low <= number <= high:
+        raise FormError(f"{key}: must be between {low} and {high}")
+    return number
+
+
+def as_float(data: dict[str, Any], key: str, low: float, high: float, default: float) -> float:
+    value = data.get(key)
+    if _blank(value):
+        return default
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise FormError(f"{key}: must be a number") from None
+    if not low <= number <= high:
+        raise FormError(f"{key}: must be between {low:g} and {high:g}")
+    return number
+
+
+def as_bool(data: dict[str, Any], key: str) -> bool:
+    value = data.get(key)
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "on", "1", "yes"):
+        return True
+    if text in ("false", "off", "0", "no", ""):
+        return False
+    raise FormError(f"{key}: must be true or false")
+
+
+def parse_inject(data: dict[str, Any], settings: Settings) -> InjectSpec:
+    prompt = data.get("prompt")
+    if _blank(prompt):
+        prompt = None
+    elif not isinstance(prompt, str):
+        raise FormError("prompt: must be text")
+    elif len(prompt) > settings.max_prompt_chars:
+        raise FormError(f"prompt: at most {settings.max_prompt_chars} characters")
+    prompt_len = None
+    if prompt is None:
+        prompt_len = as_int(data, "prompt_len", 1, settings.max_model_len, default=32)
+    shared = str(data.get("shared_prefix") or "none")
+    if shared not in ("none", "system", "long"):
+        raise FormError("shared_prefix: must be none, system or long")
+    return InjectSpec(
+        prompt=prompt,
+        prompt_len=prompt_len,
+        max_tokens=as_int(data, "max_tokens", 1, settings.max_model_len, default=32),
+        priority=as_int(data, "priority", -1000, 1000, default=0),
+        shared_prefix=shared,
+        count=as_int(data, "count", 1, settings.max_burst, default=1),
+        temperature=as_float(data, "temperature", 0.0, 5.0, 0.0),
+    )
+
+
+def parse_config_changes(data: dict[str, Any]) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    for key in INT_KNOBS:
+        if key in data and not _blank(data[key]):
+            changes[key] = as_int(data, key, 0, KNOB_MAX)
+    for key in BOOL_KNOBS:
+        if key in data:
+            changes[key] = as_bool(data, key)
+    if "policy" in data and not _blank(data["policy"]):
+        policy = str(data["policy"])
+        if policy not in ("fcfs", "priority"):
+            raise FormError("policy: must be fcfs or priority")
+        changes["policy"] = policy
+    unknown = set(data) - set(INT_KNOBS) - set(BOOL_KNOBS) - {"policy"}
+    if unknown:
+        raise FormError(f"{sorted(unknown)[0]}: not a live knob")
+    if not changes:
+        raise FormError("no knob given")
+    return changes
+
+
+def parse_workload(data: dict[str, Any]) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    if "enabled" in data:
+        changes["enabled"] = as_bool(data, "enabled")
+    if not _blank(data.get("rate")):
+        changes["rate"] = as_float(data, "rate", 0.01, 200.0, 1.0)
+    if not _blank(data.get("prompt_len_mean")):
+        changes["prompt_len_mean"] = as_int(data, "prompt_len_mean", 1, 100_000)
+    if not _blank(data.get("max_tokens_mean")):
+        changes["max_tokens_mean"] = as_int(data, "max_tokens_mean", 1, 100_000)
+    unknown = set(data) - {"enabled", "rate", "prompt_len_mean", "max_tokens_mean"}
+    if unknown:
+        raise FormError(f"{sorted(unknown)[0]}: unknown workload field")
+    if not changes:
+        raise FormError("no workload field given")
+    return changes

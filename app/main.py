@@ -1,0 +1,71 @@
+"""create_app(): routers, static files, lifespan (hub -> engine thread; reverse on stop)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.responses import RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from app.engine_service import EngineService
+from app.hub import EventHub
+from app.metrics import Metrics
+from app.routes import api, metrics, ws
+from app.security import COOKIE, token_matches
+from app.settings import Settings, get_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        service = app.state.service
+        if service is not None:
+            service.start()
+        try:
+            yield
+        finally:
+            if service is not None:
+                service.stop()
+
+    app = FastAPI(title="batchscope", lifespan=lifespan)
+    hub = EventHub()
+    app.state.settings = settings
+    app.state.hub = hub
+    app.state.metrics = Metrics(hub)
+    app.state.service = EngineService(settings, hub) if settings.engine else None
+
+    app.include_router(api.router)
+    app.include_router(ws.router)
+    app.include_router(metrics.router)
+    with contextlib.suppress(ImportError):
+        from app.routes import pages
+
+        app.include_router(pages.router)
+    static = ROOT / "static"
+    if static.is_dir():
+        app.mount("/static", StaticFiles(directory=static), name="static")
+
+    @app.get("/launch", include_in_schema=False)
+    async def launch(request: Request, token: str = "") -> Response:
+        """The launch URL printed at start: sets the control cookie once, then redirects."""
+        if not token_matches(settings.token, token):
+            return Response("invalid or missing token", status_code=403)
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(COOKIE, token, httponly=True, samesite="strict",
+                            secure=request.url.scheme == "https")
+        return response
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, object]:
+        service = app.state.service
+        return {"ok": True, "engine": bool(service and service.core and service.core.alive),
+                "session": hub.live_session}
+
+    return app

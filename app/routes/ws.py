@@ -1,0 +1,116 @@
+"""/ws/live: hello -> snapshot -> batched frames, one sender and one receiver task.
+
+The sender wakes when frames arrive, sends everything queued as one JSON array, then
+rests ~40 ms, so a browser gets at most ~25 messages a second whatever the step rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+
+from app.hub import EventHub, Subscriber, encode
+from app.security import has_control, origin_allowed
+
+router = APIRouter()
+
+SEND_INTERVAL_S = 0.04
+HELLO_TIMEOUT_S = 10.0
+
+
+async def _send_snapshot(ws: WebSocket, hub: EventHub, session: str | None) -> tuple[str | None, int]:
+    sid = session or hub.live_session
+    if sid is None or sid not in hub.sessions:
+        empty = {"v": 1, "type": "snapshot", "session": None, "seq": 0, "data": None}
+        await ws.send_text(encode(empty))
+        return None, 0
+    seq, text = hub.snapshot_frame(sid)
+    await ws.send_text(text)
+    return sid, seq
+
+
+async def _sender(ws: WebSocket, hub: EventHub, sub: Subscriber, resync: asyncio.Event) -> None:
+    current, last_seq = await _send_snapshot(ws, hub, sub.session)
+    while True:
+        await sub.wakeup.wait()
+        sub.wakeup.clear()
+        if sub.gap or resync.is_set():
+            if sub.gap:
+                gap = {"v": 1, "type": "gap", "session": current, "seq": last_seq,
+                       "data": {"dropped": sub.dropped}}
+                await ws.send_text(encode(gap))
+            sub.gap = False
+            sub.dropped = 0
+            resync.clear()
+            while not sub.queue.empty():
+                sub.queue.get_nowait()
+            current, last_seq = await _send_snapshot(ws, hub, sub.session)
+            continue
+        batch: list[str] = []
+        while not sub.queue.empty():
+            session, seq, text = sub.queue.get_nowait()
+            if session == current and seq > last_seq:
+                batch.append(text)
+                last_seq = seq
+        if batch:
+            await ws.send_text("[" + ",".join(batch) + "]")
+        await asyncio.sleep(SEND_INTERVAL_S)
+
+
+async def _receiver(ws: WebSocket, sub: Subscriber, resync: asyncio.Event) -> None:
+    while True:
+        message = await ws.receive_text()
+        try:
+            data: Any = json.loads(message)
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and data.get("type") == "hello":
+            resync.set()
+            sub.wakeup.set()
+        else:
+            await ws.send_text(encode({"v": 1, "type": "error", "data": {
+                "detail": "only 'hello' messages are accepted on /ws/live"}}))
+
+
+@router.websocket("/ws/live")
+async def ws_live(ws: WebSocket) -> None:
+    settings = ws.app.state.settings
+    if not origin_allowed(ws):
+        await ws.close(code=1008, reason="foreign origin")
+        return
+    if not (settings.view_open and settings.is_loopback) and not has_control(ws):  # type: ignore[arg-type]
+        await ws.close(code=1008, reason="token required")
+        return
+    await ws.accept()
+    try:
+        hello = json.loads(await asyncio.wait_for(ws.receive_text(), HELLO_TIMEOUT_S))
+    except (TimeoutError, ValueError, WebSocketDisconnect):
+        with contextlib.suppress(Exception):
+            await ws.close(code=1002, reason="expected a hello message first")
+        return
+    if not isinstance(hello, dict) or hello.get("type") != "hello":
+        await ws.close(code=1002, reason="expected a hello message first")
+        return
+    session = hello.get("session")
+    if session is not None and not isinstance(session, str):
+        await ws.close(code=1002, reason="session must be a string or null")
+        return
+    hub: EventHub = ws.app.state.hub
+    resync = asyncio.Event()
+    async with hub.subscribe(session) as sub:
+        tasks = [
+            asyncio.create_task(_sender(ws, hub, sub, resync)),
+            asyncio.create_task(_receiver(ws, sub, resync)),
+        ]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(BaseException):
+                    await task

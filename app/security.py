@@ -1,0 +1,53 @@
+"""Control token, launch cookie and Origin/Host checks (DESIGN §7)."""
+
+from __future__ import annotations
+
+import hmac
+from urllib.parse import urlsplit
+
+from fastapi import HTTPException, Request, WebSocket
+
+COOKIE = "batchscope_token"
+
+
+def token_matches(settings_token: str, given: str | None) -> bool:
+    return bool(given) and hmac.compare_digest(settings_token.encode(), str(given).encode())
+
+
+def presented_token(conn: Request | WebSocket) -> str | None:
+    auth = conn.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return conn.cookies.get(COOKIE)
+
+
+def origin_allowed(conn: Request | WebSocket) -> bool:
+    """No Origin (non-browser clients) or an Origin whose host:port is the Host we serve."""
+    origin = conn.headers.get("origin")
+    if origin is None:
+        return True
+    host = conn.headers.get("host", "")
+    parts = urlsplit(origin)
+    return parts.scheme in ("http", "https") and parts.netloc == host
+
+
+def has_control(request: Request) -> bool:
+    token = request.app.state.settings.token
+    return token_matches(token, presented_token(request))
+
+
+def require_control(request: Request) -> None:
+    """Dependency for every state-changing route."""
+    if not origin_allowed(request):
+        raise HTTPException(403, "cross-origin control requests are refused")
+    if not has_control(request):
+        raise HTTPException(401, "this action needs the control token (open the launch URL "
+                                 "printed at start, or send Authorization: Bearer TOKEN)")
+
+
+def require_view(request: Request) -> None:
+    settings = request.app.state.settings
+    if settings.view_open and settings.is_loopback:
+        return
+    if not has_control(request):
+        raise HTTPException(401, "viewing this dashboard needs the token")

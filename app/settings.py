@@ -1,0 +1,78 @@
+"""Settings: the only place that reads the environment (BATCHSCOPE_*, DATABASE_URL)."""
+
+from __future__ import annotations
+
+import secrets
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from engine.config import CacheConfig, EngineConfig, SchedulerConfig, SchedulingPolicy
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="BATCHSCOPE_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    runner: Literal["torch", "sim"] = "torch"
+    model: str | None = None
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    workload: Literal["poisson", "none"] = "poisson"
+    engine: bool = True
+    """False: a pure observer dashboard with no local engine (remote nodes push frames)."""
+    database_url: str = Field(
+        "sqlite:///./data/batchscope.db",
+        validation_alias=AliasChoices("DATABASE_URL", "BATCHSCOPE_DATABASE_URL"),
+    )
+    token: str = Field(default_factory=lambda: secrets.token_urlsafe(18))
+    view_open: bool = True
+    """Viewing without the token is allowed on loopback binds."""
+
+    # Default engine knobs for the live demo.
+    max_num_batched_tokens: int = 256
+    max_num_seqs: int = 16
+    max_model_len: int = 1024
+    long_prefill_token_threshold: int = 0
+    enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = True
+    policy: Literal["fcfs", "priority"] = "fcfs"
+    block_size: int = 16
+    num_gpu_blocks: int = 257
+
+    # Default Poisson workload.
+    workload_rate: float = Field(2.0, gt=0, le=200)
+    workload_prompt_len_mean: int = Field(96, ge=1)
+    workload_max_tokens_mean: int = Field(48, ge=1)
+
+    # Input limits.
+    max_prompt_chars: int = 16_384
+    max_burst: int = 256
+
+    def engine_config(self) -> EngineConfig:
+        return EngineConfig(
+            scheduler=SchedulerConfig(
+                max_num_batched_tokens=self.max_num_batched_tokens,
+                max_num_seqs=self.max_num_seqs,
+                max_model_len=self.max_model_len,
+                long_prefill_token_threshold=self.long_prefill_token_threshold,
+                enable_chunked_prefill=self.enable_chunked_prefill,
+                policy=SchedulingPolicy(self.policy),
+            ),
+            cache=CacheConfig(
+                block_size=self.block_size,
+                num_gpu_blocks=self.num_gpu_blocks,
+                enable_prefix_caching=self.enable_prefix_caching,
+            ),
+        ).validate()
+
+    @property
+    def is_loopback(self) -> bool:
+        return self.host in ("127.0.0.1", "localhost", "::1")
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

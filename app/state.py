@@ -1,0 +1,230 @@
+"""SessionState: the fold of a session's frames into its current state.
+
+Source-agnostic (local engine, remote ingest, replay): it reads only wire frames. The
+hub keeps one per live session to answer late joiners with a snapshot; replay rebuilds
+it from a checkpoint plus the frames after it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import deque
+from typing import Any
+
+HISTORY_STEPS = 2000
+LATENCY_SAMPLES = 20_000
+
+
+def _quantiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p95": None, "p99": None}
+    ordered = sorted(values)
+    last = len(ordered) - 1
+
+    def q(p: float) -> float:
+        return round(ordered[min(last, int(round(p * last)))], 6)
+
+    return {"p50": q(0.50), "p95": q(0.95), "p99": q(0.99)}
+
+
+class SessionState:
+    def __init__(self, session: str, meta: dict[str, Any] | None = None) -> None:
+        self.session = session
+        self.meta: dict[str, Any] = dict(meta or {})
+        self.seq = 0
+        self.step = -1
+        self.t = 0.0
+        self.config: dict[str, Any] = dict(self.meta.get("config", {}))
+        self.config_version = 0
+        self.config_marks: list[dict[str, Any]] = []
+        self.paused = False
+        self.simulated = bool(self.meta.get("simulated", False))
+        self.requests: dict[str, dict[str, Any]] = {}
+        self.blocks: dict[int, list[Any]] = {}
+        self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_STEPS)
+        self.totals = {"steps": 0, "scheduled_tokens": 0, "output_tokens": 0,
+                       "prompt_tokens": 0, "preemptions": 0, "prefix_hit_tokens": 0}
+        self.kv_peak = 0
+        self._ttft: deque[float] = deque(maxlen=LATENCY_SAMPLES)
+        self._itl: deque[float] = deque(maxlen=LATENCY_SAMPLES)
+        self._queue: deque[float] = deque(maxlen=LATENCY_SAMPLES)
+        self._e2e: deque[float] = deque(maxlen=LATENCY_SAMPLES)
+        self._last_token_t: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ fold
+    def apply(self, frame_type: str, seq: int, data: dict[str, Any]) -> None:
+        self.seq = seq
+        if frame_type == "iteration":
+            self._apply_iteration(data)
+        elif frame_type == "request":
+            self._apply_request(data)
+        elif frame_type == "config":
+            self.config = dict(data["config"])
+            self.config_version = data["config_version"]
+            self.config_marks.append(
+                {"step": data["step"], "changes": data["changes"], "version": data["config_version"]}
+            )
+        elif frame_type == "session":
+            self.meta.update(data)
+            self.paused = bool(data.get("paused", self.paused))
+
+    def _row(self, req: str) -> dict[str, Any]:
+        row = self.requests.get(req)
+        if row is None:
+            row = self.requests[req] = {
+                "req": req, "status": "WAITING", "num_prompt_tokens": 0, "num_tokens": 0,
+                "num_computed_tokens": 0, "max_tokens": 0, "priority": 0, "num_preemptions": 0,
+                "prefix_hit": 0, "arrived_step": max(self.step + 1, 0), "arrived_t": self.t,
+                "first_scheduled_step": None, "first_token_t": None, "finish_step": None,
+                "finish_reason": None, "waiting_reason": None,
+                "segments": [["waiting", max(self.step + 1, 0), None, 0]],
+            }
+        return row
+
+    def _apply_request(self, d: dict[str, Any]) -> None:
+        kind, req, t = d["kind"], d["req"], d["t"]
+        detail = d.get("detail", {})
+        if kind == "arrived":
+            row = self._row(req)
+            row["num_prompt_tokens"] = row["num_tokens"] = detail.get("num_prompt_tokens", 0)
+            row["max_tokens"] = detail.get("max_tokens", 0)
+            row["priority"] = detail.get("priority", 0)
+            row["arrived_step"], row["arrived_t"] = d["step"], t
+            row["segments"][0][1] = d["step"]
+            self.totals["prompt_tokens"] += row["num_prompt_tokens"]
+        elif kind == "rejected":
+            row = self._row(req)
+            row["status"], row["finish_reason"] = "REJECTED", detail.get("reason", "rejected")
+            row["finish_step"], row["segments"] = d["step"], []
+        elif kind == "first_token":
+            row = self._row(req)
+            row["first_token_t"] = t
+            self._ttft.append(t - row["arrived_t"])
+        elif kind == "scheduled":
+            row = self._row(req)
+            self._queue.append(t - row["arrived_t"])
+        elif kind in ("finished", "aborted"):
+            row = self._row(req)
+            row["status"] = "FINISHED"
+            row["finish_reason"] = detail.get("reason", "abort")
+            row["finish_step"] = d["step"]
+            self._close_open(row, d["step"])
+            self._last_token_t.pop(req, None)
+            if kind == "finished":
+                self._e2e.append(t - row["arrived_t"])
+
+    def _close_open(self, row: dict[str, Any], step: int) -> None:
+        last = row["segments"][-1] if row["segments"] else None
+        if last is not None and last[2] is None:
+            if step - 1 < last[1]:
+                row["segments"].pop()
+            else:
+                last[2] = step - 1
+
+    def _apply_iteration(self, d: dict[str, Any]) -> None:
+        step = d["step"]
+        self.step = step
+        t_end = d["t_start"] + d["duration"]
+        self.t = t_end
+        totals = self.totals
+        totals["steps"] += 1
+        totals["scheduled_tokens"] += d["budget"]["used"]
+        for req in d["arrived"]:
+            self._row(req)
+        for item in d["scheduled"]:
+            row = self._row(item["req"])
+            if row["status"] != "RUNNING":
+                self._close_open(row, step)
+                row["status"] = "RUNNING"
+                if row["first_scheduled_step"] is None:
+                    row["first_scheduled_step"] = step
+                    row["prefix_hit"] = item["prefix_hit"]
+                totals["prefix_hit_tokens"] += item["prefix_hit"]
+            row["waiting_reason"] = None
+            row["num_computed_tokens"] = item["start"] + item["n"]
+            segs = row["segments"]
+            last = segs[-1] if segs else None
+            if (item["phase"] == "decode" and last is not None and last[0] == "decode"
+                    and last[2] == step - 1):
+                last[2] = step
+                last[3] += item["n"]
+            else:
+                segs.append([item["phase"], step, step, item["n"]])
+        for p in d["preempted"]:
+            row = self._row(p["req"])
+            row["status"] = "PREEMPTED"
+            row["num_preemptions"] += 1
+            row["num_computed_tokens"] = 0
+            row["segments"].append(["preempted", step, None, p["tokens_lost"]])
+            totals["preemptions"] += 1
+        for req in d["sampled"]:
+            row = self._row(req)
+            row["num_tokens"] += 1
+            totals["output_tokens"] += 1
+            prev = self._last_token_t.get(req)
+            if prev is not None:
+                self._itl.append(t_end - prev)
+            self._last_token_t[req] = t_end
+        for f in d["finished"]:
+            row = self._row(f["req"])
+            row["status"], row["finish_reason"], row["finish_step"] = "FINISHED", f["reason"], step
+        for req, reason in d["waiting_reasons"].items():
+            row = self.requests.get(req)
+            if row is not None:
+                row["waiting_reason"] = reason
+        for block_id, state, owner, ref in d["blocks"]:
+            self.blocks[block_id] = [block_id, state, owner, ref]
+        kv = d["kv"]
+        if not self.blocks or len(self.blocks) < kv["total"]:
+            for i in range(1, kv["total"] + 1):
+                self.blocks.setdefault(i, [i, "free", None, 0])
+        self.kv_peak = max(self.kv_peak, kv["used"])
+        self.simulated = d["simulated"]
+        self.history.append({
+            "step": step, "t": round(t_end, 6), "prefill": d["budget"]["prefill"],
+            "decode": d["budget"]["decode"], "max_tokens": d["budget"]["max_tokens"],
+            "seqs": len(d["scheduled"]), "max_seqs": d["budget"]["max_seqs"],
+            "running": d["queues"]["running_end"], "waiting": d["queues"]["waiting_end"],
+            "kv_used": kv["used_end"], "kv_cached": kv["cached_free"], "kv_total": kv["total"],
+            "preempted": len(d["preempted"]), "plan": {i["req"]: i["n"] for i in d["scheduled"]},
+            "finished": [f["req"] for f in d["finished"]],
+            "preempted_ids": [p["req"] for p in d["preempted"]],
+        })
+
+    # ---------------------------------------------------------------- views
+    def snapshot(self) -> dict[str, Any]:
+        rows = copy.deepcopy(list(self.requests.values()))
+        for row in rows:
+            for seg in row["segments"]:
+                if seg[2] is None:
+                    seg[2] = max(self.step, seg[1])
+        return {
+            "session": self.session,
+            "meta": dict(self.meta),
+            "seq": self.seq,
+            "step": self.step,
+            "t": self.t,
+            "config": dict(self.config),
+            "config_version": self.config_version,
+            "config_marks": list(self.config_marks),
+            "paused": self.paused,
+            "simulated": self.simulated,
+            "requests": rows,
+            "blocks": [self.blocks[k] for k in sorted(self.blocks)],
+            "history": list(self.history),
+            "totals": dict(self.totals),
+        }
+
+    def latency_summary(self) -> dict[str, Any]:
+        elapsed = max(self.t, 1e-9)
+        return {
+            "ttft": _quantiles(list(self._ttft)),
+            "itl": _quantiles(list(self._itl)),
+            "queue": _quantiles(list(self._queue)),
+            "e2e": _quantiles(list(self._e2e)),
+            "finished": len(self._e2e),
+            "throughput_tok_s": round(self.totals["output_tokens"] / elapsed, 3),
+            "preemptions": self.totals["preemptions"],
+            "kv_peak": self.kv_peak,
+            "steps": self.totals["steps"],
+        }
