@@ -35,7 +35,14 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("file", help="scenario JSON (see docs/scenarios.md)")
     sim.add_argument("--out", metavar="RESULT.json", help="write the step-by-step result here")
     sim.add_argument("--table", action="store_true", help="print the seed-style step table")
+    sim.add_argument("--cost-model", metavar="FILE", help="SimRunner cost model (from calibrate)")
     _add_runner_flags(sim, default="sim")
+
+    cal = sub.add_parser("calibrate", help="fit the SimRunner's cost model on the torch runner")
+    cal.add_argument("--out", metavar="FILE", default="data/cost_model.json")
+    cal.add_argument("--model", metavar="DIR", help="local Llama-family checkpoint directory")
+    cal.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    cal.add_argument("--repeats", type=int, default=3)
 
     serve = sub.add_parser("serve", help="start the dashboard with the embedded engine")
     serve.add_argument("--host", help="bind address (default 127.0.0.1)")
@@ -46,8 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--workload", choices=("poisson", "none"))
     serve.add_argument("--database-url", dest="database_url")
     serve.add_argument("--token", help="control token (default: generated at start)")
-    serve.add_argument("--no-engine", dest="engine", action="store_false", default=None,
-                       help="observe remote nodes only; no local engine")
+    serve.add_argument(
+        "--no-engine",
+        dest="engine",
+        action="store_false",
+        default=None,
+        help="observe remote nodes only; no local engine",
+    )
     return parser
 
 
@@ -57,6 +69,9 @@ def make_runner_from_args(args: argparse.Namespace, config: Any) -> Any:
     if args.runner == "sim":
         if args.model:
             raise CliError("--model needs --runner torch")
+        cost_path = getattr(args, "cost_model", None)
+        if cost_path:
+            return make_runner("sim", config, cost_model=load_cost_model(cost_path))
         return make_runner("sim", config)
     options: dict[str, Any] = {"device": args.device}
     if args.model:
@@ -65,6 +80,46 @@ def make_runner_from_args(args: argparse.Namespace, config: Any) -> Any:
         return make_runner("torch", config, **options)
     except (ValueError, OSError, RuntimeError) as exc:
         raise CliError(str(exc)) from None
+
+
+def load_cost_model(path: str) -> Any:
+    from engine.runner.sim import CostModel
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return CostModel(
+            **{
+                k: float(data[k])
+                for k in ("base_ms", "per_token_ms", "per_seq_ms", "per_context_ms")
+            }
+        )
+    except OSError as exc:
+        raise CliError(f"--cost-model {path}: {exc.strerror}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CliError(f"--cost-model {path}: not a cost model file ({exc})") from None
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from engine.config import CacheConfig, EngineConfig, SchedulerConfig
+    from engine.runner.calibrate import calibrate
+
+    if args.repeats < 1:
+        raise CliError("--repeats: must be >= 1")
+    config = EngineConfig(
+        SchedulerConfig(max_num_batched_tokens=4096, max_num_seqs=64, max_model_len=4096),
+        CacheConfig(block_size=16, num_gpu_blocks=1025),
+    )
+    args.runner = "torch"
+    runner = make_runner_from_args(args, config)
+    model = calibrate(runner, repeats=args.repeats)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    payload = {**asdict(model), "runner": runner.describe()}
+    out.write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
+    print(f"cost model written to {out}: {asdict(model)}")
+    return 0
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -100,8 +155,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     overrides = {
         key: getattr(args, key)
-        for key in ("host", "port", "runner", "model", "device", "workload", "database_url",
-                    "token", "engine")
+        for key in (
+            "host",
+            "port",
+            "runner",
+            "model",
+            "device",
+            "workload",
+            "database_url",
+            "token",
+            "engine",
+        )
         if getattr(args, key) is not None
     }
     try:
@@ -128,7 +192,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"simulate": cmd_simulate, "serve": cmd_serve}
+COMMANDS = {"simulate": cmd_simulate, "serve": cmd_serve, "calibrate": cmd_calibrate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

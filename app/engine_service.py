@@ -49,8 +49,9 @@ class ScenarioArrivals:
 
     def __call__(self, engine: Engine) -> None:
         for req in self.by_step.pop(engine.step_index, ()):
-            engine.add_request(req.id, list(req.prompt_token_ids), req.sampling_params,
-                               req.priority)
+            engine.add_request(
+                req.id, list(req.prompt_token_ids), req.sampling_params, req.priority
+            )
         # Empty steps between arrivals are real steps of the scenario.
         if self.by_step and not engine.has_unfinished_requests():
             engine.step()
@@ -116,7 +117,9 @@ class EngineService:
             )
             self.workload = PoissonWorkload(spec, next_id=self.next_req_id)
             hook = self.workload
-        self.core = EngineCore(engine, realtime=True, before_step=hook)
+        self.core = EngineCore(
+            engine, realtime=self.settings.realtime, speed=self.settings.sim_speed, before_step=hook
+        )
         self.core.start()
         self.session = session
         self.scenario = scenario.name if scenario else None

@@ -10,8 +10,12 @@ from typing import Any
 
 from app.settings import Settings
 
-INT_KNOBS = ("max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold",
-             "kv_block_limit")
+INT_KNOBS = (
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "long_prefill_token_threshold",
+    "kv_block_limit",
+)
 BOOL_KNOBS = ("enable_chunked_prefill", "scheduler_reserve_full_isl")
 KNOB_MAX = 1 << 20
 
@@ -57,7 +61,7 @@ def as_float(data: dict[str, Any], key: str, low: float, high: float, default: f
     if _blank(value):
         return default
     try:
-        number = float(value)
+        number = float(str(value))
     except (TypeError, ValueError):
         raise FormError(f"{key}: must be a number") from None
     if not low <= number <= high:

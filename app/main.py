@@ -58,14 +58,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if not token_matches(settings.token, token):
             return Response("invalid or missing token", status_code=403)
         response = RedirectResponse("/", status_code=303)
-        response.set_cookie(COOKIE, token, httponly=True, samesite="strict",
-                            secure=request.url.scheme == "https")
+        response.set_cookie(
+            COOKIE, token, httponly=True, samesite="strict", secure=request.url.scheme == "https"
+        )
         return response
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, object]:
         service = app.state.service
-        return {"ok": True, "engine": bool(service and service.core and service.core.alive),
-                "session": hub.live_session}
+        return {
+            "ok": True,
+            "engine": bool(service and service.core and service.core.alive),
+            "session": hub.live_session,
+        }
 
     return app

@@ -7,12 +7,74 @@ from typing import Any
 
 from app.hub import EventHub
 
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
-                5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
-               7.5, 10.0, 20.0, 40.0, 80.0)
-LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
-                   60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+ITL_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+LATENCY_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
 TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 
@@ -44,8 +106,13 @@ class Metrics:
 
     def __init__(self, hub: EventHub) -> None:
         self.hub = hub
-        self.counters = {"num_preemptions": 0, "prompt_tokens": 0, "generation_tokens": 0,
-                         "prefix_cache_queries": 0, "prefix_cache_hits": 0}
+        self.counters = {
+            "num_preemptions": 0,
+            "prompt_tokens": 0,
+            "generation_tokens": 0,
+            "prefix_cache_queries": 0,
+            "prefix_cache_hits": 0,
+        }
         self.hist = {
             "time_to_first_token_seconds": Histogram(TTFT_BUCKETS),
             "inter_token_latency_seconds": Histogram(ITL_BUCKETS),
@@ -57,8 +124,9 @@ class Metrics:
         self._last_token_t: dict[tuple[str, str], float] = {}
         hub.add_listener(self.on_frame)
 
-    def on_frame(self, session: str, frame_type: str, seq: int, data: dict[str, Any],
-                 text: str) -> None:
+    def on_frame(
+        self, session: str, frame_type: str, seq: int, data: dict[str, Any], text: str
+    ) -> None:
         del seq, text
         c, h = self.counters, self.hist
         if frame_type == "iteration":
@@ -112,8 +180,11 @@ class Metrics:
             f"vllm:kv_cache_usage_perc{{{labels}}} {usage:.6f}",
         ]
         for name, value in self.counters.items():
-            lines.append(f"# TYPE vllm:{name}_total counter" if not name.startswith("prefix")
-                         else f"# TYPE vllm:{name} counter")
+            lines.append(
+                f"# TYPE vllm:{name}_total counter"
+                if not name.startswith("prefix")
+                else f"# TYPE vllm:{name} counter"
+            )
             metric = f"vllm:{name}_total" if not name.startswith("prefix") else f"vllm:{name}"
             lines.append(f"{metric}{{{labels}}} {value}")
         for name, hist in self.hist.items():

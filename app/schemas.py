@@ -83,8 +83,13 @@ def request_data(ev: RequestEvent) -> dict[str, Any]:
     detail = dict(ev.detail)
     if "output_token_ids" in detail:
         detail["output_token_ids"] = list(detail["output_token_ids"])
-    return {"req": ev.req_id, "kind": ev.kind, "step": ev.step, "t": round(ev.t, 6),
-            "detail": detail}
+    return {
+        "req": ev.req_id,
+        "kind": ev.kind,
+        "step": ev.step,
+        "t": round(ev.t, 6),
+        "detail": detail,
+    }
 
 
 def config_data(ev: ConfigEvent) -> dict[str, Any]:
@@ -187,7 +192,9 @@ class IterationFrame(_Strict):
     queues: Queues
     budget: Budget
     kv: KVFrame
-    blocks: list[tuple[int, Literal["free", "cached", "used", "shared", "withheld"], str | None, int]]
+    blocks: list[
+        tuple[int, Literal["free", "cached", "used", "shared", "withheld"], str | None, int]
+    ]
     waiting_reasons: dict[str, str]
     config_version: int = Field(ge=0)
 
@@ -195,7 +202,13 @@ class IterationFrame(_Strict):
 class RequestFrame(_Strict):
     req: str = Field(max_length=256)
     kind: Literal[
-        "arrived", "rejected", "scheduled", "first_token", "preempted", "resumed", "finished",
+        "arrived",
+        "rejected",
+        "scheduled",
+        "first_token",
+        "preempted",
+        "resumed",
+        "finished",
         "aborted",
     ]
     step: int = Field(ge=0)

@@ -41,8 +41,11 @@ def require_control(request: Request) -> None:
     if not origin_allowed(request):
         raise HTTPException(403, "cross-origin control requests are refused")
     if not has_control(request):
-        raise HTTPException(401, "this action needs the control token (open the launch URL "
-                                 "printed at start, or send Authorization: Bearer TOKEN)")
+        raise HTTPException(
+            401,
+            "this action needs the control token (open the launch URL "
+            "printed at start, or send Authorization: Bearer TOKEN)",
+        )
 
 
 def require_view(request: Request) -> None:

@@ -47,6 +47,13 @@ class Settings(BaseSettings):
     workload_prompt_len_mean: int = Field(96, ge=1)
     workload_max_tokens_mean: int = Field(48, ge=1)
 
+    realtime: bool = True
+    """Wait out a simulated runner's modelled step time (False: run the sim flat out)."""
+    sim_speed: float = Field(1.0, gt=0, le=1000)
+    """With realtime: play simulated time this many times faster than the model."""
+    ws_queue_frames: int = Field(512, ge=8, le=100_000)
+    """Per-client bound on queued frames; past it the client gets a gap + snapshot."""
+
     # Input limits.
     max_prompt_chars: int = 16_384
     max_burst: int = 256

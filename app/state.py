@@ -22,7 +22,7 @@ def _quantiles(values: list[float]) -> dict[str, float | None]:
     last = len(ordered) - 1
 
     def q(p: float) -> float:
-        return round(ordered[min(last, int(round(p * last)))], 6)
+        return round(ordered[min(last, round(p * last))], 6)
 
     return {"p50": q(0.50), "p95": q(0.95), "p99": q(0.99)}
 
@@ -42,8 +42,14 @@ class SessionState:
         self.requests: dict[str, dict[str, Any]] = {}
         self.blocks: dict[int, list[Any]] = {}
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_STEPS)
-        self.totals = {"steps": 0, "scheduled_tokens": 0, "output_tokens": 0,
-                       "prompt_tokens": 0, "preemptions": 0, "prefix_hit_tokens": 0}
+        self.totals = {
+            "steps": 0,
+            "scheduled_tokens": 0,
+            "output_tokens": 0,
+            "prompt_tokens": 0,
+            "preemptions": 0,
+            "prefix_hit_tokens": 0,
+        }
         self.kv_peak = 0
         self._ttft: deque[float] = deque(maxlen=LATENCY_SAMPLES)
         self._itl: deque[float] = deque(maxlen=LATENCY_SAMPLES)
@@ -62,7 +68,11 @@ class SessionState:
             self.config = dict(data["config"])
             self.config_version = data["config_version"]
             self.config_marks.append(
-                {"step": data["step"], "changes": data["changes"], "version": data["config_version"]}
+                {
+                    "step": data["step"],
+                    "changes": data["changes"],
+                    "version": data["config_version"],
+                }
             )
         elif frame_type == "session":
             self.meta.update(data)
@@ -72,11 +82,22 @@ class SessionState:
         row = self.requests.get(req)
         if row is None:
             row = self.requests[req] = {
-                "req": req, "status": "WAITING", "num_prompt_tokens": 0, "num_tokens": 0,
-                "num_computed_tokens": 0, "max_tokens": 0, "priority": 0, "num_preemptions": 0,
-                "prefix_hit": 0, "arrived_step": max(self.step + 1, 0), "arrived_t": self.t,
-                "first_scheduled_step": None, "first_token_t": None, "finish_step": None,
-                "finish_reason": None, "waiting_reason": None,
+                "req": req,
+                "status": "WAITING",
+                "num_prompt_tokens": 0,
+                "num_tokens": 0,
+                "num_computed_tokens": 0,
+                "max_tokens": 0,
+                "priority": 0,
+                "num_preemptions": 0,
+                "prefix_hit": 0,
+                "arrived_step": max(self.step + 1, 0),
+                "arrived_t": self.t,
+                "first_scheduled_step": None,
+                "first_token_t": None,
+                "finish_step": None,
+                "finish_reason": None,
+                "waiting_reason": None,
                 "segments": [["waiting", max(self.step + 1, 0), None, 0]],
             }
         return row
@@ -144,8 +165,12 @@ class SessionState:
             row["num_computed_tokens"] = item["start"] + item["n"]
             segs = row["segments"]
             last = segs[-1] if segs else None
-            if (item["phase"] == "decode" and last is not None and last[0] == "decode"
-                    and last[2] == step - 1):
+            if (
+                item["phase"] == "decode"
+                and last is not None
+                and last[0] == "decode"
+                and last[2] == step - 1
+            ):
                 last[2] = step
                 last[3] += item["n"]
             else:
@@ -169,9 +194,9 @@ class SessionState:
             row = self._row(f["req"])
             row["status"], row["finish_reason"], row["finish_step"] = "FINISHED", f["reason"], step
         for req, reason in d["waiting_reasons"].items():
-            row = self.requests.get(req)
-            if row is not None:
-                row["waiting_reason"] = reason
+            waiting_row = self.requests.get(req)
+            if waiting_row is not None:
+                waiting_row["waiting_reason"] = reason
         for block_id, state, owner, ref in d["blocks"]:
             self.blocks[block_id] = [block_id, state, owner, ref]
         kv = d["kv"]
@@ -180,16 +205,26 @@ class SessionState:
                 self.blocks.setdefault(i, [i, "free", None, 0])
         self.kv_peak = max(self.kv_peak, kv["used"])
         self.simulated = d["simulated"]
-        self.history.append({
-            "step": step, "t": round(t_end, 6), "prefill": d["budget"]["prefill"],
-            "decode": d["budget"]["decode"], "max_tokens": d["budget"]["max_tokens"],
-            "seqs": len(d["scheduled"]), "max_seqs": d["budget"]["max_seqs"],
-            "running": d["queues"]["running_end"], "waiting": d["queues"]["waiting_end"],
-            "kv_used": kv["used_end"], "kv_cached": kv["cached_free"], "kv_total": kv["total"],
-            "preempted": len(d["preempted"]), "plan": {i["req"]: i["n"] for i in d["scheduled"]},
-            "finished": [f["req"] for f in d["finished"]],
-            "preempted_ids": [p["req"] for p in d["preempted"]],
-        })
+        self.history.append(
+            {
+                "step": step,
+                "t": round(t_end, 6),
+                "prefill": d["budget"]["prefill"],
+                "decode": d["budget"]["decode"],
+                "max_tokens": d["budget"]["max_tokens"],
+                "seqs": len(d["scheduled"]),
+                "max_seqs": d["budget"]["max_seqs"],
+                "running": d["queues"]["running_end"],
+                "waiting": d["queues"]["waiting_end"],
+                "kv_used": kv["used_end"],
+                "kv_cached": kv["cached_free"],
+                "kv_total": kv["total"],
+                "preempted": len(d["preempted"]),
+                "plan": {i["req"]: i["n"] for i in d["scheduled"]},
+                "finished": [f["req"] for f in d["finished"]],
+                "preempted_ids": [p["req"] for p in d["preempted"]],
+            }
+        )
 
     # ---------------------------------------------------------------- views
     def snapshot(self) -> dict[str, Any]:

@@ -79,6 +79,12 @@ class Engine:
             reason = "max_tokens must be > 0"
         else:
             reason = sched.rejection_reason(len(prompt_token_ids), sampling_params.max_tokens)
+        check = getattr(self.runner, "check_token_ids", None)
+        if reason is None and check is not None:
+            try:
+                check(prompt_token_ids)
+            except ValueError as exc:
+                reason = str(exc)
         now = self.now()
         if reason is not None:
             self._rejected.append(Rejection(req_id, reason))

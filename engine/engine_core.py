@@ -33,6 +33,7 @@ class EngineCore:
         engine: Engine,
         *,
         realtime: bool = True,
+        speed: float = 1.0,
         idle_wait_s: float = 0.05,
         before_step: BeforeStep | None = None,
     ) -> None:
@@ -40,6 +41,7 @@ class EngineCore:
         view of the SimRunner moves at model speed rather than thousands of steps/s."""
         self.engine = engine
         self.realtime = realtime
+        self.speed = speed
         self.idle_wait_s = idle_wait_s
         self.before_step = before_step
         self._commands: queue.SimpleQueue[tuple[Command, Future[Any]]] = queue.SimpleQueue()
@@ -90,7 +92,7 @@ class EngineCore:
                     self._steps_requested -= 1
                 event = engine.step()
                 if self.realtime and event.simulated:
-                    pause = event.forward_ms / 1000.0 - event.duration
+                    pause = event.forward_ms / 1000.0 / self.speed - event.duration
                     if pause > 0:
                         self._drain(block=True, timeout=pause)
         except BaseException as exc:  # surfaced to the web side via `error`
@@ -118,7 +120,9 @@ class EngineCore:
             result: Any = None
             if isinstance(command, AddRequest):
                 result = engine.add_request(
-                    command.req_id, command.prompt_token_ids, command.sampling_params,
+                    command.req_id,
+                    command.prompt_token_ids,
+                    command.sampling_params,
                     command.priority,
                 )
             elif isinstance(command, Abort):
@@ -139,4 +143,3 @@ class EngineCore:
             future.set_result(result)
         except Exception as exc:
             future.set_exception(exc)
-

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-
 from engine.config import ConfigError, EngineConfig, SchedulingPolicy
 from engine.kv_cache_manager import KVCacheManager
 from engine.outputs import ModelRunnerOutput, ScheduledChunk, SchedulerOutput
@@ -65,7 +64,9 @@ class Scheduler:
         if dataclasses.replace(config.cache, kv_block_limit=old_cache.kv_block_limit) != old_cache:
             raise ValueError("the KV pool (cache config) cannot change while running")
         if config.cache.kv_block_limit != old_cache.kv_block_limit:
-            self._check_kv_block_limit(config.cache.kv_block_limit or config.cache.num_usable_blocks)
+            self._check_kv_block_limit(
+                config.cache.kv_block_limit or config.cache.num_usable_blocks
+            )
             self.kv_cache_manager.block_pool.set_limit(config.cache.kv_block_limit)
         if config.scheduler.max_model_len != self.config.scheduler.max_model_len:
             raise ValueError("max_model_len cannot change while running")

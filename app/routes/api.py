@@ -56,7 +56,9 @@ async def _body(request: Request) -> dict[str, Any]:
     return data
 
 
-def _answer(request: Request, ok: bool, message: str, status: int, payload: dict[str, Any]) -> Response:
+def _answer(
+    request: Request, ok: bool, message: str, status: int, payload: dict[str, Any]
+) -> Response:
     if request.headers.get("hx-request") == "true":
         from app.templating import render_flash
 
@@ -80,10 +82,7 @@ async def inject(request: Request) -> Response:
         spec = parse_inject(await _body(request), settings)
     except FormError as exc:
         return _fail(request, 422, str(exc))
-    if spec.prompt is not None:
-        base = service.tokenizer().encode(spec.prompt)
-    else:
-        base = []
+    base = service.tokenizer().encode(spec.prompt) if spec.prompt is not None else []
     prefix = SHARED_PREFIXES.get(spec.shared_prefix, [])
     ids: list[str] = []
     rejected: list[str] = []
@@ -100,8 +99,9 @@ async def inject(request: Request) -> Response:
     except EngineBusy as exc:
         return _fail(request, 503, str(exc))
     if not ids:
-        return _answer(request, False, "rejected: " + "; ".join(rejected[:3]), 422,
-                       {"rejected": rejected})
+        return _answer(
+            request, False, "rejected: " + "; ".join(rejected[:3]), 422, {"rejected": rejected}
+        )
     message = f"queued {', '.join(ids[:5])}{' …' if len(ids) > 5 else ''}"
     if rejected:
         message += f" ({len(rejected)} rejected)"
@@ -136,8 +136,13 @@ async def update_config(request: Request) -> Response:
     state = _hub(request).live_state()
     version = state.config_version if state else 0
     summary = ", ".join(f"{k}={v}" for k, v in changes.items())
-    return _answer(request, True, f"applied {summary}", 200,
-                   {"config": config.as_dict(), "config_version": version})
+    return _answer(
+        request,
+        True,
+        f"applied {summary}",
+        200,
+        {"config": config.as_dict(), "config_version": version},
+    )
 
 
 @router.post("/pause", dependencies=Control)
@@ -173,8 +178,9 @@ async def workload(request: Request) -> Response:
     except EngineBusy as exc:
         return _fail(request, 409, str(exc))
     state = "on" if spec.enabled else "off"
-    return _answer(request, True, f"workload {state}, {spec.rate:g} req/s", 200,
-                   {"workload": asdict(spec)})
+    return _answer(
+        request, True, f"workload {state}, {spec.rate:g} req/s", 200, {"workload": asdict(spec)}
+    )
 
 
 @router.get("/scenarios", dependencies=View)
@@ -226,16 +232,25 @@ async def stats(request: Request) -> dict[str, Any]:
 async def config(request: Request) -> dict[str, Any]:
     live = _live(request)
     service = request.app.state.service
-    return {"config": live.config, "config_version": live.config_version,
-            "workload": service.workload_spec() if service else None}
+    return {
+        "config": live.config,
+        "config_version": live.config_version,
+        "workload": service.workload_spec() if service else None,
+    }
 
 
 @router.get("/sessions", dependencies=View)
 async def sessions(request: Request) -> list[dict[str, Any]]:
     hub = _hub(request)
     return [
-        {"session": s.session, "name": s.meta.get("name"), "source": s.meta.get("source"),
-         "live": s.live, "frames": s.frames, "steps": s.state.totals["steps"],
-         "requests": len(s.state.requests)}
+        {
+            "session": s.session,
+            "name": s.meta.get("name"),
+            "source": s.meta.get("source"),
+            "live": s.live,
+            "frames": s.frames,
+            "steps": s.state.totals["steps"],
+            "requests": len(s.state.requests),
+        }
         for s in hub.sessions.values()
     ]

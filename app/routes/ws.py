@@ -22,7 +22,9 @@ SEND_INTERVAL_S = 0.04
 HELLO_TIMEOUT_S = 10.0
 
 
-async def _send_snapshot(ws: WebSocket, hub: EventHub, session: str | None) -> tuple[str | None, int]:
+async def _send_snapshot(
+    ws: WebSocket, hub: EventHub, session: str | None
+) -> tuple[str | None, int]:
     sid = session or hub.live_session
     if sid is None or sid not in hub.sessions:
         empty = {"v": 1, "type": "snapshot", "session": None, "seq": 0, "data": None}
@@ -40,8 +42,13 @@ async def _sender(ws: WebSocket, hub: EventHub, sub: Subscriber, resync: asyncio
         sub.wakeup.clear()
         if sub.gap or resync.is_set():
             if sub.gap:
-                gap = {"v": 1, "type": "gap", "session": current, "seq": last_seq,
-                       "data": {"dropped": sub.dropped}}
+                gap = {
+                    "v": 1,
+                    "type": "gap",
+                    "session": current,
+                    "seq": last_seq,
+                    "data": {"dropped": sub.dropped},
+                }
                 await ws.send_text(encode(gap))
             sub.gap = False
             sub.dropped = 0
@@ -58,7 +65,10 @@ async def _sender(ws: WebSocket, hub: EventHub, sub: Subscriber, resync: asyncio
                 last_seq = seq
         if batch:
             await ws.send_text("[" + ",".join(batch) + "]")
-        await asyncio.sleep(SEND_INTERVAL_S)
+        # Rest between batches (coalescing), unless the queue is filling up: a client
+        # that keeps up is never pushed into a gap by the rest itself.
+        if sub.queue.qsize() < sub.maxsize // 2:
+            await asyncio.sleep(SEND_INTERVAL_S)
 
 
 async def _receiver(ws: WebSocket, sub: Subscriber, resync: asyncio.Event) -> None:
@@ -72,8 +82,15 @@ async def _receiver(ws: WebSocket, sub: Subscriber, resync: asyncio.Event) -> No
             resync.set()
             sub.wakeup.set()
         else:
-            await ws.send_text(encode({"v": 1, "type": "error", "data": {
-                "detail": "only 'hello' messages are accepted on /ws/live"}}))
+            await ws.send_text(
+                encode(
+                    {
+                        "v": 1,
+                        "type": "error",
+                        "data": {"detail": "only 'hello' messages are accepted on /ws/live"},
+                    }
+                )
+            )
 
 
 @router.websocket("/ws/live")
@@ -101,7 +118,7 @@ async def ws_live(ws: WebSocket) -> None:
         return
     hub: EventHub = ws.app.state.hub
     resync = asyncio.Event()
-    async with hub.subscribe(session) as sub:
+    async with hub.subscribe(session, settings.ws_queue_frames) as sub:
         tasks = [
             asyncio.create_task(_sender(ws, hub, sub, resync)),
             asyncio.create_task(_receiver(ws, sub, resync)),

@@ -17,3 +17,7 @@ class ModelRunner(Protocol):
     def describe(self) -> dict[str, object]:
         """Model, device and dtype, for the session record."""
         ...
+
+
+# Optional: a runner may define `check_token_ids(ids)` raising ValueError for ids it
+# cannot embed; the engine then rejects the request with that message.

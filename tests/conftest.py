@@ -1,0 +1,128 @@
+"""Shared fixtures: a real uvicorn server on a free loopback port."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from app.main import create_app
+from app.settings import Settings
+
+TOKEN = "test-token-123"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class LiveServer:
+    url: str
+    ws_url: str
+    app: Any
+    token: str
+
+    def client(self, token: bool = True) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {self.token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=10)
+
+
+def start_server(**overrides: Any) -> tuple[LiveServer, uvicorn.Server, threading.Thread]:
+    port = free_port()
+    values: dict[str, Any] = {
+        "host": "127.0.0.1",
+        "port": port,
+        "runner": "sim",
+        "workload": "none",
+        "token": TOKEN,
+        "database_url": "sqlite://",
+    }
+    values.update(overrides)
+    app = create_app(Settings(**values))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, host="127.0.0.1", port=port, log_level="warning", ws="websockets-sansio"
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    live = LiveServer(f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", app, TOKEN)
+    return live, server, thread
+
+
+@contextlib.contextmanager
+def server_process(**env_settings: Any) -> Iterator[LiveServer]:
+    """`batchscope serve` in its own process (its own GIL), configured by environment."""
+    port = free_port()
+    env = dict(os.environ)
+    env.update({f"BATCHSCOPE_{k.upper()}": str(v) for k, v in env_settings.items()})
+    cmd = [
+        sys.executable,
+        "-m",
+        "app.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--runner",
+        "sim",
+        "--workload",
+        "none",
+        "--token",
+        TOKEN,
+        "--database-url",
+        "sqlite://",
+    ]
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    "server did not start: " + (proc.stdout.read() if proc.stdout else "")
+                )
+            time.sleep(0.1)
+        yield LiveServer(url, f"ws://127.0.0.1:{port}", None, TOKEN)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture
+def live_server() -> Iterator[LiveServer]:
+    live, server, thread = start_server()
+    yield live
+    server.should_exit = True
+    thread.join(10)
