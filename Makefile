@@ -6,7 +6,9 @@ STAMP   := $(VENV)/.installed
 HOST    ?= 127.0.0.1
 PORT    ?= 8000
 
-.PHONY: install run test lint fmt bench simulate clean
+DB      ?= sqlite:///./data/batchscope.db
+
+.PHONY: install browser run test lint fmt bench screenshot clean
 
 $(STAMP): pyproject.toml requirements/lock.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -19,10 +21,18 @@ $(STAMP): pyproject.toml requirements/lock.txt
 
 install: $(STAMP)
 
-run: $(STAMP)
-	$(BIN)/batchscope simulate scenarios/seed.json --table
+# Debian's Chromium for the browser tests (Playwright drives it; nothing is downloaded).
+browser:
+	@test -x /usr/bin/chromium || { \
+	  echo "installing Debian chromium for the browser tests"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+	    >/dev/null || { echo "could not install chromium (apt-get)"; exit 1; }; }
 
-test: $(STAMP)
+run: $(STAMP)
+	DATABASE_URL=$${DATABASE_URL:-$(DB)} $(BIN)/batchscope db upgrade
+	DATABASE_URL=$${DATABASE_URL:-$(DB)} $(BIN)/batchscope serve --host $(HOST) --port $(PORT)
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
@@ -36,6 +46,10 @@ fmt: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.scheduler_bench
+	$(BIN)/python -m bench.runner_bench
+
+screenshot: $(STAMP) browser
+	$(BIN)/python tools/screenshot.py docs/dashboard.png
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

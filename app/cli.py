@@ -44,6 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     cal.add_argument("--repeats", type=int, default=3)
 
+    db = sub.add_parser("db", help="database schema (Alembic migrations)")
+    db.add_argument("action", choices=("upgrade", "downgrade", "current"))
+    db.add_argument("--database-url", dest="database_url")
+    db.add_argument("--revision", help="target revision (default head / base)")
+
+    sessions = sub.add_parser("sessions", help="list recorded sessions")
+    sessions.add_argument("--json", action="store_true")
+    sessions.add_argument("--database-url", dest="database_url")
+
     serve = sub.add_parser("serve", help="start the dashboard with the embedded engine")
     serve.add_argument("--host", help="bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default 8000)")
@@ -145,6 +154,64 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def database_url(args: argparse.Namespace) -> str:
+    if getattr(args, "database_url", None):
+        return str(args.database_url)
+    from app.settings import Settings
+
+    return Settings(runner="sim").database_url
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from app.db import migrate
+
+    url = database_url(args)
+    try:
+        if args.action == "upgrade":
+            migrate.upgrade(url, args.revision or "head")
+        elif args.action == "downgrade":
+            migrate.downgrade(url, args.revision or "base")
+        print(f"{url}: at revision {migrate.current_revision(url) or '(empty)'}")
+    except Exception as exc:  # a bad URL, an unreachable server, a bad revision
+        raise CliError(f"database {url}: {exc}") from None
+    return 0
+
+
+def _open_db(args: argparse.Namespace) -> Any:
+    from app.db.migrate import current_revision, head_revision
+    from app.db.session import make_engine, make_sessionmaker
+
+    url = database_url(args)
+    try:
+        if current_revision(url) != head_revision():
+            raise CliError(f"database {url} is not migrated: run `batchscope db upgrade`")
+    except CliError:
+        raise
+    except Exception as exc:
+        raise CliError(f"cannot open the database {url}: {exc}") from None
+    return make_sessionmaker(make_engine(url))
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    import time
+
+    from app.db.queries import list_sessions
+
+    with _open_db(args)() as db:
+        rows = list_sessions(db)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(f"{'id':<28} {'name':<24} {'source':<8} {'steps':>7} {'requests':>8}  started")
+    for r in rows:
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["started_at"]))
+        print(
+            f"{r['id']:<28} {r['name'][:24]:<24} {r['source'][:8]:<8} {r['steps']:>7} "
+            f"{r['requests']:>8}  {started}"
+        )
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
     from pydantic import ValidationError
@@ -184,15 +251,35 @@ def cmd_serve(args: argparse.Namespace) -> int:
             import torch  # noqa: F401
         except ImportError:
             raise CliError("the torch runner needs torch (pip install torch==2.13.0)") from None
+    from app.db.migrate import current_revision, head_revision, is_memory_url
+
+    if not is_memory_url(settings.database_url):
+        try:
+            revision = current_revision(settings.database_url)
+        except Exception as exc:
+            raise CliError(f"cannot open the database {settings.database_url}: {exc}") from None
+        if revision != head_revision():
+            raise CliError(
+                "the database is not at the latest schema: run "
+                "`batchscope db upgrade` first (make run does)"
+            )
     app = create_app(settings)
     url = f"http://{settings.host}:{settings.port}"
     print(f"batchscope dashboard: {url}/", flush=True)
     print(f"control (opens once, sets a cookie): {url}/launch?token={settings.token}", flush=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", ws="websockets")
+    uvicorn.run(
+        app, host=settings.host, port=settings.port, log_level="warning", ws="websockets-sansio"
+    )
     return 0
 
 
-COMMANDS = {"simulate": cmd_simulate, "serve": cmd_serve, "calibrate": cmd_calibrate}
+COMMANDS = {
+    "simulate": cmd_simulate,
+    "serve": cmd_serve,
+    "calibrate": cmd_calibrate,
+    "db": cmd_db,
+    "sessions": cmd_sessions,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

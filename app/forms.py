@@ -106,12 +106,19 @@ def parse_inject(data: dict[str, Any], settings: Settings) -> InjectSpec:
     )
 
 
-def parse_config_changes(data: dict[str, Any]) -> dict[str, Any]:
+RERUN_INT_KNOBS = ("num_gpu_blocks", "block_size", "max_model_len")
+RERUN_BOOL_KNOBS = ("enable_prefix_caching",)
+
+
+def parse_config_changes(data: dict[str, Any], rerun: bool = False) -> dict[str, Any]:
+    """Live knobs; with `rerun`, also the ones fixed for a running engine (pool size...)."""
+    int_knobs = INT_KNOBS + (RERUN_INT_KNOBS if rerun else ())
+    bool_knobs = BOOL_KNOBS + (RERUN_BOOL_KNOBS if rerun else ())
     changes: dict[str, Any] = {}
-    for key in INT_KNOBS:
+    for key in int_knobs:
         if key in data and not _blank(data[key]):
             changes[key] = as_int(data, key, 0, KNOB_MAX)
-    for key in BOOL_KNOBS:
+    for key in bool_knobs:
         if key in data:
             changes[key] = as_bool(data, key)
     if "policy" in data and not _blank(data["policy"]):
@@ -119,9 +126,9 @@ def parse_config_changes(data: dict[str, Any]) -> dict[str, Any]:
         if policy not in ("fcfs", "priority"):
             raise FormError("policy: must be fcfs or priority")
         changes["policy"] = policy
-    unknown = set(data) - set(INT_KNOBS) - set(BOOL_KNOBS) - {"policy"}
+    unknown = set(data) - set(int_knobs) - set(bool_knobs) - {"policy"}
     if unknown:
-        raise FormError(f"{sorted(unknown)[0]}: not a live knob")
+        raise FormError(f"{sorted(unknown)[0]}: not a {'re-run' if rerun else 'live'} knob")
     if not changes:
         raise FormError("no knob given")
     return changes

@@ -72,9 +72,13 @@ class EventHub:
         self._listeners: list[Callable[[str, str, int, dict[str, Any], str], None]] = []
 
     # ----------------------------------------------------------- sessions
-    def open_session(self, session: str, meta: dict[str, Any]) -> SessionState:
+    def open_session(self, session: str, meta: dict[str, Any], live: bool = True) -> SessionState:
+        """Register a session; `live` ones become the one followers watch."""
         state = SessionState(session, meta)
         self.sessions[session] = SessionInfo(session, dict(meta), state)
+        if not live:
+            self.publish(session, "session", {"event": "opened", **meta})
+            return state
         self.live_session = session
         for sub in self._subscribers:
             if sub.session is None:

@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from alembic import command
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from app.db.migrate import alembic_config, current_revision, head_revision, is_memory_url
+from app.db.session import make_engine, make_sessionmaker
 from app.engine_service import EngineService
 from app.hub import EventHub
 from app.metrics import Metrics
-from app.routes import api, metrics, ws
+from app.recorder import Recorder
+from app.routes import api, metrics, sessions, ws
 from app.security import COOKIE, token_matches
 from app.settings import Settings, get_settings
 
 ROOT = Path(__file__).resolve().parents[1]
+NOT_MIGRATED = "the database is not at the latest schema: run `batchscope db upgrade` first"
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -25,6 +31,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Start order: database -> hub -> recorder -> engine thread; reverse on shutdown.
+        db_engine = make_engine(settings.database_url)
+        if is_memory_url(settings.database_url):
+            # Nothing could have migrated a private in-memory database beforehand.
+            with db_engine.begin() as conn:
+                cfg = alembic_config(settings.database_url)
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+        elif current_revision(settings.database_url) != head_revision():
+            raise RuntimeError(NOT_MIGRATED)
+        app.state.db = make_sessionmaker(db_engine)
+        recorder = Recorder(hub, app.state.db)
+        app.state.recorder = recorder
+        recorder.start()
         service = app.state.service
         if service is not None:
             service.start()
@@ -33,6 +53,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             if service is not None:
                 service.stop()
+            await asyncio.sleep(0)  # let the engine thread's last hops land
+            await recorder.stop()
+            db_engine.dispose()
 
     app = FastAPI(title="batchscope", lifespan=lifespan)
     hub = EventHub()
@@ -42,6 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.service = EngineService(settings, hub) if settings.engine else None
 
     app.include_router(api.router)
+    app.include_router(sessions.router)
     app.include_router(ws.router)
     app.include_router(metrics.router)
     with contextlib.suppress(ImportError):
@@ -66,10 +90,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, object]:
         service = app.state.service
+        recorder = getattr(app.state, "recorder", None)
         return {
             "ok": True,
             "engine": bool(service and service.core and service.core.alive),
             "session": hub.live_session,
+            "recorder": recorder.status() if recorder else None,
         }
 
     return app

@@ -75,8 +75,11 @@ class SessionState:
                 }
             )
         elif frame_type == "session":
-            self.meta.update(data)
+            self.meta.update({k: v for k, v in data.items() if k != "event"})
             self.paused = bool(data.get("paused", self.paused))
+            if data.get("event") == "opened" and not self.config:
+                self.config = dict(data.get("config") or {})
+                self.simulated = bool(data.get("simulated", self.simulated))
 
     def _row(self, req: str) -> dict[str, Any]:
         row = self.requests.get(req)
@@ -225,6 +228,57 @@ class SessionState:
                 "preempted_ids": [p["req"] for p in d["preempted"]],
             }
         )
+
+    # ----------------------------------------------------------- checkpoints
+    _DEQUES = ("_ttft", "_itl", "_queue", "_e2e")
+
+    def to_checkpoint(self) -> dict[str, Any]:
+        """Everything needed to resume folding from here (JSON-serialisable)."""
+        out: dict[str, Any] = {
+            "session": self.session,
+            "meta": self.meta,
+            "seq": self.seq,
+            "step": self.step,
+            "t": self.t,
+            "config": self.config,
+            "config_version": self.config_version,
+            "config_marks": self.config_marks,
+            "paused": self.paused,
+            "simulated": self.simulated,
+            "requests": self.requests,
+            "blocks": [self.blocks[k] for k in sorted(self.blocks)],
+            "history": list(self.history),
+            "totals": self.totals,
+            "kv_peak": self.kv_peak,
+            "last_token_t": self._last_token_t,
+        }
+        for name in self._DEQUES:
+            out[name] = list(getattr(self, name))
+        return out
+
+    @classmethod
+    def from_checkpoint(cls, data: dict[str, Any]) -> SessionState:
+        state = cls(data["session"], data["meta"])
+        for key in (
+            "seq",
+            "step",
+            "t",
+            "config",
+            "config_version",
+            "config_marks",
+            "paused",
+            "simulated",
+            "requests",
+            "totals",
+            "kv_peak",
+        ):
+            setattr(state, key, copy.deepcopy(data[key]))
+        state.blocks = {b[0]: list(b) for b in data["blocks"]}
+        state.history.extend(data["history"])
+        state._last_token_t = dict(data["last_token_t"])
+        for name in cls._DEQUES:
+            getattr(state, name).extend(data[name])
+        return state
 
     # ---------------------------------------------------------------- views
     def snapshot(self) -> dict[str, Any]:

@@ -111,6 +111,11 @@ class Engine:
             "num_prompt_tokens": len(prompt_token_ids),
             "max_tokens": sampling_params.max_tokens,
             "priority": priority,
+            # Enough to re-run the arrival exactly (prefix caching depends on content).
+            "prompt_token_ids": list(prompt_token_ids),
+            "temperature": sampling_params.temperature,
+            "top_p": sampling_params.top_p,
+            "seed": sampling_params.seed,
         }
         self.sink.emit(RequestEvent(req_id, "arrived", self.step_index, now, detail))
         return None

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,7 +74,7 @@ def start_server(**overrides: Any) -> tuple[LiveServer, uvicorn.Server, threadin
 
 
 @contextlib.contextmanager
-def server_process(**env_settings: Any) -> Iterator[LiveServer]:
+def server_process(database_url: str = "sqlite://", **env_settings: Any) -> Iterator[LiveServer]:
     """`batchscope serve` in its own process (its own GIL), configured by environment."""
     port = free_port()
     env = dict(os.environ)
@@ -92,7 +93,7 @@ def server_process(**env_settings: Any) -> Iterator[LiveServer]:
         "--token",
         TOKEN,
         "--database-url",
-        "sqlite://",
+        database_url,
     ]
     proc = subprocess.Popen(
         cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -126,3 +127,35 @@ def live_server() -> Iterator[LiveServer]:
     yield live
     server.should_exit = True
     thread.join(10)
+
+
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def _pg_available() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_ADMIN, connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'rec.db'}"
+        return
+    if not _pg_available():
+        pytest.skip("PostgreSQL is not reachable on 127.0.0.1:5432")
+    import psycopg
+
+    name = "bs_test_" + uuid.uuid4().hex[:10]
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+    finally:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

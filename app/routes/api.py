@@ -42,7 +42,7 @@ def _hub(request: Request) -> EventHub:
     return hub
 
 
-async def _body(request: Request) -> dict[str, Any]:
+async def body_of(request: Request) -> dict[str, Any]:
     ctype = request.headers.get("content-type", "")
     try:
         if ctype.startswith("application/json"):
@@ -79,7 +79,7 @@ async def inject(request: Request) -> Response:
     service = _service(request)
     settings = request.app.state.settings
     try:
-        spec = parse_inject(await _body(request), settings)
+        spec = parse_inject(await body_of(request), settings)
     except FormError as exc:
         return _fail(request, 422, str(exc))
     base = service.tokenizer().encode(spec.prompt) if spec.prompt is not None else []
@@ -123,7 +123,7 @@ async def abort(req_id: str, request: Request) -> Response:
 async def update_config(request: Request) -> Response:
     service = _service(request)
     try:
-        changes = parse_config_changes(await _body(request))
+        changes = parse_config_changes(await body_of(request))
         config = await service.update_config(changes)
     except FormError as exc:
         return _fail(request, 422, str(exc))
@@ -171,7 +171,7 @@ async def _simple(request: Request, verb: str, message: str) -> Response:
 @router.post("/workload", dependencies=Control)
 async def workload(request: Request) -> Response:
     try:
-        changes = parse_workload(await _body(request))
+        changes = parse_workload(await body_of(request))
         spec = _service(request).set_workload(**changes)
     except FormError as exc:
         return _fail(request, 422, str(exc))
@@ -237,20 +237,3 @@ async def config(request: Request) -> dict[str, Any]:
         "config_version": live.config_version,
         "workload": service.workload_spec() if service else None,
     }
-
-
-@router.get("/sessions", dependencies=View)
-async def sessions(request: Request) -> list[dict[str, Any]]:
-    hub = _hub(request)
-    return [
-        {
-            "session": s.session,
-            "name": s.meta.get("name"),
-            "source": s.meta.get("source"),
-            "live": s.live,
-            "frames": s.frames,
-            "steps": s.state.totals["steps"],
-            "requests": len(s.state.requests),
-        }
-        for s in hub.sessions.values()
-    ]

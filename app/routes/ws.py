@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from app.hub import EventHub, Subscriber, encode
+from app.replay import ReplayPlayer
 from app.security import has_control, origin_allowed
 
 router = APIRouter()
@@ -93,6 +94,25 @@ async def _receiver(ws: WebSocket, sub: Subscriber, resync: asyncio.Event) -> No
             )
 
 
+async def _replay(ws: WebSocket, session: str, step: Any) -> None:
+    player = ReplayPlayer(ws, ws.app.state.db, session)
+    try:
+        if not await player.start(step if isinstance(step, int) else None):
+            return
+        while True:
+            message = await ws.receive_text()
+            try:
+                data = json.loads(message)
+            except ValueError:
+                data = None
+            if isinstance(data, dict):
+                await player.handle(data)
+    except WebSocketDisconnect:
+        pass
+    finally:
+        await player.close()
+
+
 @router.websocket("/ws/live")
 async def ws_live(ws: WebSocket) -> None:
     settings = ws.app.state.settings
@@ -117,6 +137,9 @@ async def ws_live(ws: WebSocket) -> None:
         await ws.close(code=1002, reason="session must be a string or null")
         return
     hub: EventHub = ws.app.state.hub
+    if session is not None and session not in hub.sessions:
+        await _replay(ws, session, hello.get("step"))
+        return
     resync = asyncio.Event()
     async with hub.subscribe(session, settings.ws_queue_frames) as sub:
         tasks = [

@@ -1,0 +1,1 @@
+"""Storage: SQLAlchemy 2 models, engine/session setup and query functions."""

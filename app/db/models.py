@@ -1,0 +1,108 @@
+"""Tables of a recording: sessions, iterations (frame + summary columns), other frames,
+requests, config changes and periodic checkpoints of the folded state."""
+
+from __future__ import annotations
+
+from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db.base import Base
+
+
+def session_fk() -> ForeignKey:
+    return ForeignKey("sessions.id", ondelete="CASCADE")
+
+
+class SessionRecord(Base):
+    __tablename__ = "sessions"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    source: Mapped[str] = mapped_column(String(64), default="local")
+    runner: Mapped[str] = mapped_column(String(32), default="")
+    model: Mapped[str] = mapped_column(String(300), default="")
+    device: Mapped[str] = mapped_column(String(32), default="")
+    simulated: Mapped[bool] = mapped_column(default=False)
+    config: Mapped[dict[str, object]] = mapped_column(JSON, default=dict)
+    meta: Mapped[dict[str, object]] = mapped_column(JSON, default=dict)
+    started_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    num_steps: Mapped[int] = mapped_column(Integer, default=0)
+    num_requests: Mapped[int] = mapped_column(Integer, default=0)
+    last_seq: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class IterationRecord(Base):
+    __tablename__ = "iterations"
+
+    session_id: Mapped[str] = mapped_column(String(128), session_fk(), primary_key=True)
+    step: Mapped[int] = mapped_column(Integer, primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    t_start: Mapped[float] = mapped_column(Float)
+    duration: Mapped[float] = mapped_column(Float)
+    num_scheduled_tokens: Mapped[int] = mapped_column(Integer)
+    num_seqs: Mapped[int] = mapped_column(Integer)
+    num_running: Mapped[int] = mapped_column(Integer)
+    num_waiting: Mapped[int] = mapped_column(Integer)
+    kv_used: Mapped[int] = mapped_column(Integer)
+    num_preempted: Mapped[int] = mapped_column(Integer)
+    num_finished: Mapped[int] = mapped_column(Integer)
+    frame: Mapped[str] = mapped_column(Text)
+    """The iteration frame exactly as it went over the wire."""
+
+    __table_args__ = (Index("ix_iterations_session_seq", "session_id", "seq"),)
+
+
+class EventRecord(Base):
+    """Every frame that is not an iteration (request, config, session marks)."""
+
+    __tablename__ = "events"
+
+    session_id: Mapped[str] = mapped_column(String(128), session_fk(), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    type: Mapped[str] = mapped_column(String(32))
+    step: Mapped[int] = mapped_column(Integer)
+    frame: Mapped[str] = mapped_column(Text)
+
+    __table_args__ = (Index("ix_events_session_step", "session_id", "step"),)
+
+
+class RequestRecord(Base):
+    __tablename__ = "requests"
+
+    session_id: Mapped[str] = mapped_column(String(128), session_fk(), primary_key=True)
+    req_id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    arrival_step: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    arrival_t: Mapped[float | None] = mapped_column(Float, nullable=True)
+    num_prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    max_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    first_scheduled_step: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    first_token_t: Mapped[float | None] = mapped_column(Float, nullable=True)
+    finish_step: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    finish_t: Mapped[float | None] = mapped_column(Float, nullable=True)
+    finish_reason: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    num_preemptions: Mapped[int] = mapped_column(Integer, default=0)
+    prefix_hit_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    num_output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class ConfigChangeRecord(Base):
+    __tablename__ = "config_changes"
+
+    session_id: Mapped[str] = mapped_column(String(128), session_fk(), primary_key=True)
+    config_version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    step: Mapped[int] = mapped_column(Integer)
+    changes: Mapped[dict[str, object]] = mapped_column(JSON)
+    config: Mapped[dict[str, object]] = mapped_column(JSON)
+
+
+class CheckpointRecord(Base):
+    """The folded session state as of frame `seq`, so seeking never reads from step 0."""
+
+    __tablename__ = "checkpoints"
+
+    session_id: Mapped[str] = mapped_column(String(128), session_fk(), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    step: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(Text)

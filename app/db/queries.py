@@ -1,0 +1,181 @@
+"""Read side of recordings: plain dicts and frames out, never ORM objects."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import delete, func, or_, select
+from sqlalchemy.orm import Session
+
+from app.db.models import (
+    CheckpointRecord,
+    EventRecord,
+    IterationRecord,
+    RequestRecord,
+    SessionRecord,
+)
+from app.state import SessionState
+
+PAGE = 2000
+
+
+class NotFound(LookupError):
+    pass
+
+
+def session_dict(rec: SessionRecord) -> dict[str, Any]:
+    return {
+        "id": rec.id,
+        "name": rec.name,
+        "source": rec.source,
+        "runner": rec.runner,
+        "model": rec.model,
+        "device": rec.device,
+        "simulated": rec.simulated,
+        "config": rec.config,
+        "started_at": rec.started_at,
+        "ended_at": rec.ended_at,
+        "steps": rec.num_steps,
+        "requests": rec.num_requests,
+        "last_seq": rec.last_seq,
+    }
+
+
+def list_sessions(db: Session, text: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+    query = select(SessionRecord).order_by(SessionRecord.started_at.desc()).limit(limit)
+    if text:
+        pattern = f"%{text}%"
+        query = query.where(
+            or_(
+                SessionRecord.name.ilike(pattern),
+                SessionRecord.id.ilike(pattern),
+                SessionRecord.source.ilike(pattern),
+            )
+        )
+    return [session_dict(r) for r in db.scalars(query)]
+
+
+def get_session(db: Session, session_id: str) -> dict[str, Any]:
+    rec = db.get(SessionRecord, session_id)
+    if rec is None:
+        raise NotFound(f"no recorded session {session_id!r}")
+    return session_dict(rec)
+
+
+def rename_session(db: Session, session_id: str, name: str) -> None:
+    rec = db.get(SessionRecord, session_id)
+    if rec is None:
+        raise NotFound(f"no recorded session {session_id!r}")
+    rec.name = name
+
+
+def delete_session(db: Session, session_id: str) -> None:
+    if db.get(SessionRecord, session_id) is None:
+        raise NotFound(f"no recorded session {session_id!r}")
+    for model in (CheckpointRecord, EventRecord, IterationRecord, RequestRecord):
+        db.execute(delete(model).where(model.session_id == session_id))  # type: ignore[attr-defined]
+    db.execute(delete(SessionRecord).where(SessionRecord.id == session_id))
+
+
+def iter_frames(
+    db: Session, session_id: str, after_seq: int = 0, upto_seq: int | None = None
+) -> Iterator[tuple[int, str]]:
+    """(seq, encoded frame) in seq order, merged from iterations and events, paged."""
+    cursor = after_seq
+    while True:
+        bound = upto_seq
+        it = select(IterationRecord.seq, IterationRecord.frame).where(
+            IterationRecord.session_id == session_id, IterationRecord.seq > cursor
+        )
+        ev = select(EventRecord.seq, EventRecord.frame).where(
+            EventRecord.session_id == session_id, EventRecord.seq > cursor
+        )
+        if bound is not None:
+            it = it.where(IterationRecord.seq <= bound)
+            ev = ev.where(EventRecord.seq <= bound)
+        it_rows = list(db.execute(it.order_by(IterationRecord.seq).limit(PAGE)))
+        ev_rows = list(db.execute(ev.order_by(EventRecord.seq).limit(PAGE)))
+        if not it_rows and not ev_rows:
+            return
+        # Rows past the end of a full page may have gaps from the other table: stop there.
+        limit = None
+        for rows in (it_rows, ev_rows):
+            if len(rows) == PAGE:
+                limit = rows[-1][0] if limit is None else min(limit, rows[-1][0])
+        merged = sorted(it_rows + ev_rows)
+        for seq, frame in merged:
+            if limit is not None and seq > limit:
+                break
+            yield seq, frame
+            cursor = seq
+
+
+def last_seq_at_step(db: Session, session_id: str, step: int) -> int:
+    """The last frame that belongs to steps <= `step` (frames' steps never decrease)."""
+    a = db.scalar(
+        select(func.max(IterationRecord.seq)).where(
+            IterationRecord.session_id == session_id, IterationRecord.step <= step
+        )
+    )
+    b = db.scalar(
+        select(func.max(EventRecord.seq)).where(
+            EventRecord.session_id == session_id, EventRecord.step <= step
+        )
+    )
+    return max(a or 0, b or 0)
+
+
+def state_at_seq(db: Session, session_id: str, seq: int) -> SessionState:
+    """Nearest checkpoint at or before `seq`, then fold the frames after it."""
+    ckpt = db.scalars(
+        select(CheckpointRecord)
+        .where(CheckpointRecord.session_id == session_id, CheckpointRecord.seq <= seq)
+        .order_by(CheckpointRecord.seq.desc())
+        .limit(1)
+    ).first()
+    if ckpt is not None:
+        state = SessionState.from_checkpoint(json.loads(ckpt.state))
+    else:
+        meta = get_session(db, session_id)
+        state = SessionState(session_id, {"name": meta["name"], "config": meta["config"]})
+    for frame_seq, text in iter_frames(db, session_id, state.seq, seq):
+        frame = json.loads(text)
+        state.apply(frame["type"], frame_seq, frame["data"])
+    return state
+
+
+def state_at_step(db: Session, session_id: str, step: int) -> SessionState:
+    get_session(db, session_id)
+    return state_at_seq(db, session_id, last_seq_at_step(db, session_id, step))
+
+
+def request_rows(db: Session, session_id: str) -> list[dict[str, Any]]:
+    rows = db.scalars(
+        select(RequestRecord)
+        .where(RequestRecord.session_id == session_id)
+        .order_by(RequestRecord.arrival_step, RequestRecord.req_id)
+    )
+    return [
+        {
+            c: getattr(r, c)
+            for c in (
+                "req_id",
+                "arrival_step",
+                "arrival_t",
+                "num_prompt_tokens",
+                "max_tokens",
+                "priority",
+                "first_scheduled_step",
+                "first_token_t",
+                "finish_step",
+                "finish_t",
+                "finish_reason",
+                "num_preemptions",
+                "prefix_hit_tokens",
+                "num_output_tokens",
+            )
+        }
+        for r in rows
+    ]

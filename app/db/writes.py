@@ -1,0 +1,170 @@
+"""Writing frames into the recording tables (one transaction per batch)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import insert
+from sqlalchemy.orm import Session
+
+from app.db.models import (
+    CheckpointRecord,
+    ConfigChangeRecord,
+    EventRecord,
+    IterationRecord,
+    RequestRecord,
+    SessionRecord,
+)
+
+Frame = tuple[str, str, int, dict[str, Any], str]
+
+
+def _session_row(db: Session, cache: dict[str, SessionRecord], session: str) -> SessionRecord:
+    rec = cache.get(session)
+    if rec is None:
+        rec = db.get(SessionRecord, session)
+        if rec is None:
+            rec = SessionRecord(
+                id=session,
+                started_at=time.time(),
+                config={},
+                meta={},
+                name="",
+                source="",
+                runner="",
+                model="",
+                device="",
+                simulated=False,
+                num_steps=0,
+                num_requests=0,
+                last_seq=0,
+            )
+            db.add(rec)
+            db.flush()
+        cache[session] = rec
+    return rec
+
+
+def _apply_session_meta(rec: SessionRecord, data: dict[str, Any]) -> None:
+    event = data.get("event")
+    if event == "opened":
+        describe = data.get("describe") or {}
+        rec.name = str(data.get("name") or "")[:200]
+        rec.source = str(data.get("source") or "")[:64]
+        rec.runner = str(data.get("runner") or "")[:32]
+        rec.model = str(describe.get("model") or data.get("model") or "")[:300]
+        rec.device = str(describe.get("device") or data.get("device") or "")[:32]
+        rec.simulated = bool(data.get("simulated", False))
+        rec.config = dict(data.get("config") or {})
+        rec.meta = {k: v for k, v in data.items() if k != "event"}
+        rec.started_at = float(data.get("started_at") or rec.started_at)
+    elif event == "closed":
+        rec.ended_at = time.time()
+
+
+def _request_row(
+    db: Session, cache: dict[tuple[str, str], RequestRecord], session: str, req_id: str
+) -> RequestRecord:
+    key = (session, req_id)
+    row = cache.get(key)
+    if row is None:
+        row = db.get(RequestRecord, key)
+        if row is None:
+            row = RequestRecord(
+                session_id=session,
+                req_id=req_id,
+                num_prompt_tokens=0,
+                max_tokens=0,
+                priority=0,
+                num_preemptions=0,
+                prefix_hit_tokens=0,
+                num_output_tokens=0,
+            )
+            db.add(row)
+        cache[key] = row
+    return row
+
+
+def _apply_request(row: RequestRecord, data: dict[str, Any]) -> bool:
+    """Fold a request frame into its row; True if it was an arrival."""
+    kind, detail = data["kind"], data.get("detail") or {}
+    if kind == "arrived":
+        row.arrival_step, row.arrival_t = data["step"], data["t"]
+        row.num_prompt_tokens = int(detail.get("num_prompt_tokens", 0))
+        row.max_tokens = int(detail.get("max_tokens", 0))
+        row.priority = int(detail.get("priority", 0))
+        return True
+    if kind == "scheduled" and row.first_scheduled_step is None:
+        row.first_scheduled_step = data["step"]
+    elif kind == "first_token":
+        row.first_token_t = data["t"]
+    elif kind == "preempted":
+        row.num_preemptions += 1
+    elif kind in ("finished", "aborted", "rejected"):
+        row.finish_step, row.finish_t = data["step"], data["t"]
+        row.finish_reason = str(detail.get("reason") or kind)[:200]
+        row.num_output_tokens = int(detail.get("num_output_tokens", row.num_output_tokens))
+        row.prefix_hit_tokens = int(detail.get("num_cached_tokens", row.prefix_hit_tokens))
+    return False
+
+
+def write_batch(
+    db: Session, batch: Iterable[Frame], checkpoints: Iterable[tuple[str, int, int, str]]
+) -> None:
+    sessions: dict[str, SessionRecord] = {}
+    requests: dict[tuple[str, str], RequestRecord] = {}
+    iterations: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    for session, frame_type, seq, data, text in batch:
+        rec = _session_row(db, sessions, session)
+        rec.last_seq = max(rec.last_seq, seq)
+        if frame_type == "iteration":
+            step = data["step"]
+            iterations.append(
+                {
+                    "session_id": session,
+                    "step": step,
+                    "seq": seq,
+                    "t_start": data["t_start"],
+                    "duration": data["duration"],
+                    "num_scheduled_tokens": data["budget"]["used"],
+                    "num_seqs": len(data["scheduled"]),
+                    "num_running": data["queues"]["running_end"],
+                    "num_waiting": data["queues"]["waiting_end"],
+                    "kv_used": data["kv"]["used"],
+                    "num_preempted": len(data["preempted"]),
+                    "num_finished": len(data["finished"]),
+                    "frame": text,
+                }
+            )
+            rec.num_steps = max(rec.num_steps, step + 1)
+            continue
+        step = int(data["step"]) if "step" in data else rec.num_steps
+        events.append(
+            {"session_id": session, "seq": seq, "type": frame_type, "step": step, "frame": text}
+        )
+        if frame_type == "session":
+            _apply_session_meta(rec, data)
+        elif frame_type == "request":
+            row = _request_row(db, requests, session, data["req"])
+            if _apply_request(row, data):
+                rec.num_requests += 1
+        elif frame_type == "config":
+            db.merge(
+                ConfigChangeRecord(
+                    session_id=session,
+                    config_version=data["config_version"],
+                    step=data["step"],
+                    changes=dict(data["changes"]),
+                    config=dict(data["config"]),
+                )
+            )
+    if iterations:
+        db.execute(insert(IterationRecord), iterations)
+    if events:
+        db.execute(insert(EventRecord), events)
+    for session, seq, step, state in checkpoints:
+        _session_row(db, sessions, session)
+        db.merge(CheckpointRecord(session_id=session, seq=seq, step=step, state=state))

@@ -1,0 +1,117 @@
+"""Recorder: one more hub listener. Frames are buffered on the event loop (a list append)
+and written in batches by a worker thread, so neither the engine thread nor the loop
+waits on the database. Nothing is dropped: a failed write is retried, and `lag` says how
+many frames are waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db.writes import write_batch
+from app.hub import EventHub
+
+log = logging.getLogger("batchscope.recorder")
+
+CHECKPOINT_EVERY = 500
+FLUSH_INTERVAL_S = 0.5
+
+
+class Recorder:
+    def __init__(
+        self,
+        hub: EventHub,
+        sessions: sessionmaker[Session],
+        checkpoint_every: int = CHECKPOINT_EVERY,
+        flush_interval: float = FLUSH_INTERVAL_S,
+    ) -> None:
+        self.hub = hub
+        self.sessions = sessions
+        self.checkpoint_every = checkpoint_every
+        self.flush_interval = flush_interval
+        self.pending: list[tuple[str, str, int, dict[str, Any], str]] = []
+        self.checkpoints: list[tuple[str, int, int, str]] = []
+        self.written = 0
+        self.failures = 0
+        self.last_error: str | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        hub.add_listener(self.on_frame)
+
+    @property
+    def lag(self) -> int:
+        """Frames received but not yet in the database."""
+        return len(self.pending)
+
+    def on_frame(
+        self, session: str, frame_type: str, seq: int, data: dict[str, Any], text: str
+    ) -> None:
+        self.pending.append((session, frame_type, seq, data, text))
+        if seq % self.checkpoint_every == 0:
+            state = self.hub.sessions[session].state
+            self.checkpoints.append(
+                (session, seq, max(state.step, 0), json.dumps(state.to_checkpoint()))
+            )
+        if len(self.pending) >= 5000:
+            self._wake.set()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="recorder")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.flush()
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.flush_interval)
+            self._wake.clear()
+            await self.flush()
+
+    async def flush(self) -> None:
+        if not self.pending and not self.checkpoints:
+            return
+        batch, self.pending = self.pending, []
+        checkpoints, self.checkpoints = self.checkpoints, []
+        try:
+            await asyncio.to_thread(self._write, batch, checkpoints)
+            self.written += len(batch)
+        except Exception as exc:  # keep the frames and retry next time
+            self.failures += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.warning(
+                "recording write failed (%s frames kept for retry): %s", len(batch), self.last_error
+            )
+            self.pending[:0] = batch
+            self.checkpoints[:0] = checkpoints
+            await asyncio.sleep(min(5.0, 0.2 * self.failures))
+
+    def _write(
+        self,
+        batch: list[tuple[str, str, int, dict[str, Any], str]],
+        checkpoints: list[tuple[str, int, int, str]],
+    ) -> None:
+        started = time.perf_counter()
+        with self.sessions.begin() as db:
+            write_batch(db, batch, checkpoints)
+        log.debug("wrote %d frames in %.1f ms", len(batch), (time.perf_counter() - started) * 1e3)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "written": self.written,
+            "lag": self.lag,
+            "failures": self.failures,
+            "last_error": self.last_error,
+        }
