@@ -1,0 +1,474 @@
+"""Reference harness: run a batchscope scenario through the REAL vLLM 0.20.0 scheduler.
+
+Runs in its own venv (see requirements/vllm-ref.txt), never in the project venv:
+
+    /work/vllm-venv/bin/python tools/vllm_reference.py SCENARIO.json --out RESULT.json
+    /work/vllm-venv/bin/python tools/vllm_reference.py A.json B.json ... --out-dir DIR
+    /work/vllm-venv/bin/python tools/vllm_reference.py --serve   # for tools/compare_scenario.py
+
+`--serve` keeps one process (vLLM's import takes seconds): each stdin line
+`SCENARIO<TAB>OUT` is answered on stdout by `@@vllmref ok` or `@@vllmref error: ...`.
+
+The scenario is parsed with batchscope's own `engine.scenario.parse_scenario` (pure Python),
+so prompts, defaults and validation are exactly ours. The scheduler is vLLM's
+`vllm.v1.core.sched.scheduler.Scheduler`, built on CPU the way vLLM's
+tests/v1/core/utils.py `create_scheduler` builds it (config-only Llama model directory, one
+FullAttentionSpec KV group, `cache_config.num_gpu_blocks` set by hand, no model, no GPU).
+Each step mirrors `engine.simulate.run_scenario`: arrivals of step s are added in list
+order, then schedule(), a hand-built ModelRunnerOutput with the scenario token rule, then
+update_from_output(). The result has the shape of `engine.simulate.build_result`, without
+`waiting_reasons` (ours only); `timing` is vLLM's schedule() + update_from_output().
+
+Harness-level emulation (vLLM's scheduler has no such check): a request that could never fit
+the KV pool is rejected here like batchscope rejects it; `--vllm-admission` turns that off to
+show what vLLM itself does (it queues the request and stalls or thrashes). A prompt of
+max_model_len tokens or more is rejected as vLLM's input processor does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "CRITICAL")
+os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
+# init_none_hash seeds the root block hash from PYTHONHASHSEED (random bytes if unset).
+os.environ.setdefault("PYTHONHASHSEED", "0")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+import warnings  # noqa: E402
+
+warnings.filterwarnings("ignore")
+
+import torch  # noqa: E402
+import vllm  # noqa: E402
+from vllm.config import (  # noqa: E402
+    CacheConfig,
+    DeviceConfig,
+    ModelConfig,
+    SchedulerConfig,
+    VllmConfig,
+)
+from vllm.sampling_params import SamplingParams  # noqa: E402
+from vllm.utils.hashing import sha256  # noqa: E402
+from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
+from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
+from vllm.v1.kv_cache_interface import (  # noqa: E402
+    FullAttentionSpec,
+    KVCacheConfig,
+    KVCacheGroupSpec,
+)
+from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
+from vllm.v1.request import Request, RequestStatus  # noqa: E402
+from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
+
+from engine.scenario import Scenario, load_scenario  # noqa: E402
+
+init_none_hash(sha256)
+
+_MODEL_DIRS: dict[int, str] = {}
+
+
+def sim_token(prev_token: int, position: int) -> int:
+    """The scenario format's token rule (docs/scenarios.md)."""
+    return 1 + (31 * prev_token + 17 * position) % 31999
+
+
+def _model_dir(max_model_len: int) -> str:
+    """A config-only tiny Llama directory (no weights, no tokenizer, no download)."""
+    path = _MODEL_DIRS.get(max_model_len)
+    if path is None:
+        path = tempfile.mkdtemp(prefix="vllmref-model-")
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        config = {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 4,
+            "num_hidden_layers": 1,
+            "vocab_size": 32000,
+            "max_position_embeddings": max(max_model_len, 2048),
+            "rms_norm_eps": 1e-5,
+            "torch_dtype": "float32",
+        }
+        Path(path, "config.json").write_text(json.dumps(config))
+        _MODEL_DIRS[max_model_len] = path
+    return path
+
+
+class RecordingScheduler(Scheduler):
+    """vLLM's Scheduler, unchanged, except that preemptions are logged in call order
+    (SchedulerOutput.preempted_req_ids is a set)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.preempt_log: list[str] = []
+
+    def _preempt_request(self, request: Request, timestamp: float) -> None:
+        self.preempt_log.append(request.request_id)
+        super()._preempt_request(request, timestamp)
+
+
+def build_scheduler(scenario: Scenario) -> RecordingScheduler:
+    sc = scenario.config.scheduler
+    cc = scenario.config.cache
+    model_config = ModelConfig(
+        model=_model_dir(sc.max_model_len),
+        tokenizer=_model_dir(sc.max_model_len),
+        skip_tokenizer_init=True,
+        trust_remote_code=False,
+        dtype="float32",
+        seed=0,
+        max_model_len=sc.max_model_len,
+    )
+    scheduler_config = SchedulerConfig(
+        max_num_seqs=sc.max_num_seqs,
+        max_num_batched_tokens=sc.max_num_batched_tokens,
+        max_model_len=sc.max_model_len,
+        long_prefill_token_threshold=sc.long_prefill_token_threshold,
+        enable_chunked_prefill=sc.enable_chunked_prefill,
+        policy=sc.policy.value,
+        scheduler_reserve_full_isl=sc.scheduler_reserve_full_isl,
+        async_scheduling=False,
+        is_encoder_decoder=model_config.is_encoder_decoder,
+    )
+    cache_config = CacheConfig(
+        block_size=cc.block_size,
+        gpu_memory_utilization=0.9,
+        cache_dtype="auto",
+        enable_prefix_caching=cc.enable_prefix_caching,
+    )
+    vllm_config = VllmConfig(
+        model_config=model_config,
+        scheduler_config=scheduler_config,
+        cache_config=cache_config,
+        # No platform plugin matches a CPU-only box with the CUDA wheel; name the device.
+        device_config=DeviceConfig(device="cpu"),
+    )
+    kv_cache_config = KVCacheConfig(
+        num_blocks=cc.num_gpu_blocks,
+        kv_cache_tensors=[],
+        kv_cache_groups=[
+            KVCacheGroupSpec(
+                ["layer"],
+                FullAttentionSpec(
+                    block_size=cc.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32
+                ),
+            )
+        ],
+    )
+    cache_config.num_gpu_blocks = cc.num_gpu_blocks
+    sched = RecordingScheduler(
+        vllm_config=vllm_config,
+        kv_cache_config=kv_cache_config,
+        block_size=cc.block_size,
+        log_stats=True,
+        structured_output_manager=StructuredOutputManager(vllm_config),
+    )
+    # VllmConfig.__post_init__ may adjust knobs; the reference must run the scenario's.
+    got = vllm_config.scheduler_config
+    want = {
+        "max_num_seqs": sc.max_num_seqs,
+        "max_num_batched_tokens": sc.max_num_batched_tokens,
+        "long_prefill_token_threshold": sc.long_prefill_token_threshold,
+        "enable_chunked_prefill": sc.enable_chunked_prefill,
+        "policy": sc.policy.value,
+        "scheduler_reserve_full_isl": sc.scheduler_reserve_full_isl,
+        "async_scheduling": False,
+        "max_num_partial_prefills": 1,
+    }
+    for key, value in want.items():
+        if getattr(got, key) != value:
+            raise RuntimeError(
+                f"vLLM changed scheduler_config.{key}: {getattr(got, key)!r} != {value!r}"
+            )
+    assert sched.max_model_len == sc.max_model_len
+    assert sched.max_num_scheduled_tokens == sc.max_num_batched_tokens
+    assert vllm_config.cache_config.enable_prefix_caching == cc.enable_prefix_caching
+    assert sched.kv_cache_manager.block_pool.num_gpu_blocks == cc.num_gpu_blocks
+    return sched
+
+
+# Set by --vllm-admission: reject only what vLLM's input processor rejects.
+VLLM_ADMISSION_ONLY = False
+
+
+def _rejection_reason(scenario: Scenario, num_prompt_tokens: int, max_tokens: int) -> str | None:
+    sc = scenario.config.scheduler
+    cc = scenario.config.cache
+    if num_prompt_tokens >= sc.max_model_len:
+        # vLLM's InputProcessor: a generate prompt must be shorter than max_model_len.
+        return (
+            f"prompt of {num_prompt_tokens} tokens needs max_model_len > {num_prompt_tokens} "
+            f"(is {sc.max_model_len})"
+        )
+    if VLLM_ADMISSION_ONLY:
+        return None
+    num_outputs = min(max_tokens, sc.max_model_len - num_prompt_tokens)
+    peak_tokens = num_prompt_tokens + num_outputs - 1
+    needed = -(-peak_tokens // cc.block_size)
+    usable = cc.num_gpu_blocks - 1
+    if needed > usable:
+        return (
+            f"needs {needed} KV blocks at its peak ({peak_tokens} tokens) but the pool "
+            f"has {usable} usable blocks: it could never finish"
+        )
+    return None
+
+
+def run_scenario(scenario: Scenario) -> dict[str, Any]:
+    sched = build_scheduler(scenario)
+    cc = scenario.config.cache
+    pool = sched.kv_cache_manager.block_pool
+    usable = cc.num_gpu_blocks - 1
+    block_hasher = (
+        get_request_block_hasher(cc.block_size, sha256) if cc.enable_prefix_caching else None
+    )
+
+    arrivals: dict[int, list[Any]] = defaultdict(list)
+    for req in scenario.requests:
+        arrivals[req.arrival_step].append(req)
+    last_arrival = max(arrivals, default=-1)
+
+    requests: dict[str, dict[str, Any]] = {
+        r.id: {
+            "arrival_step": r.arrival_step,
+            "num_prompt_tokens": len(r.prompt_token_ids),
+            "max_tokens": r.sampling_params.max_tokens,
+            "priority": r.priority,
+            "first_scheduled_step": None,
+            "first_token_step": None,
+            "finish_step": None,
+            "finish_reason": None,
+            "num_preemptions": 0,
+            "num_output_tokens": 0,
+            "prefix_cache_hit_tokens_first_admission": None,
+            "output_token_ids": [],
+        }
+        for r in scenario.requests
+    }
+    live: dict[str, Request] = {}
+    steps: list[dict[str, Any]] = []
+    step_us: list[float] = []
+    num_arrivals = 0
+    step = 0
+    while step < scenario.max_steps:
+        arrived: list[str] = []
+        for r in arrivals.get(step, ()):
+            reason = _rejection_reason(
+                scenario, len(r.prompt_token_ids), r.sampling_params.max_tokens
+            )
+            if reason is not None:
+                rec = requests[r.id]
+                rec["finish_step"] = step
+                rec["finish_reason"] = "rejected"
+                rec["reject_reason"] = reason
+                continue
+            request = Request(
+                request_id=r.id,
+                prompt_token_ids=list(r.prompt_token_ids),
+                sampling_params=SamplingParams(
+                    max_tokens=r.sampling_params.max_tokens, ignore_eos=True, temperature=0.0
+                ),
+                pooling_params=None,
+                arrival_time=float(num_arrivals),
+                priority=r.priority,
+                block_hasher=block_hasher,
+            )
+            num_arrivals += 1
+            sched.add_request(request)
+            live[r.id] = request
+            arrived.append(r.id)
+        if not sched.has_unfinished_requests() and step >= last_arrival:
+            break
+
+        status_before = {rid: req.status for rid, req in live.items()}
+        sched.preempt_log.clear()
+        t0 = time.perf_counter()
+        out = sched.schedule()
+        t1 = time.perf_counter()
+
+        scheduled = dict(out.num_scheduled_tokens)
+        new_ids: list[str] = []
+        resumed_ids: list[str] = []
+        hits: dict[str, int] = {}
+        for rid, n in scheduled.items():
+            before = status_before.get(rid)
+            if before in (RequestStatus.WAITING, RequestStatus.PREEMPTED):
+                (new_ids if before == RequestStatus.WAITING else resumed_ids).append(rid)
+                hits[rid] = live[rid].num_computed_tokens - n
+        # Cross-check against vLLM's own bookkeeping.
+        assert set(new_ids) == {d.req_id for d in out.scheduled_new_reqs}, (new_ids, out)
+        assert set(resumed_ids) == set(out.scheduled_cached_reqs.resumed_req_ids)
+        assert set(sched.preempt_log) == set(out.preempted_req_ids)
+        num_running, num_waiting = sched.get_request_counts()
+        kv_used = usable - pool.get_num_free_blocks()
+
+        req_ids = list(scheduled)
+        sampled_tokens: list[list[int]] = []
+        for rid in req_ids:
+            req = live[rid]
+            if req.num_computed_tokens == req.num_tokens:
+                sampled_tokens.append([sim_token(req.all_token_ids[-1], req.num_tokens)])
+            else:
+                sampled_tokens.append([])
+        runner_output = ModelRunnerOutput(
+            req_ids=req_ids,
+            req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
+            sampled_token_ids=sampled_tokens,
+            logprobs=None,
+            prompt_logprobs_dict={},
+            pooler_output=[],
+        )
+        t2 = time.perf_counter()
+        engine_outputs = sched.update_from_output(out, runner_output)
+        t3 = time.perf_counter()
+        step_us.append(((t1 - t0) + (t3 - t2)) * 1e6)
+
+        sampled: list[str] = []
+        finished: list[str] = []
+        for eco in engine_outputs.values():
+            for o in eco.outputs:
+                if o.new_token_ids:
+                    sampled.append(o.request_id)
+                if o.finish_reason is not None:
+                    finished.append(o.request_id)
+        num_running_end, num_waiting_end = sched.get_request_counts()
+        steps.append(
+            {
+                "step": step,
+                "arrived": arrived,
+                "scheduled": scheduled,
+                "new_req_ids": new_ids,
+                "resumed_req_ids": resumed_ids,
+                "preempted_req_ids": list(sched.preempt_log),
+                "prefix_cache_hit_tokens": hits,
+                "num_running": num_running,
+                "num_waiting": num_waiting,
+                "kv_blocks_used": kv_used,
+                "sampled_req_ids": sampled,
+                "finished_req_ids": finished,
+                "num_running_end": num_running_end,
+                "num_waiting_end": num_waiting_end,
+                "kv_blocks_used_end": usable - pool.get_num_free_blocks(),
+            }
+        )
+        for rid in new_ids:
+            rec = requests[rid]
+            if rec["first_scheduled_step"] is None:
+                rec["first_scheduled_step"] = step
+            if rec["prefix_cache_hit_tokens_first_admission"] is None:
+                rec["prefix_cache_hit_tokens_first_admission"] = hits[rid]
+        for rid in sched.preempt_log:
+            requests[rid]["num_preemptions"] += 1
+        for rid in sampled:
+            if requests[rid]["first_token_step"] is None:
+                requests[rid]["first_token_step"] = step
+        for rid in finished:
+            req = live.pop(rid)
+            rec = requests[rid]
+            rec["finish_step"] = step
+            rec["finish_reason"] = str(req.get_finished_reason())
+            rec["num_output_tokens"] = req.num_output_tokens
+            rec["output_token_ids"] = list(req.output_token_ids)
+        step += 1
+
+    overheads = sorted(step_us)
+    return {
+        "scenario": scenario.name,
+        "num_steps": len(steps),
+        "total_scheduled_tokens": sum(sum(s["scheduled"].values()) for s in steps),
+        "total_preemptions": sum(len(s["preempted_req_ids"]) for s in steps),
+        "completed": sum(1 for r in requests.values() if r["finish_reason"] in ("stop", "length")),
+        "steps": steps,
+        "requests": requests,
+        "timing": {
+            "median_step_us": round(statistics.median(overheads), 2) if overheads else 0.0,
+            "p90_step_us": round(overheads[int(0.9 * (len(overheads) - 1))], 2)
+            if overheads
+            else 0.0,
+        },
+    }
+
+
+def serve() -> int:
+    print("@@vllmref ready", flush=True)
+    for line in sys.stdin:
+        line = line.rstrip("\n")
+        if not line:
+            continue
+        try:
+            scenario_path, out_path = line.split("\t")
+            result = run_scenario(load_scenario(scenario_path))
+            Path(out_path).write_text(json.dumps(result, indent=1) + "\n")
+            reply = "ok"
+        except Exception as exc:
+            reply = f"error: {type(exc).__name__}: {exc}".replace("\n", " ")
+        print(f"@@vllmref {reply}", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("scenarios", nargs="*", type=Path, help="scenario JSON file(s)")
+    parser.add_argument("--out", type=Path, help="result JSON (one scenario)")
+    parser.add_argument(
+        "--out-dir", type=Path, help="write <stem>.vllm.json per scenario here (many scenarios)"
+    )
+    parser.add_argument("--serve", action="store_true", help="answer 'SCENARIO<TAB>OUT' lines")
+    parser.add_argument(
+        "--vllm-admission",
+        action="store_true",
+        help="do not emulate batchscope's never-fits-the-pool rejection (vLLM would queue it)",
+    )
+    args = parser.parse_args(argv)
+    global VLLM_ADMISSION_ONLY
+    VLLM_ADMISSION_ONLY = args.vllm_admission
+    if args.serve:
+        return serve()
+    if not args.scenarios:
+        parser.error("give a scenario file (or --serve)")
+    if args.out and len(args.scenarios) != 1:
+        parser.error("--out takes exactly one scenario; use --out-dir for several")
+    if args.out_dir:
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+    rc = 0
+    for path in args.scenarios:
+        try:
+            result = run_scenario(load_scenario(path))
+        except Exception as exc:  # keep going over a batch; report which scenario failed
+            print(f"{path}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            rc = 2
+            if len(args.scenarios) == 1:
+                raise
+            continue
+        text = json.dumps(result, indent=1)
+        if args.out:
+            args.out.write_text(text + "\n")
+        elif args.out_dir:
+            (args.out_dir / f"{path.stem}.vllm.json").write_text(text + "\n")
+        else:
+            print(text)
+    print(f"vllm {vllm.__version__}: ran {len(args.scenarios)} scenario(s)", file=sys.stderr)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
