@@ -44,6 +44,26 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     cal.add_argument("--repeats", type=int, default=3)
 
+    eng = sub.add_parser("engine", help="run the engine headless and push frames to a dashboard")
+    eng.add_argument(
+        "--push",
+        required=True,
+        metavar="WS_URL",
+        help="the dashboard's ingest socket, e.g. ws://127.0.0.1:8000/ws/ingest",
+    )
+    eng.add_argument("--token", required=True, help="the dashboard's control token")
+    eng.add_argument("--node", default=None, help="node name shown in the dashboard")
+    eng.add_argument("--runner", choices=("sim", "torch"))
+    eng.add_argument("--model", metavar="DIR")
+    eng.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    eng.add_argument("--workload", choices=("poisson", "none"))
+    eng.add_argument(
+        "--buffer",
+        type=int,
+        default=20_000,
+        help="frames kept for resending while the dashboard is away",
+    )
+
     db = sub.add_parser("db", help="database schema (Alembic migrations)")
     db.add_argument("action", choices=("upgrade", "downgrade", "current"))
     db.add_argument("--database-url", dest="database_url")
@@ -212,6 +232,76 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_engine(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+    import socket
+
+    from pydantic import ValidationError
+
+    from app.producer import Producer, QueueSink
+    from app.settings import Settings
+    from engine.engine import Engine
+    from engine.engine_core import EngineCore
+    from engine.workload import PoissonWorkload, WorkloadSpec
+
+    if not args.push.startswith(("ws://", "wss://")):
+        raise CliError("--push: must be a ws:// or wss:// URL of a dashboard's /ws/ingest")
+    if args.buffer < 100:
+        raise CliError("--buffer: must be >= 100 frames")
+    overrides = {
+        k: getattr(args, k)
+        for k in ("runner", "model", "device", "workload")
+        if getattr(args, k) is not None
+    }
+    try:
+        settings = Settings(**overrides)
+        config = settings.engine_config()
+    except (ValidationError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    runner = make_runner_from_args(
+        argparse.Namespace(runner=settings.runner, model=settings.model, device=settings.device),
+        config,
+    )
+    node = args.node or socket.gethostname()
+    sink = QueueSink()
+    engine = Engine(config, runner, sink)
+    counter = iter(range(1, 1 << 62))
+    workload = PoissonWorkload(
+        WorkloadSpec(
+            enabled=settings.workload == "poisson",
+            rate=settings.workload_rate,
+            prompt_len_mean=settings.workload_prompt_len_mean,
+            max_tokens_mean=settings.workload_max_tokens_mean,
+        ),
+        next_id=lambda: f"{node}-p{next(counter)}",
+    )
+    core = EngineCore(
+        engine, realtime=settings.realtime, speed=settings.sim_speed, before_step=workload
+    )
+    announce = {
+        "engine": "batchscope",
+        "runner": runner.name,
+        "simulated": runner.simulated,
+        "model": str(runner.describe().get("model", "")),
+        "config": config.as_dict(),
+        "name": f"{node} ({runner.name})",
+    }
+    producer = Producer(
+        engine, sink, args.push, args.token, node, announce, buffer_frames=args.buffer, core=core
+    )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await producer.run(stop)
+
+    asyncio.run(main())
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
     from pydantic import ValidationError
@@ -279,6 +369,7 @@ COMMANDS = {
     "calibrate": cmd_calibrate,
     "db": cmd_db,
     "sessions": cmd_sessions,
+    "engine": cmd_engine,
 }
 
 

@@ -164,9 +164,9 @@ class EngineService:
         result: list[str] = await self.run(Abort((req_id,)))
         return result
 
-    async def update_config(self, changes: dict[str, Any]) -> EngineConfig:
+    async def update_config(self, changes: dict[str, Any]) -> dict[str, Any]:
         config: EngineConfig = await self.run(UpdateConfig(changes))
-        return config
+        return config.as_dict()
 
     async def pause(self) -> None:
         await self.run(Pause())

@@ -18,6 +18,7 @@ from typing import Any
 from app.state import SessionState
 
 DEFAULT_QUEUE_FRAMES = 512
+IDLE_SWITCH_S = 2.0
 
 
 def encode(frame: dict[str, Any]) -> str:
@@ -68,16 +69,22 @@ class EventHub:
     def __init__(self) -> None:
         self.sessions: dict[str, SessionInfo] = {}
         self.live_session: str | None = None
+        self.follow_most_active = False
+        """No local engine: followers watch whichever live session was active last."""
         self._subscribers: set[Subscriber] = set()
         self._listeners: list[Callable[[str, str, int, dict[str, Any], str], None]] = []
 
     # ----------------------------------------------------------- sessions
-    def open_session(self, session: str, meta: dict[str, Any], live: bool = True) -> SessionState:
-        """Register a session; `live` ones become the one followers watch."""
+    def open_session(
+        self, session: str, meta: dict[str, Any], live: bool = True, announce: bool = True
+    ) -> SessionState:
+        """Register a session; `live` ones become the one followers watch. `announce`
+        publishes its `opened` mark (an ingesting producer sends its own)."""
         state = SessionState(session, meta)
         self.sessions[session] = SessionInfo(session, dict(meta), state)
         if not live:
-            self.publish(session, "session", {"event": "opened", **meta})
+            if announce:
+                self.publish(session, "session", {"event": "opened", **meta})
             return state
         self.live_session = session
         for sub in self._subscribers:
@@ -85,7 +92,8 @@ class EventHub:
                 # Followers switch sessions through a fresh snapshot.
                 sub.gap = True
                 sub.wakeup.set()
-        self.publish(session, "session", {"event": "opened", **meta})
+        if announce:
+            self.publish(session, "session", {"event": "opened", **meta})
         return state
 
     def close_session(self, session: str) -> None:
@@ -104,10 +112,26 @@ class EventHub:
         self._listeners.append(fn)
 
     # ------------------------------------------------------------ publish
-    def publish(self, session: str, frame_type: str, data: dict[str, Any]) -> int:
-        """Sync and non-blocking: fold, encode once, enqueue everywhere. Returns seq."""
+    def adopt_session(self, state: SessionState, meta: dict[str, Any], live: bool) -> None:
+        """Continue a recorded session (a node reconnecting after a dashboard restart)."""
+        self.sessions[state.session] = SessionInfo(state.session, dict(meta), state)
+        if live and self.live_session is None:
+            self.live_session = state.session
+
+    def publish(
+        self, session: str, frame_type: str, data: dict[str, Any], seq: int | None = None
+    ) -> int:
+        """Sync and non-blocking: fold, encode once, enqueue everywhere. Returns seq.
+
+        `seq` is given only for ingested frames, whose producer owns the numbering; a
+        jump there is a real, visible gap (clients resync through a snapshot)."""
         info = self.sessions[session]
-        seq = info.state.seq + 1
+        if self.follow_most_active and session != self.live_session and info.live:
+            self._maybe_follow(session)
+        if seq is None:
+            seq = info.state.seq + 1
+        elif seq <= info.state.seq:
+            raise ValueError(f"seq {seq} is not after {info.state.seq}")
         info.state.apply(frame_type, seq, data)
         info.frames += 1
         info.last_frame_at = time.monotonic()
@@ -118,6 +142,21 @@ class EventHub:
         for fn in self._listeners:
             fn(session, frame_type, seq, data, text)
         return seq
+
+    def _maybe_follow(self, session: str) -> None:
+        current = self.sessions.get(self.live_session) if self.live_session else None
+        idle = (
+            current is None
+            or not current.live
+            or (time.monotonic() - current.last_frame_at > IDLE_SWITCH_S)
+        )
+        if not idle:
+            return
+        self.live_session = session
+        for sub in self._subscribers:
+            if sub.session is None:
+                sub.gap = True
+                sub.wakeup.set()
 
     def snapshot_frame(self, session: str) -> tuple[int, str]:
         state = self.sessions[session].state

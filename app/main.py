@@ -16,9 +16,10 @@ from app.db.migrate import alembic_config, current_revision, head_revision, is_m
 from app.db.session import make_engine, make_sessionmaker
 from app.engine_service import EngineService
 from app.hub import EventHub
+from app.ingest import NodeRegistry
 from app.metrics import Metrics
 from app.recorder import Recorder
-from app.routes import api, metrics, sessions, ws
+from app.routes import api, ingest, metrics, sessions, ws
 from app.security import COOKIE, token_matches
 from app.settings import Settings, get_settings
 
@@ -63,9 +64,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.hub = hub
     app.state.metrics = Metrics(hub)
     app.state.service = EngineService(settings, hub) if settings.engine else None
+    app.state.nodes = NodeRegistry(hub)
+    hub.follow_most_active = not settings.engine
 
     app.include_router(api.router)
     app.include_router(sessions.router)
+    app.include_router(ingest.router)
     app.include_router(ws.router)
     app.include_router(metrics.router)
     with contextlib.suppress(ImportError):

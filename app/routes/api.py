@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
+from app.control import ControlTarget, control_target
 from app.engine_service import SCENARIO_DIR, EngineBusy, EngineService, list_scenario_names
 from app.forms import FormError, parse_config_changes, parse_inject, parse_workload
 from app.hub import EventHub
@@ -35,6 +36,14 @@ def _service(request: Request) -> EngineService:
     if service is None:
         raise HTTPException(409, "this dashboard runs without a local engine (--no-engine)")
     return service
+
+
+def _target(request: Request) -> ControlTarget:
+    """The engine to drive: ?session=ID, else the live session (local or a remote node)."""
+    target = control_target(request.app.state, request.query_params.get("session"))
+    if target is None:
+        raise HTTPException(409, "no engine to control for this session")
+    return target
 
 
 def _hub(request: Request) -> EventHub:
@@ -76,7 +85,7 @@ def _fail(request: Request, status: int, message: str) -> Response:
 # ---------------------------------------------------------------- control
 @router.post("/requests", dependencies=Control)
 async def inject(request: Request) -> Response:
-    service = _service(request)
+    service = _target(request)
     settings = request.app.state.settings
     try:
         spec = parse_inject(await body_of(request), settings)
@@ -111,7 +120,7 @@ async def inject(request: Request) -> Response:
 @router.post("/requests/{req_id}/abort", dependencies=Control)
 async def abort(req_id: str, request: Request) -> Response:
     try:
-        aborted = await _service(request).abort(req_id)
+        aborted = await _target(request).abort(req_id)
     except EngineBusy as exc:
         return _fail(request, 503, str(exc))
     if not aborted:
@@ -121,7 +130,7 @@ async def abort(req_id: str, request: Request) -> Response:
 
 @router.post("/config", dependencies=Control)
 async def update_config(request: Request) -> Response:
-    service = _service(request)
+    service = _target(request)
     try:
         changes = parse_config_changes(await body_of(request))
         config = await service.update_config(changes)
@@ -137,11 +146,7 @@ async def update_config(request: Request) -> Response:
     version = state.config_version if state else 0
     summary = ", ".join(f"{k}={v}" for k, v in changes.items())
     return _answer(
-        request,
-        True,
-        f"applied {summary}",
-        200,
-        {"config": config.as_dict(), "config_version": version},
+        request, True, f"applied {summary}", 200, {"config": config, "config_version": version}
     )
 
 
@@ -162,7 +167,7 @@ async def single_step(request: Request) -> Response:
 
 async def _simple(request: Request, verb: str, message: str) -> Response:
     try:
-        await getattr(_service(request), verb)()
+        await getattr(_target(request), verb)()
     except EngineBusy as exc:
         return _fail(request, 503, str(exc))
     return _answer(request, True, message, 200, {})

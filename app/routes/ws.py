@@ -137,7 +137,7 @@ async def ws_live(ws: WebSocket) -> None:
         await ws.close(code=1002, reason="session must be a string or null")
         return
     hub: EventHub = ws.app.state.hub
-    if session is not None and session not in hub.sessions:
+    if session is not None and (session not in hub.sessions or hello.get("mode") == "replay"):
         await _replay(ws, session, hello.get("step"))
         return
     resync = asyncio.Event()

@@ -22,8 +22,12 @@ def _wait_finished(c, n: int) -> dict:  # type: ignore[no-untyped-def]
 
 def test_rerun_under_other_knobs_and_compare(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    subprocess.run([sys.executable, "-m", "app.cli", "db", "upgrade", "--database-url", url],
-                   cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "app.cli", "db", "upgrade", "--database-url", url],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
     with server_process(database_url=url) as live, live.client() as c:
         assert c.post("/api/scenarios/long_prompt_vs_decodes/load").status_code == 200
         original = _wait_finished(c, 9)["session"]
