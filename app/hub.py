@@ -70,6 +70,7 @@ class EventHub:
         self.sessions: dict[str, SessionInfo] = {}
         self.live_session: str | None = None
         self.follow_most_active = False
+        self._relayed: set[str] = set()
         """No local engine: followers watch whichever live session was active last."""
         self._subscribers: set[Subscriber] = set()
         self._listeners: list[Callable[[str, str, int, dict[str, Any], str], None]] = []
@@ -112,6 +113,13 @@ class EventHub:
         self._listeners.append(fn)
 
     # ------------------------------------------------------------ publish
+    def mark_relayed(self, session: str) -> None:
+        """Frames of this session come from another dashboard process (not ours to record)."""
+        self._relayed.add(session)
+
+    def is_relayed(self, session: str) -> bool:
+        return session in self._relayed
+
     def adopt_session(self, state: SessionState, meta: dict[str, Any], live: bool) -> None:
         """Continue a recorded session (a node reconnecting after a dashboard restart)."""
         self.sessions[state.session] = SessionInfo(state.session, dict(meta), state)

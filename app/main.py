@@ -19,6 +19,7 @@ from app.hub import EventHub
 from app.ingest import NodeRegistry
 from app.metrics import Metrics
 from app.recorder import Recorder
+from app.relay import PgRelay
 from app.routes import api, ingest, metrics, sessions, ws
 from app.security import COOKIE, token_matches
 from app.settings import Settings, get_settings
@@ -46,6 +47,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         recorder = Recorder(hub, app.state.db)
         app.state.recorder = recorder
         recorder.start()
+        relay = None
+        is_pg = settings.database_url.startswith("postgres")
+        if settings.relay == "on" or (settings.relay == "auto" and is_pg):
+            relay = PgRelay(hub, settings.database_url)
+            await relay.start()
+        app.state.relay = relay
         service = app.state.service
         if service is not None:
             service.start()
@@ -55,6 +62,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if service is not None:
                 service.stop()
             await asyncio.sleep(0)  # let the engine thread's last hops land
+            if relay is not None:
+                await relay.stop()
             await recorder.stop()
             db_engine.dispose()
 
@@ -100,6 +109,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             "engine": bool(service and service.core and service.core.alive),
             "session": hub.live_session,
             "recorder": recorder.status() if recorder else None,
+            "relay": app.state.relay.status() if getattr(app.state, "relay", None) else None,
         }
 
     return app

@@ -53,6 +53,8 @@ class Recorder:
     def on_frame(
         self, session: str, frame_type: str, seq: int, data: dict[str, Any], text: str
     ) -> None:
+        if self.hub.is_relayed(session):
+            return  # its origin process records it
         self.pending.append((session, frame_type, seq, data, text))
         if seq % self.checkpoint_every == 0:
             state = self.hub.sessions[session].state

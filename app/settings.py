@@ -47,6 +47,9 @@ class Settings(BaseSettings):
     workload_prompt_len_mean: int = Field(96, ge=1)
     workload_max_tokens_mean: int = Field(48, ge=1)
 
+    relay: Literal["auto", "on", "off"] = "auto"
+    """Fan live frames out to other dashboard processes via PostgreSQL LISTEN/NOTIFY
+    (auto: on when DATABASE_URL is PostgreSQL)."""
     realtime: bool = True
     """Wait out a simulated runner's modelled step time (False: run the sim flat out)."""
     sim_speed: float = Field(1.0, gt=0, le=1000)

@@ -142,12 +142,13 @@ def _pg_available() -> bool:
         return False
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'rec.db'}"
-        return
+@contextlib.contextmanager
+def fresh_pg_database() -> Iterator[str]:
+    """A new, empty PostgreSQL database on the local server, dropped afterwards.
+    Skips (with the reason) where no PostgreSQL runs; CI runs it (CI=true fails instead)."""
     if not _pg_available():
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL is not reachable on 127.0.0.1:5432 in CI")
         pytest.skip("PostgreSQL is not reachable on 127.0.0.1:5432")
     import psycopg
 
@@ -159,3 +160,19 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     finally:
         with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Both backends for real: a SQLite file, and a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'rec.db'}"
+        return
+    with fresh_pg_database() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    with fresh_pg_database() as url:
+        yield url
