@@ -358,7 +358,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"batchscope dashboard: {url}/", flush=True)
     print(f"control (opens once, sets a cookie): {url}/launch?token={settings.token}", flush=True)
     uvicorn.run(
-        app, host=settings.host, port=settings.port, log_level="warning", ws="websockets-sansio"
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        ws="websockets-sansio",
+        # Compression would be per client (no encode-once) and costs more CPU than the
+        # loopback/LAN bytes it saves.
+        ws_per_message_deflate=False,
     )
     return 0
 

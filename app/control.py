@@ -16,6 +16,10 @@ class ControlTarget(Protocol):
         self, prompt_token_ids: list[int], params: SamplingParams, priority: int = 0
     ) -> tuple[str, str | None]: ...
 
+    async def add_requests(
+        self, items: list[tuple[list[int], SamplingParams, int]]
+    ) -> list[tuple[str, str | None]]: ...
+
     async def abort(self, req_id: str) -> list[str]: ...
 
     async def update_config(self, changes: dict[str, Any]) -> dict[str, Any]: ...
@@ -53,6 +57,11 @@ class RemoteControl:
             temperature=params.temperature,
         )
         return str(result["req_id"]), result.get("rejected")
+
+    async def add_requests(
+        self, items: list[tuple[list[int], SamplingParams, int]]
+    ) -> list[tuple[str, str | None]]:
+        return [await self.add_request(p, sp, prio) for p, sp, prio in items]
 
     async def abort(self, req_id: str) -> list[str]:
         result: list[str] = await self._call("abort", req_id=req_id)

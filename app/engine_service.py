@@ -16,7 +16,16 @@ from typing import Any
 from app.bridge import HubSink
 from app.hub import EventHub
 from app.settings import Settings
-from engine.commands import Abort, AddRequest, Command, Pause, Resume, Step, UpdateConfig
+from engine.commands import (
+    Abort,
+    AddRequest,
+    AddRequests,
+    Command,
+    Pause,
+    Resume,
+    Step,
+    UpdateConfig,
+)
 from engine.config import EngineConfig
 from engine.engine import Engine
 from engine.engine_core import EngineCore
@@ -159,6 +168,14 @@ class EngineService:
         req_id = self.next_req_id()
         reason = await self.run(AddRequest(req_id, prompt_token_ids, params, priority))
         return req_id, reason
+
+    async def add_requests(
+        self, items: list[tuple[list[int], SamplingParams, int]]
+    ) -> list[tuple[str, str | None]]:
+        """A burst in one engine command (one hop, however many requests)."""
+        commands = tuple(AddRequest(self.next_req_id(), p, sp, prio) for p, sp, prio in items)
+        reasons = await self.run(AddRequests(commands))
+        return [(c.req_id, r) for c, r in zip(commands, reasons, strict=True)]
 
     async def abort(self, req_id: str) -> list[str]:
         result: list[str] = await self.run(Abort((req_id,)))

@@ -127,7 +127,12 @@ class EventHub:
             self.live_session = state.session
 
     def publish(
-        self, session: str, frame_type: str, data: dict[str, Any], seq: int | None = None
+        self,
+        session: str,
+        frame_type: str,
+        data: dict[str, Any],
+        seq: int | None = None,
+        data_json: str | None = None,
     ) -> int:
         """Sync and non-blocking: fold, encode once, enqueue everywhere. Returns seq.
 
@@ -143,7 +148,13 @@ class EventHub:
         info.state.apply(frame_type, seq, data)
         info.frames += 1
         info.last_frame_at = time.monotonic()
-        text = encode({"v": 1, "type": frame_type, "session": session, "seq": seq, "data": data})
+        if data_json is None:
+            data_json = encode(data)
+        # The envelope around already-encoded data: each frame is encoded exactly once.
+        text = (
+            f'{{"v":1,"type":"{frame_type}","session":{encode(session)},"seq":{seq},'
+            f'"ts":{round(time.time(), 6)},"data":{data_json}}}'
+        )
         for sub in self._subscribers:
             if sub.session == session or (sub.session is None and session == self.live_session):
                 sub.offer(session, seq, text)

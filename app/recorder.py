@@ -21,6 +21,7 @@ from app.hub import EventHub
 log = logging.getLogger("batchscope.recorder")
 
 CHECKPOINT_EVERY = 500
+CHECKPOINT_COST_FACTOR = 25.0
 FLUSH_INTERVAL_S = 0.5
 
 
@@ -42,6 +43,8 @@ class Recorder:
         self.failures = 0
         self.last_error: str | None = None
         self._task: asyncio.Task[None] | None = None
+        self._last_checkpoint: dict[str, tuple[int, float]] = {}
+        self._checkpoint_cost = 0.0
         self._wake = asyncio.Event()
         hub.add_listener(self.on_frame)
 
@@ -56,11 +59,19 @@ class Recorder:
         if self.hub.is_relayed(session):
             return  # its origin process records it
         self.pending.append((session, frame_type, seq, data, text))
-        if seq % self.checkpoint_every == 0:
+        last_seq, last_t = self._last_checkpoint.get(session, (0, 0.0))
+        if seq - last_seq >= self.checkpoint_every and (
+            time.monotonic() - last_t >= CHECKPOINT_COST_FACTOR * self._checkpoint_cost
+        ):
+            # A checkpoint serialises the whole folded state on the loop; with a huge
+            # state they are spaced out so they never take more than ~1/25 of the loop.
+            started = time.monotonic()
             state = self.hub.sessions[session].state
             self.checkpoints.append(
                 (session, seq, max(state.step, 0), json.dumps(state.to_checkpoint()))
             )
+            self._checkpoint_cost = time.monotonic() - started
+            self._last_checkpoint[session] = (seq, started)
         if len(self.pending) >= 5000:
             self._wake.set()
 

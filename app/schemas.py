@@ -228,6 +228,8 @@ class Envelope(BaseModel):
     type: FrameType
     session: str = Field(max_length=128)
     seq: int = Field(ge=1)
+    ts: float | None = None
+    """Wall-clock time the dashboard published the frame (for delivery latency)."""
     data: dict[str, Any]
 
 

@@ -17,6 +17,13 @@ class AddRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class AddRequests:
+    """A burst: applied in order in one go; the result lists each rejection (or None)."""
+
+    items: tuple[AddRequest, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Abort:
     req_ids: tuple[str, ...]
 
@@ -53,4 +60,14 @@ class Shutdown:
     pass
 
 
-Command = AddRequest | Abort | UpdateConfig | Pause | Resume | Step | TakeSnapshot | Shutdown
+Command = (
+    AddRequest
+    | AddRequests
+    | Abort
+    | UpdateConfig
+    | Pause
+    | Resume
+    | Step
+    | TakeSnapshot
+    | Shutdown
+)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from engine.commands import (
     Abort,
     AddRequest,
+    AddRequests,
     Command,
     Pause,
     Resume,
@@ -91,10 +93,15 @@ class EngineCore:
                 if self.paused:
                     self._steps_requested -= 1
                 event = engine.step()
+                pause = 0.0
                 if self.realtime and event.simulated:
                     pause = event.forward_ms / 1000.0 / self.speed - event.duration
-                    if pause > 0:
-                        self._drain(block=True, timeout=pause)
+                if pause > 0:
+                    self._drain(block=True, timeout=pause)
+                else:
+                    # Flat out: still hand the GIL over once per step, so the event loop
+                    # (the hub, the web) is never starved by this thread.
+                    time.sleep(0)
         except BaseException as exc:  # surfaced to the web side via `error`
             self.error = exc
             raise
@@ -125,6 +132,11 @@ class EngineCore:
                     command.sampling_params,
                     command.priority,
                 )
+            elif isinstance(command, AddRequests):
+                result = [
+                    engine.add_request(c.req_id, c.prompt_token_ids, c.sampling_params, c.priority)
+                    for c in command.items
+                ]
             elif isinstance(command, Abort):
                 result = engine.abort(command.req_ids)
             elif isinstance(command, UpdateConfig):

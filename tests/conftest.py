@@ -59,7 +59,16 @@ def start_server(**overrides: Any) -> tuple[LiveServer, uvicorn.Server, threadin
     app = create_app(Settings(**values))
     server = uvicorn.Server(
         uvicorn.Config(
-            app, host="127.0.0.1", port=port, log_level="warning", ws="websockets-sansio"
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            ws="websockets-sansio",
+            # Compression would be per client (no encode-once) and costs more CPU than the
+            # loopback/LAN bytes it saves.
+            ws_per_message_deflate=False,
+            # The plain asyncio loop: this server runs in a non-main thread of pytest.
+            loop="asyncio",
         )
     )
     thread = threading.Thread(target=server.run, daemon=True)

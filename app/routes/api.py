@@ -97,10 +97,16 @@ async def inject(request: Request) -> Response:
     rejected: list[str] = []
     rng = random.Random()
     try:
-        for _ in range(spec.count):
-            tokens = base or [rng.randint(3, 258) for _ in range(spec.prompt_len or 1)]
-            params = SamplingParams(max_tokens=spec.max_tokens, temperature=spec.temperature)
-            req_id, reason = await service.add_request(prefix + tokens, params, spec.priority)
+        params = SamplingParams(max_tokens=spec.max_tokens, temperature=spec.temperature)
+        items = [
+            (
+                prefix + (base or [rng.randint(3, 258) for _ in range(spec.prompt_len or 1)]),
+                params,
+                spec.priority,
+            )
+            for _ in range(spec.count)
+        ]
+        for req_id, reason in await service.add_requests(items):
             if reason is None:
                 ids.append(req_id)
             else:

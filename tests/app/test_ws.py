@@ -101,14 +101,21 @@ async def _read_raw_frames(sock: socket.socket, until_seq: int) -> tuple[bool, i
         out, buf = buf[:n], buf[n:]
         return out
 
+    message = b""
     while last < until_seq:
-        _b0, b1 = recv_exact(2)
+        b0, b1 = recv_exact(2)
         length = b1 & 0x7F
         if length == 126:
             length = int.from_bytes(recv_exact(2), "big")
         elif length == 127:
             length = int.from_bytes(recv_exact(8), "big")
-        data = json.loads(await asyncio.to_thread(recv_exact, length))
+        payload = await asyncio.to_thread(recv_exact, length)
+        if b0 & 0x0F in (0x9, 0xA):  # ping / pong
+            continue
+        message += payload
+        if not b0 & 0x80:  # a fragment: the message continues in the next frame
+            continue
+        data, message = json.loads(message), b""
         for frame in data if isinstance(data, list) else [data]:
             if frame["type"] == "gap":
                 saw_gap = True

@@ -1,0 +1,95 @@
+"""Jinja2 templates over templates/ (autoescaped) with the dashboard's formatting filters
+and a `static_url()` helper that adds a cache-busting version to our own assets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATE_DIR = ROOT / "templates"
+STATIC_DIR = ROOT / "static"
+
+
+def fmt_tokens(value: Any) -> str:
+    """1234 -> '1,234'; None -> '–'."""
+    if value is None or value == "":
+        return "–"
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return "–"
+
+
+def fmt_pct(value: Any, digits: int = 1) -> str:
+    """A fraction (0.123) -> '12.3%'."""
+    if value is None:
+        return "–"
+    try:
+        return f"{float(value) * 100:.{digits}f}%"
+    except (TypeError, ValueError):
+        return "–"
+
+
+def fmt_ms(seconds: Any) -> str:
+    """Seconds -> '12.3 ms' (or '1.23 s' from one second up); None -> '–'."""
+    if seconds is None:
+        return "–"
+    try:
+        s = float(seconds)
+    except (TypeError, ValueError):
+        return "–"
+    if s >= 1.0:
+        return f"{s:.2f} s"
+    ms = s * 1000.0
+    return f"{ms:.1f} ms" if ms >= 10 else f"{ms:.2f} ms"
+
+
+@lru_cache(maxsize=256)
+def _asset_version(path: str) -> str:
+    file = STATIC_DIR / path
+    try:
+        return hashlib.sha1(file.read_bytes()).hexdigest()[:10]
+    except OSError:
+        return "0"
+
+
+def static_url(path: str) -> str:
+    """URL of a file under static/. Vendored files carry their version in the name;
+    our own assets get `?v=<content hash>` so a redeploy never serves a stale script."""
+    path = path.lstrip("/")
+    if path.startswith("vendor/"):
+        return f"/static/{path}"
+    return f"/static/{path}?v={_asset_version(path)}"
+
+
+def make_environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(str(TEMPLATE_DIR)),
+        autoescape=select_autoescape(["html", "htm", "xml"], default=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["tokens"] = fmt_tokens
+    env.filters["pct"] = fmt_pct
+    env.filters["ms"] = fmt_ms
+    env.globals["static_url"] = static_url
+    return env
+
+
+templates = Jinja2Templates(env=make_environment())
+
+
+def render_flash(request: Request, ok: bool, message: str) -> str:
+    """The #flash fragment that the control endpoints return to htmx."""
+    del request  # kept in the signature so a future flash can use the request
+    template = templates.env.get_template("partials/_flash.html")
+    return template.render(ok=ok, message=message)

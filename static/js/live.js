@@ -1,0 +1,183 @@
+/* live.js: owns the /ws/live websocket, folds protocol-v1 frames into one client model
+ * (BS.model) and calls the registered renderers at most ~25 times a second. The model
+ * itself is built by model.js (BS.Model); this file is transport + scheduling only. */
+(function () {
+  "use strict";
+  const BS = (window.BS = window.BS || {});
+  const MIN_FRAME_MS = 40; // ~25 fps ceiling for all renderers together
+  const renderers = [];
+  BS.register = function (renderer) { renderers.push(renderer); };
+  // Cumulative main-thread cost per part, for the bench and for tuning: {name: {n, ms}}.
+  const perf = (BS.perf = {});
+  BS.timed = function (name, fn) {
+    const t0 = performance.now();
+    try { return fn(); } finally {
+      const p = perf[name] || (perf[name] = { n: 0, ms: 0 });
+      p.n++; p.ms += performance.now() - t0;
+    }
+  };
+  BS.emit = function (name, detail) {
+    document.body.dispatchEvent(new CustomEvent(name, { detail: detail || {}, bubbles: true }));
+  };
+  BS.cssVar = function (name) {
+    return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  };
+
+  /** Runs an expensive redraw at most every max(minMs, cost / share) ms, where cost is
+   * the recent draw time: a renderer never takes more than `share` of the main thread,
+   * and skips drawing while its element is scrolled out of view. */
+  BS.Throttle = class {
+    constructor(name, el, minMs, share) {
+      this.name = name; this.minMs = minMs; this.share = share;
+      this.cost = 0; this.last = 0; this.timer = null; this.visible = true; this.fn = null;
+      if (el && "IntersectionObserver" in window) {
+        new IntersectionObserver((entries) => {
+          this.visible = entries[entries.length - 1].isIntersecting;
+          if (this.visible && this.fn) this.poke(this.fn);
+        }).observe(el);
+      }
+    }
+    poke(fn) {
+      this.fn = fn;
+      if (this.timer || !this.visible) return;
+      const gap = Math.max(this.minMs, this.cost / this.share);
+      const wait = gap - (performance.now() - this.last);
+      if (wait > 0) { this.timer = setTimeout(() => { this.timer = null; this.poke(this.fn); }, wait); return; }
+      const f = this.fn;
+      this.fn = null;
+      const t0 = performance.now();
+      BS.timed(this.name, f);
+      this.last = performance.now();
+      // The cost includes the style/layout/paint the draw causes: measure up to the moment
+      // after the next frame has been produced.
+      requestAnimationFrame(() => setTimeout(() => {
+        const took = Math.min(performance.now() - t0, 2000);
+        this.cost = this.cost ? 0.7 * this.cost + 0.3 * took : took;
+      }, 0));
+    }
+  };
+
+  const model = (BS.model = new BS.Model());
+  const conn = (BS.conn = {
+    ws: null, state: "connecting", awaitingSnapshot: true, backoff: 250,
+    frames: 0, snapshots: 0, renders: 0,
+  });
+
+  function setConnState(state) {
+    conn.state = state;
+    const el = document.getElementById("conn-state");
+    if (el) { el.textContent = state; el.dataset.state = state; }
+  }
+
+  function hello() {
+    conn.awaitingSnapshot = true;
+    if (conn.ws && conn.ws.readyState === WebSocket.OPEN) {
+      conn.ws.send(JSON.stringify({ type: "hello", session: null, last_seq: null }));
+    }
+  }
+  BS.resync = hello;
+
+  function connect() {
+    const proto = location.protocol === "https:" ? "wss:" : "ws:";
+    const ws = new WebSocket(proto + "//" + location.host + "/ws/live");
+    conn.ws = ws;
+    setConnState("connecting");
+    ws.onopen = function () { setConnState("live"); hello(); };
+    ws.onmessage = function (ev) {
+      let msg;
+      try { msg = JSON.parse(ev.data); } catch (e) { return; }
+      BS.timed("fold", function () {
+        if (Array.isArray(msg)) { for (const f of msg) onFrame(f); } else { onFrame(msg); }
+      });
+      schedule();
+    };
+    ws.onclose = function () {
+      if (conn.ws !== ws) return;
+      setConnState("reconnecting");
+      const wait = conn.backoff;
+      conn.backoff = Math.min(conn.backoff * 2, 5000);
+      setTimeout(connect, wait);
+    };
+    ws.onerror = function () { /* onclose follows and reconnects */ };
+  }
+
+  function onFrame(f) {
+    if (!f || typeof f !== "object") return;
+    conn.frames++;
+    if (f.type === "snapshot") {
+      clearTimeout(conn.gapTimer);
+      const newSession = f.session !== model.session;
+      model.loadSnapshot(f);
+      conn.awaitingSnapshot = false;
+      conn.backoff = 250;
+      conn.snapshots++;
+      setConnState("live");
+      if (newSession) BS.emit("bs:session", { session: f.session });
+      BS.emit("bs:snapshot", { session: f.session, seq: f.seq });
+      return;
+    }
+    if (f.type === "gap") {
+      // The server follows a gap with a fresh snapshot; ask again only if none comes.
+      setConnState("resync");
+      conn.awaitingSnapshot = true;
+      clearTimeout(conn.gapTimer);
+      conn.gapTimer = setTimeout(function () { if (conn.awaitingSnapshot) hello(); }, 1500);
+      return;
+    }
+    if (f.type === "error") { console.warn("server:", f.data && f.data.detail); return; }
+    if (conn.awaitingSnapshot) return; // frames before the (new) snapshot are folded into it
+    if (f.session !== model.session) { hello(); return; } // a new session began: resync
+    if (f.seq <= model.seq) return; // already folded into the snapshot
+    if (f.seq !== model.seq + 1) { setConnState("resync"); hello(); return; }
+    model.seq = f.seq;
+    const events = model.apply(f);
+    for (const e of events) BS.emit(e.name, e.detail);
+  }
+
+  // ---------------------------------------------------------------- render loop
+  let rafPending = false;
+  let lastRender = 0;
+  function schedule() {
+    if (rafPending) return;
+    rafPending = true;
+    requestAnimationFrame(tick);
+  }
+  function tick(now) {
+    rafPending = false;
+    if (now - lastRender < MIN_FRAME_MS) { schedule(); return; }
+    lastRender = now;
+    conn.renders++;
+    for (const r of renderers) {
+      try { BS.timed(r.name, function () { r.render(model); }); } catch (e) {
+        console.warn("renderer failed", e);
+      }
+    }
+    renderHeader();
+  }
+  BS.schedule = schedule;
+
+  function text(id, value) {
+    const el = document.getElementById(id);
+    if (el && el.textContent !== String(value)) el.textContent = value;
+  }
+  function renderHeader() {
+    text("hdr-session", model.session || "–");
+    text("hdr-name", model.meta.name || "");
+    text("hdr-step", model.step);
+    text("hdr-running", model.queues.running);
+    text("hdr-waiting", model.queues.waiting);
+    text("hdr-requests", model.order.length);
+    const run = document.getElementById("run-state");
+    if (run) {
+      const s = model.paused ? "paused" : "running";
+      if (run.dataset.state !== s) { run.dataset.state = s; run.textContent = s; }
+    }
+    const sim = document.getElementById("sim-badge");
+    if (sim) sim.hidden = !model.simulated;
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    for (const r of renderers) if (r.init) r.init(model);
+    connect();
+  });
+})();

@@ -1,0 +1,280 @@
+/* model.js: BS.Model, the browser-side fold of protocol-v1 frames (docs/protocol.md).
+ * It mirrors app/state.py so a snapshot and the frames after it give the same picture.
+ * Segments are [kind, step_start, step_end (inclusive, null = still open), tokens, hit].
+ * Renderers read it; append-only series carry an absolute index (base + position) so
+ * each renderer can draw only what it has not drawn yet, and `epoch` changes on reset. */
+(function () {
+  "use strict";
+  const BS = (window.BS = window.BS || {});
+  const MAX_REQUESTS = 5000;
+  const MAX_HISTORY = 2000;
+  const MAX_STEP_ROWS = 2000;
+  const MAX_TIMES = 20000;
+
+  class Series {
+    constructor(cap) { this.cap = cap; this.items = []; this.base = 0; }
+    push(x) {
+      this.items.push(x);
+      if (this.items.length > this.cap * 1.25) {
+        const drop = this.items.length - this.cap;
+        this.items.splice(0, drop);
+        this.base += drop;
+      }
+    }
+    get end() { return this.base + this.items.length; }
+    since(abs) { return this.items.slice(Math.max(0, abs - this.base)); }
+  }
+  BS.Series = Series;
+
+  class Model {
+    constructor() { this.epoch = 0; this.reset(null); }
+
+    reset(session) {
+      this.session = session;
+      this.seq = 0;
+      this.epoch++;
+      this.meta = {};
+      this.step = -1;
+      this.config = {};
+      this.configVersion = 0;
+      this.paused = false;
+      this.simulated = false;
+      this.reqs = new Map();
+      this.order = []; // req ids in arrival order
+      this.blocks = []; // index block_id -> [state, owner, ref_cnt]
+      this.blockDirty = new Set();
+      this.blocksAll = true;
+      this.kvTotal = 0;
+      this.history = new Series(MAX_HISTORY); // per-step chart points
+      this.steps = new Series(MAX_STEP_ROWS); // step-table rows (steps with work)
+      this.totalTokens = 0;
+      this.markers = []; // {step, label}
+      this.tStart = new Map();
+      this.tEnd = new Map();
+      this.queues = { running: 0, waiting: 0 };
+      this.ganttVersion = 0; // bumped on every change that moves a Gantt bar
+    }
+
+    // ------------------------------------------------------------- snapshot
+    loadSnapshot(f) {
+      this.reset(f.session);
+      this.seq = f.seq || 0;
+      const d = f.data;
+      if (!d) return;
+      this.meta = d.meta || {};
+      this.step = d.step;
+      this.config = d.config || {};
+      this.configVersion = d.config_version || 0;
+      this.paused = !!d.paused;
+      this.simulated = !!d.simulated;
+      for (const r of d.requests || []) {
+        const row = Object.assign({}, r);
+        row.segs = (r.segments || []).map((s) => [s[0], s[1], s[2], s[3], 0]);
+        this._openLast(row);
+        if (row.prefix_hit) this._markHit(row);
+        this.reqs.set(row.req, row);
+        this.order.push(row.req);
+      }
+      for (const b of d.blocks || []) this.blocks[b[0]] = [b[1], b[2], b[3]];
+      this.kvTotal = (d.blocks || []).length;
+      for (const m of d.config_marks || []) this.markers.push(marker(m.step, m.changes));
+      let total = 0;
+      for (const h of d.history || []) {
+        this.tEnd.set(h.step, h.t);
+        this.history.push(h);
+        if (h.plan && Object.keys(h.plan).length) {
+          const n = sumValues(h.plan);
+          total += n;
+          this.steps.push({ step: h.step, plan: Object.entries(h.plan), total: n,
+            preempted: h.preempted_ids || [], finished: h.finished || [] });
+        }
+      }
+      this.totalTokens = (d.totals && d.totals.scheduled_tokens) || total;
+      const last = this.history.items[this.history.items.length - 1];
+      if (last) this.queues = { running: last.running, waiting: last.waiting };
+      if (last && last.kv_total) this.kvTotal = Math.max(this.kvTotal, last.kv_total);
+      this.ganttVersion++;
+    }
+
+    // A snapshot closes open segments at the current step; reopen the one still running.
+    _openLast(row) {
+      const last = row.segs[row.segs.length - 1];
+      if (!last || row.status === "FINISHED" || row.status === "REJECTED") return;
+      if (last[0] === "waiting" || last[0] === "preempted") last[2] = null;
+    }
+    _markHit(row) {
+      const first = row.segs.find((s) => s[0] === "prefill");
+      if (first) first[4] = row.prefix_hit;
+    }
+
+    _row(req, step) {
+      let row = this.reqs.get(req);
+      if (!row) {
+        const s = Math.max(step, 0);
+        row = { req: req, status: "WAITING", num_prompt_tokens: 0, num_tokens: 0,
+          num_computed_tokens: 0, max_tokens: 0, priority: 0, num_preemptions: 0,
+          prefix_hit: 0, arrived_step: s, arrived_t: null, first_scheduled_step: null,
+          first_token_t: null, finish_step: null, finish_reason: null, waiting_reason: null,
+          segs: [["waiting", s, null, 0, 0]] };
+        this.reqs.set(req, row);
+        this.order.push(req);
+        if (this.order.length > MAX_REQUESTS * 1.1) this._trim();
+      }
+      return row;
+    }
+    _trim() {
+      const keep = [];
+      let excess = this.order.length - MAX_REQUESTS;
+      for (const id of this.order) {
+        const r = this.reqs.get(id);
+        if (excess > 0 && r && r.finish_step !== null) { this.reqs.delete(id); excess--; }
+        else keep.push(id);
+      }
+      this.order = keep;
+    }
+    _close(row, step) {
+      const last = row.segs[row.segs.length - 1];
+      if (last && last[2] === null) {
+        if (step - 1 < last[1]) row.segs.pop(); else last[2] = step - 1;
+      }
+    }
+
+    // ------------------------------------------------------------- frames
+    /** Fold one frame; returns DOM events to dispatch [{name, detail}]. */
+    apply(f) {
+      const d = f.data || {};
+      if (f.type === "iteration") return this._iteration(d);
+      if (f.type === "request") return this._request(d);
+      if (f.type === "config") {
+        this.config = Object.assign({}, d.config);
+        this.configVersion = d.config_version;
+        const m = marker(d.step, d.changes);
+        this.markers.push(m);
+        this.ganttVersion++;
+        return [{ name: "bs:config", detail: { step: d.step, label: m.label, changes: d.changes } }];
+      }
+      if (f.type === "session") {
+        if ("paused" in d) this.paused = !!d.paused;
+        if (d.event === "opened") Object.assign(this.meta, d);
+        return [{ name: "bs:state", detail: { paused: this.paused, event: d.event } }];
+      }
+      return [];
+    }
+
+    _request(d) {
+      const row = this._row(d.req, d.step);
+      const det = d.detail || {};
+      if (d.kind === "arrived") {
+        row.num_prompt_tokens = row.num_tokens = det.num_prompt_tokens || 0;
+        row.max_tokens = det.max_tokens || 0;
+        row.priority = det.priority || 0;
+        row.arrived_step = d.step;
+        row.arrived_t = d.t;
+        if (row.segs.length === 1 && row.segs[0][0] === "waiting") row.segs[0][1] = d.step;
+        this.ganttVersion++;
+        return [{ name: "bs:arrived", detail: { req: d.req } }];
+      }
+      if (d.kind === "first_token") row.first_token_t = d.t;
+      if (d.kind === "rejected") {
+        row.status = "REJECTED"; row.finish_reason = det.reason || "rejected";
+        row.finish_step = d.step; row.segs = []; this.ganttVersion++;
+      }
+      if (d.kind === "finished" || d.kind === "aborted") {
+        row.status = "FINISHED";
+        row.finish_reason = det.reason || "abort";
+        row.finish_step = d.step;
+        this._close(row, d.step);
+        this.ganttVersion++;
+        return [{ name: "bs:finished", detail: { req: d.req, reason: row.finish_reason } }];
+      }
+      return [];
+    }
+
+    _iteration(d) {
+      const step = d.step;
+      this.step = step;
+      this.simulated = !!d.simulated;
+      this.tStart.set(step, d.t_start);
+      this.tEnd.set(step, d.t_start + d.duration);
+      if (this.tStart.size > MAX_TIMES) trimTimes(this.tStart, this.tEnd, step - MAX_TIMES / 2);
+      for (const req of d.arrived) this._row(req, step);
+      const plan = [];
+      for (const it of d.scheduled) {
+        const row = this._row(it.req, step);
+        plan.push([it.req, it.n]);
+        if (row.status !== "RUNNING") {
+          this._close(row, step);
+          row.status = "RUNNING";
+          if (row.first_scheduled_step === null) {
+            row.first_scheduled_step = step;
+            row.prefix_hit = it.prefix_hit;
+          }
+        }
+        row.waiting_reason = null;
+        row.num_computed_tokens = it.start + it.n;
+        const segs = row.segs;
+        const last = segs[segs.length - 1];
+        if (it.phase === "decode" && last && last[0] === "decode" && last[2] === step - 1) {
+          last[2] = step;
+          last[3] += it.n;
+        } else {
+          segs.push([it.phase, step, step, it.n, it.phase === "prefill" ? it.prefix_hit : 0]);
+        }
+      }
+      for (const p of d.preempted) {
+        const row = this._row(p.req, step);
+        row.status = "PREEMPTED";
+        row.num_preemptions++;
+        row.num_computed_tokens = 0;
+        row.segs.push(["preempted", step, null, p.tokens_lost, 0]);
+      }
+      for (const req of d.sampled) { const r = this.reqs.get(req); if (r) r.num_tokens++; }
+      for (const fin of d.finished) {
+        const row = this._row(fin.req, step);
+        row.status = "FINISHED"; row.finish_reason = fin.reason; row.finish_step = step;
+      }
+      for (const req in d.waiting_reasons) {
+        const row = this.reqs.get(req);
+        if (row) row.waiting_reason = d.waiting_reasons[req];
+      }
+      for (const b of d.blocks) {
+        this.blocks[b[0]] = [b[1], b[2], b[3]];
+        this.blockDirty.add(b[0]);
+      }
+      if (d.kv.total > this.kvTotal) { this.kvTotal = d.kv.total; this.blocksAll = true; }
+      this.queues = { running: d.queues.running_end, waiting: d.queues.waiting_end };
+      this.history.push({ step: step, t: d.t_start + d.duration, prefill: d.budget.prefill,
+        decode: d.budget.decode, max_tokens: d.budget.max_tokens, seqs: d.scheduled.length,
+        max_seqs: d.budget.max_seqs, running: d.queues.running_end,
+        waiting: d.queues.waiting_end, kv_used: d.kv.used_end, kv_cached: d.kv.cached_free,
+        kv_total: d.kv.total });
+      if (plan.length) {
+        this.totalTokens += d.budget.used;
+        this.steps.push({ step: step, plan: plan, total: d.budget.used,
+          preempted: d.preempted.map((p) => p.req), finished: d.finished.map((x) => x.req) });
+      }
+      this.ganttVersion++;
+      return d.finished.length ? [{ name: "bs:step-finished", detail: { step: step } }] : [];
+    }
+
+    /** Seconds since session start at the beginning of `step` (estimated if unseen). */
+    timeOf(step) {
+      let t = this.tStart.get(step);
+      if (t !== undefined) return t;
+      t = this.tEnd.get(step - 1);
+      if (t !== undefined) return t;
+      t = this.tEnd.get(step);
+      return t !== undefined ? t : null;
+    }
+  }
+
+  function trimTimes(a, b, below) {
+    for (const m of [a, b]) for (const k of m.keys()) { if (k >= below) break; m.delete(k); }
+  }
+  function sumValues(obj) { let n = 0; for (const k in obj) n += obj[k]; return n; }
+  function marker(step, changes) {
+    const parts = Object.keys(changes || {}).map((k) => k + "=" + changes[k]);
+    return { step: step, label: (parts.join(", ") || "config") + " @ step " + step };
+  }
+  BS.Model = Model;
+})();

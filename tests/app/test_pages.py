@@ -1,0 +1,89 @@
+"""The dashboard page and its htmx panels, read with an HTML parser (not substrings)."""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import quote
+
+from bs4 import BeautifulSoup
+
+from tests.conftest import LiveServer
+
+
+def soup(html: str) -> BeautifulSoup:
+    return BeautifulSoup(html, "html.parser")
+
+
+def test_dashboard_serves_vendored_assets_only(live_server: LiveServer) -> None:
+    with live_server.client(token=False) as c:
+        page = soup(c.get("/").text)
+        scripts = [s["src"] for s in page.find_all("script", src=True)]
+        assert "/static/vendor/htmx-2.0.11.min.js" in scripts
+        assert "/static/vendor/plotly-4.1.1.min.js" in scripts
+        assert all(src.startswith("/static/") for src in scripts)
+        for src in scripts:
+            assert c.get(src).status_code == 200, src
+        links = [link["href"] for link in page.find_all("link", href=True)]
+        assert all(h.startswith(("/static/", "/api/", "data:")) for h in links), links
+        assert page.find("meta", attrs={"name": "htmx-config"}) is not None
+
+
+def test_dashboard_has_the_panels(live_server: LiveServer) -> None:
+    with live_server.client() as c:
+        page = soup(c.get("/").text)
+    for panel_id in ("gantt", "charts", "kv-grid", "steps-table", "requests-panel",
+                     "stats-panel", "config-form", "inject-form", "flash"):  # fmt: skip
+        assert page.find(id=panel_id) is not None, panel_id
+    table = page.find(id="steps-table")
+    assert table.find("tfoot").find(class_="total-tokens") is not None
+    names = {el["name"] for el in page.find(id="config-form").find_all(attrs={"name": True})}
+    assert names == {"max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold",
+                     "enable_chunked_prefill", "scheduler_reserve_full_isl", "kv_block_limit",
+                     "policy"}  # fmt: skip
+    assert page.find(id="cfg-mnbt")["value"] == "256"
+    scenarios = [li["data-scenario"] for li in page.select("#scenarios li[data-scenario]")]
+    assert "seed" in scenarios
+
+
+def test_controls_are_disabled_without_the_token(live_server: LiveServer) -> None:
+    with live_server.client(token=False) as c:
+        page = soup(c.get("/").text)
+    assert page.select_one("#controls .readonly") is not None
+    assert page.select_one("#controls fieldset").has_attr("disabled")
+    assert page.select_one("#config-form fieldset").has_attr("disabled")
+    with live_server.client() as c:
+        page = soup(c.get("/").text)
+    assert page.select_one("#controls .readonly") is None
+    assert not page.select_one("#controls fieldset").has_attr("disabled")
+
+
+def test_request_and_stats_panels_follow_the_session(live_server: LiveServer) -> None:
+    with live_server.client() as c:
+        r = c.post("/api/requests", json={"prompt_len": 20, "max_tokens": 4, "count": 3})
+        ids = r.json()["req_ids"]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            rows = soup(c.get("/panels/requests").text).select("#requests-table tr[data-req]")
+            if len(rows) == 3 and all(tr["data-status"] == "finished" for tr in rows):
+                break
+            time.sleep(0.05)
+        assert sorted(tr["data-req"] for tr in rows) == sorted(ids)
+        first = rows[0].find_all("td")
+        assert first[6].get_text().endswith("ms")  # TTFT is known once finished
+        stats = soup(c.get("/panels/stats").text)
+        metrics = [tr["data-metric"] for tr in stats.select("#stats-table tr[data-metric]")]
+        assert metrics == ["ttft", "itl", "queue", "e2e"]
+        controls = soup(c.get("/panels/controls").text)
+        assert controls.find(id="workload-form") is not None
+
+
+def test_the_flash_fragment_escapes_user_text(live_server: LiveServer) -> None:
+    evil = "<img src=x onerror=alert(1)>"
+    with live_server.client() as c:
+        r = c.post(f"/api/requests/{quote(evil)}/abort", headers={"HX-Request": "true"})
+    fragment = soup(r.text)
+    assert fragment.find("img") is None
+    flash = fragment.find(class_="flash")
+    assert "flash-error" in flash["class"]
+    assert evil in flash.get_text()
+    assert "&lt;img" in r.text

@@ -1,0 +1,82 @@
+"""Browser-test fixtures: a real uvicorn server (`batchscope serve`, sim runner, no
+workload) on a free loopback port in a subprocess, and Debian's headless Chromium
+driven by Playwright. Skipped when /usr/bin/chromium or playwright is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.browser.harness import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    Console,
+    Server,
+    migrate,
+    start_server,
+)
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
+
+
+@pytest.fixture(scope="session")
+def migrated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One migrated SQLite file; each test's server starts from a copy of it."""
+    db_file = tmp_path_factory.mktemp("db") / "template.sqlite"
+    migrate(db_file)
+    return db_file
+
+
+@pytest.fixture
+def server(tmp_path: Path, migrated_db: Path) -> Iterator[Server]:
+    srv = start_server(tmp_path, migrated=migrated_db)
+    try:
+        yield srv
+    finally:
+        srv.proc.terminate()
+        try:
+            srv.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            srv.proc.kill()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    with playwright_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def console() -> Console:
+    return Console()
+
+
+@pytest.fixture
+def page(browser: Any, server: Server, console: Console) -> Iterator[Any]:
+    """A fresh browser context holding the control cookie, on the dashboard, connected."""
+    context = browser.new_context(viewport={"width": 1500, "height": 1100})
+    pg = context.new_page()
+    pg.on("console", lambda m: console.errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: console.errors.append(f"pageerror: {e}"))
+    pg.on(
+        "request",
+        lambda r: (
+            None if r.url.startswith((server.url, "data:")) else console.foreign.append(r.url)
+        ),
+    )
+    pg.goto(server.url + f"/launch?token={server.token}")
+    pg.wait_for_function("() => window.BS && BS.conn.snapshots > 0", timeout=15_000)
+    try:
+        yield pg
+    finally:
+        context.close()
