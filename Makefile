@@ -8,7 +8,7 @@ PORT    ?= 8000
 
 DB      ?= sqlite:///./data/batchscope.db
 
-.PHONY: install browser run test lint fmt bench screenshot clean
+.PHONY: install browser vllm-venv run test lint fmt bench screenshot clean
 
 $(STAMP): pyproject.toml requirements/lock.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,15 +28,20 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
 	    >/dev/null || { echo "could not install chromium (apt-get)"; exit 1; }; }
 
+# The real vLLM 0.20.0 on CPU in its own venv, for tests/vllm (the adapter against vLLM's
+# own scheduler); a no-op when current. The first run downloads vLLM (~245 MB).
+vllm-venv:
+	tools/setup_vllm_venv.sh
+
 run: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-$(DB)} $(BIN)/batchscope db upgrade
 	DATABASE_URL=$${DATABASE_URL:-$(DB)} $(BIN)/batchscope serve --host $(HOST) --port $(PORT)
 
-test: $(STAMP) browser
+test: $(STAMP) browser vllm-venv
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check engine app tests bench
+	$(BIN)/ruff check engine app tests bench batchscope_vllm tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -44,9 +49,13 @@ fmt: $(STAMP)
 	$(BIN)/ruff check --fix engine app tests bench
 	$(BIN)/ruff format engine app tests bench
 
-bench: $(STAMP)
+bench: $(STAMP) browser vllm-venv
 	$(BIN)/python -m bench.scheduler_bench
 	$(BIN)/python -m bench.runner_bench
+	$(BIN)/python -m bench.live_bench
+	$(BIN)/python -m bench.recording_bench
+	$(BIN)/python tools/ui_bench.py
+	.venv-vllm/bin/python -m bench.vllm_adapter_bench
 
 screenshot: $(STAMP) browser
 	$(BIN)/python tools/screenshot.py docs/dashboard.png

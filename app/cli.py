@@ -73,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("--json", action="store_true")
     sessions.add_argument("--database-url", dest="database_url")
 
+    add_record_commands(sub)
+
     serve = sub.add_parser("serve", help="start the dashboard with the embedded engine")
     serve.add_argument("--host", help="bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default 8000)")
@@ -370,6 +372,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+from app.cli_records import add_record_commands, cmd_export, cmd_import  # noqa: E402
+
 COMMANDS = {
     "simulate": cmd_simulate,
     "serve": cmd_serve,
@@ -377,6 +381,8 @@ COMMANDS = {
     "db": cmd_db,
     "sessions": cmd_sessions,
     "engine": cmd_engine,
+    "export": cmd_export,
+    "import": cmd_import,
 }
 
 

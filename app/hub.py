@@ -21,8 +21,8 @@ DEFAULT_QUEUE_FRAMES = 512
 IDLE_SWITCH_S = 2.0
 
 
-def encode(frame: dict[str, Any]) -> str:
-    return json.dumps(frame, separators=(",", ":"))
+def encode(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 @dataclass(eq=False)

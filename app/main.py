@@ -20,7 +20,7 @@ from app.ingest import NodeRegistry
 from app.metrics import Metrics
 from app.recorder import Recorder
 from app.relay import PgRelay
-from app.routes import api, ingest, metrics, sessions, ws
+from app.routes import api, ingest, metrics, records, sessions, ws
 from app.security import COOKIE, token_matches
 from app.settings import Settings, get_settings
 
@@ -79,6 +79,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(api.router)
     app.include_router(sessions.router)
     app.include_router(ingest.router)
+    app.include_router(records.router)
     app.include_router(ws.router)
     app.include_router(metrics.router)
     with contextlib.suppress(ImportError):

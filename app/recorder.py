@@ -44,6 +44,8 @@ class Recorder:
         self.last_error: str | None = None
         self._task: asyncio.Task[None] | None = None
         self._last_checkpoint: dict[str, tuple[int, float]] = {}
+        self._lock = asyncio.Lock()
+        self._stopping = False
         self._checkpoint_cost = 0.0
         self._wake = asyncio.Event()
         hub.add_listener(self.on_frame)
@@ -79,21 +81,30 @@ class Recorder:
         self._task = asyncio.create_task(self._run(), name="recorder")
 
     async def stop(self) -> None:
+        """Stop the periodic flusher without interrupting a write in progress (its thread
+        would go on writing), then write everything still pending."""
         if self._task is not None:
-            self._task.cancel()
+            self._stopping = True
+            self._wake.set()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        await self.flush()
+        async with self._lock:
+            await self._flush_locked()
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.flush_interval)
             self._wake.clear()
             await self.flush()
 
     async def flush(self) -> None:
+        """Write what is pending; one write at a time."""
+        async with self._lock:
+            await self._flush_locked()
+
+    async def _flush_locked(self) -> None:
         if not self.pending and not self.checkpoints:
             return
         batch, self.pending = self.pending, []

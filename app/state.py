@@ -98,6 +98,8 @@ class SessionState:
                 "arrived_t": self.t,
                 "first_scheduled_step": None,
                 "first_token_t": None,
+                "last_token_t": None,
+                "finish_t": None,
                 "finish_step": None,
                 "finish_reason": None,
                 "waiting_reason": None,
@@ -132,6 +134,7 @@ class SessionState:
             row["status"] = "FINISHED"
             row["finish_reason"] = detail.get("reason", "abort")
             row["finish_step"] = d["step"]
+            row["finish_t"] = t
             self._close_open(row, d["step"])
             self._last_token_t.pop(req, None)
             if kind == "finished":
@@ -193,6 +196,7 @@ class SessionState:
             if prev is not None:
                 self._itl.append(t_end - prev)
             self._last_token_t[req] = t_end
+            row["last_token_t"] = t_end
         for f in d["finished"]:
             row = self._row(f["req"])
             row["status"], row["finish_reason"], row["finish_step"] = "FINISHED", f["reason"], step
@@ -258,6 +262,7 @@ class SessionState:
 
     @classmethod
     def from_checkpoint(cls, data: dict[str, Any]) -> SessionState:
+        """Takes ownership of `data` (freshly parsed JSON): nothing is copied."""
         state = cls(data["session"], data["meta"])
         for key in (
             "seq",
@@ -272,7 +277,7 @@ class SessionState:
             "totals",
             "kv_peak",
         ):
-            setattr(state, key, copy.deepcopy(data[key]))
+            setattr(state, key, data[key])
         state.blocks = {b[0]: list(b) for b in data["blocks"]}
         state.history.extend(data["history"])
         state._last_token_t = dict(data["last_token_t"])
@@ -303,6 +308,24 @@ class SessionState:
             "history": list(self.history),
             "totals": dict(self.totals),
         }
+
+    def request_rows(self) -> list[dict[str, Any]]:
+        """Table rows (no Gantt segments, no copy of history): each request with TTFT and
+        mean ITL in seconds, None until known. The JSON twin of the request table."""
+        rows = []
+        for r in self.requests.values():
+            row = {k: v for k, v in r.items() if k != "segments"}
+            first, last = r["first_token_t"], r["last_token_t"]
+            row["ttft"] = None if first is None else round(first - r["arrived_t"], 6)
+            outputs = r["num_tokens"] - r["num_prompt_tokens"]
+            row["num_output_tokens"] = max(outputs, 0)
+            row["itl"] = (
+                round((last - first) / (outputs - 1), 6)
+                if first is not None and last is not None and outputs > 1
+                else None
+            )
+            rows.append(row)
+        return rows
 
     def latency_summary(self) -> dict[str, Any]:
         elapsed = max(self.t, 1e-9)

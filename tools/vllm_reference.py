@@ -38,7 +38,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -126,7 +126,15 @@ class RecordingScheduler(Scheduler):
         super()._preempt_request(request, timestamp)
 
 
-def build_scheduler(scenario: Scenario) -> RecordingScheduler:
+SchedulerT = TypeVar("SchedulerT", bound=Scheduler)
+
+
+def build_scheduler(
+    scenario: Scenario,
+    scheduler_cls: type[SchedulerT] = RecordingScheduler,  # type: ignore[assignment]
+) -> SchedulerT:
+    """vLLM's scheduler for the scenario's knobs, of class `scheduler_cls` (drive() needs a
+    RecordingScheduler; tools/vllm_adapter_drive.py mixes in batchscope_vllm's observer)."""
     sc = scenario.config.scheduler
     cc = scenario.config.cache
     model_config = ModelConfig(
@@ -175,7 +183,7 @@ def build_scheduler(scenario: Scenario) -> RecordingScheduler:
         ],
     )
     cache_config.num_gpu_blocks = cc.num_gpu_blocks
-    sched = RecordingScheduler(
+    sched = scheduler_cls(
         vllm_config=vllm_config,
         kv_cache_config=kv_cache_config,
         block_size=cc.block_size,
@@ -234,7 +242,11 @@ def _rejection_reason(scenario: Scenario, num_prompt_tokens: int, max_tokens: in
 
 
 def run_scenario(scenario: Scenario) -> dict[str, Any]:
-    sched = build_scheduler(scenario)
+    return drive(build_scheduler(scenario), scenario)
+
+
+def drive(sched: RecordingScheduler, scenario: Scenario) -> dict[str, Any]:
+    """Run the scenario through `sched` step by step; the result described above."""
     cc = scenario.config.cache
     pool = sched.kv_cache_manager.block_pool
     usable = cc.num_gpu_blocks - 1

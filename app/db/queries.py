@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
 from app.db.models import (
@@ -114,15 +114,19 @@ def iter_frames(
 
 def last_seq_at_step(db: Session, session_id: str, step: int) -> int:
     """The last frame that belongs to steps <= `step` (frames' steps never decrease)."""
+    # ORDER BY step DESC LIMIT 1 walks the (session, step) index from the end instead of
+    # scanning every row up to `step` (iterations' PK is (session, step)).
     a = db.scalar(
-        select(func.max(IterationRecord.seq)).where(
-            IterationRecord.session_id == session_id, IterationRecord.step <= step
-        )
+        select(IterationRecord.seq)
+        .where(IterationRecord.session_id == session_id, IterationRecord.step <= step)
+        .order_by(IterationRecord.step.desc())
+        .limit(1)
     )
     b = db.scalar(
-        select(func.max(EventRecord.seq)).where(
-            EventRecord.session_id == session_id, EventRecord.step <= step
-        )
+        select(EventRecord.seq)
+        .where(EventRecord.session_id == session_id, EventRecord.step <= step)
+        .order_by(EventRecord.step.desc(), EventRecord.seq.desc())
+        .limit(1)
     )
     return max(a or 0, b or 0)
 

@@ -113,6 +113,13 @@ def _apply_request(row: RequestRecord, data: dict[str, Any]) -> bool:
 def write_batch(
     db: Session, batch: Iterable[Frame], checkpoints: Iterable[tuple[str, int, int, str]]
 ) -> None:
+    with db.no_autoflush:
+        _write_batch(db, batch, checkpoints)
+
+
+def _write_batch(
+    db: Session, batch: Iterable[Frame], checkpoints: Iterable[tuple[str, int, int, str]]
+) -> None:
     sessions: dict[str, SessionRecord] = {}
     requests: dict[tuple[str, str], RequestRecord] = {}
     iterations: list[dict[str, Any]] = []

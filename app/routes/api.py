@@ -176,6 +176,8 @@ async def _simple(request: Request, verb: str, message: str) -> Response:
         await getattr(_target(request), verb)()
     except EngineBusy as exc:
         return _fail(request, 503, str(exc))
+    except ValueError as exc:  # a remote node refused the command
+        return _fail(request, 422, str(exc))
     return _answer(request, True, message, 200, {})
 
 
@@ -229,7 +231,7 @@ async def state(request: Request) -> dict[str, Any]:
 
 @router.get("/requests", dependencies=View)
 async def requests_rows(request: Request) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = _live(request).snapshot()["requests"]
+    rows: list[dict[str, Any]] = _live(request).request_rows()
     return rows
 
 

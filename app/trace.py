@@ -1,0 +1,225 @@
+"""TraceBuilder: folds protocol frames into a Chrome JSON trace (opens in ui.perfetto.dev).
+
+One process (the session), one thread track per request (queued / prefill / decode /
+preempted slices, finish marks) and counter tracks per step. Times are the frames' own
+(`t_start`, `duration`, request `t`, seconds since session start) in microseconds.
+docs/export.md lists every track.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+PID = 1
+CATEGORY = "request"
+# Detail keys too bulky for a trace's args pane.
+BULKY_DETAIL = ("output_token_ids", "prompt_token_ids")
+
+
+def us(seconds: float) -> float:
+    return round(seconds * 1e6, 3)
+
+
+@dataclass
+class _DecodeRun:
+    start: float
+    end: float
+    first_step: int
+    last_step: int
+    tokens: int
+
+
+@dataclass
+class _Track:
+    """One request's track; slices on it are emitted in time order, never overlapping."""
+
+    tid: int
+    last_end: float = 0.0
+    open_name: str | None = None
+    """An open "queued" or "preempted" slice, closed when the request is scheduled."""
+    open_since: float = 0.0
+    open_args: dict[str, Any] = field(default_factory=dict)
+    decode: _DecodeRun | None = None
+
+
+class TraceBuilder:
+    def __init__(self, process_name: str) -> None:
+        self.events: list[dict[str, Any]] = [
+            {
+                "ph": "M",
+                "name": "process_name",
+                "pid": PID,
+                "tid": 0,
+                "args": {"name": process_name},
+            },
+        ]
+        self.tracks: dict[str, _Track] = {}
+        self.end = 0.0
+
+    # ------------------------------------------------------------- tracks
+    def track(self, req: str) -> _Track:
+        track = self.tracks.get(req)
+        if track is None:
+            track = self.tracks[req] = _Track(len(self.tracks) + 1)
+            self.events.append(
+                {
+                    "ph": "M",
+                    "name": "thread_name",
+                    "pid": PID,
+                    "tid": track.tid,
+                    "args": {"name": req},
+                }
+            )
+            self.events.append(
+                {
+                    "ph": "M",
+                    "name": "thread_sort_index",
+                    "pid": PID,
+                    "tid": track.tid,
+                    "args": {"sort_index": track.tid},
+                }
+            )
+        return track
+
+    def _slice(
+        self, track: _Track, name: str, start: float, end: float, args: dict[str, Any]
+    ) -> None:
+        # Frame times are rounded to the microsecond: clamp so slices never overlap.
+        start = max(start, track.last_end)
+        end = max(end, start)
+        self.events.append(
+            {
+                "ph": "X",
+                "name": name,
+                "cat": CATEGORY,
+                "pid": PID,
+                "tid": track.tid,
+                "ts": start,
+                "dur": round(end - start, 3),
+                "args": args,
+            }
+        )
+        track.last_end = end
+
+    def _instant(self, track: _Track, name: str, ts: float, args: dict[str, Any]) -> None:
+        self.events.append(
+            {
+                "ph": "i",
+                "s": "t",
+                "name": name,
+                "cat": CATEGORY,
+                "pid": PID,
+                "tid": track.tid,
+                "ts": max(ts, track.last_end),
+                "args": args,
+            }
+        )
+
+    def _close_open(self, track: _Track, end: float) -> None:
+        if track.open_name is not None:
+            self._slice(track, track.open_name, track.open_since, end, track.open_args)
+            track.open_name = None
+
+    def _flush_decode(self, track: _Track) -> None:
+        run = track.decode
+        if run is not None:
+            self._slice(
+                track,
+                "decode",
+                run.start,
+                run.end,
+                {"tokens": run.tokens, "first_step": run.first_step, "last_step": run.last_step},
+            )
+            track.decode = None
+
+    # ------------------------------------------------------------- frames
+    def add(self, frame_type: str, data: dict[str, Any]) -> None:
+        if frame_type == "iteration":
+            self._iteration(data)
+        elif frame_type == "request":
+            self._request(data)
+        elif frame_type == "config":
+            self.events.append(
+                {
+                    "ph": "i",
+                    "s": "p",
+                    "name": f"config v{data['config_version']}",
+                    "cat": "config",
+                    "pid": PID,
+                    "tid": 0,
+                    "ts": self.end,
+                    "args": {"step": data["step"], "changes": data["changes"]},
+                }
+            )
+
+    def _counter(self, name: str, ts: float, args: dict[str, int]) -> None:
+        self.events.append({"ph": "C", "name": name, "pid": PID, "ts": ts, "args": args})
+
+    def _iteration(self, d: dict[str, Any]) -> None:
+        step, start = d["step"], us(d["t_start"])
+        end = us(d["t_start"] + d["duration"])
+        kv, queues, budget = d["kv"], d["queues"], d["budget"]
+        self._counter("KV blocks", start, {"used": kv["used"], "cached": kv["cached_free"]})
+        self._counter(
+            "queue depth", start, {"running": queues["running"], "waiting": queues["waiting"]}
+        )
+        self._counter(
+            "tokens per step", start, {"prefill": budget["prefill"], "decode": budget["decode"]}
+        )
+        # Preemption happens while this step is scheduled: the wait starts with the step.
+        for p in d["preempted"]:
+            track = self.track(p["req"])
+            self._flush_decode(track)
+            self._close_open(track, start)
+            track.open_name, track.open_since = "preempted", start
+            track.open_args = {"step": step, "tokens_lost": p["tokens_lost"]}
+        for item in d["scheduled"]:
+            track = self.track(item["req"])
+            self._close_open(track, start)
+            run = track.decode
+            if item["phase"] == "decode":
+                if run is not None and run.last_step == step - 1:
+                    run.end, run.last_step = end, step
+                    run.tokens += item["n"]
+                    continue
+                self._flush_decode(track)
+                track.decode = _DecodeRun(start, end, step, step, item["n"])
+                continue
+            self._flush_decode(track)
+            self._slice(
+                track,
+                "prefill",
+                start,
+                end,
+                {
+                    "tokens": item["n"],
+                    "start": item["start"],
+                    "step": step,
+                    "prefix_hit": item["prefix_hit"],
+                },
+            )
+        self.end = max(self.end, end)
+
+    def _request(self, d: dict[str, Any]) -> None:
+        kind, t = d["kind"], us(d["t"])
+        detail = {k: v for k, v in (d.get("detail") or {}).items() if k not in BULKY_DETAIL}
+        if kind == "arrived":
+            track = self.track(d["req"])
+            track.open_name, track.open_since = "queued", t
+            track.open_args = {"arrival_step": d["step"], **detail}
+        elif kind == "rejected":
+            self._instant(self.track(d["req"]), "rejected", t, {"step": d["step"], **detail})
+        elif kind in ("finished", "aborted"):
+            track = self.track(d["req"])
+            self._flush_decode(track)
+            self._close_open(track, t)
+            self._instant(track, kind, t, {"step": d["step"], **detail})
+        self.end = max(self.end, t)
+
+    def finish(self) -> dict[str, Any]:
+        """Close what is still open at the end of the recording; the trace as a dict."""
+        for track in self.tracks.values():
+            self._flush_decode(track)
+            self._close_open(track, self.end)
+        return {"traceEvents": self.events, "displayTimeUnit": "ms"}

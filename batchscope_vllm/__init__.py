@@ -1,0 +1,28 @@
+"""batchscope's vLLM adapter: `--scheduler-cls batchscope_vllm.ObservedScheduler` streams
+every scheduler step of a vLLM 0.20 v1 engine to a batchscope dashboard (/ws/ingest).
+
+Install it next to vLLM (`pip install batchscope[vllm]`); it imports only vLLM, websockets
+and the standard library. Configuration: BATCHSCOPE_URL, BATCHSCOPE_TOKEN, BATCHSCOPE_NODE
+(default: the hostname), BATCHSCOPE_NAME (the session's name), BATCHSCOPE_BUFFER_MB (frames
+kept for resending while the dashboard is away; default 64).
+
+The scheduler classes are imported on first access, so `batchscope_vllm.sender` (the
+websocket side, no vLLM) can be used and tested without vLLM installed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from batchscope_vllm.scheduler import ObservedAsyncScheduler, ObservedScheduler
+
+__all__ = ["ObservedAsyncScheduler", "ObservedScheduler"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from batchscope_vllm import scheduler
+
+        return getattr(scheduler, name)
+    raise AttributeError(f"module 'batchscope_vllm' has no attribute {name!r}")

@@ -1,0 +1,223 @@
+"""The sender thread: frames out to a dashboard's /ws/ingest (docs/protocol.md).
+
+It drains the scheduler's bounded queue, builds frames (frames.py), numbers and encodes
+them, keeps a history bounded in bytes, and streams them over a synchronous websocket: announce ->
+welcome(last_seq) -> JSON arrays of envelopes, resending everything after `last_seq` on
+every (re)connect. While the dashboard is away it keeps building into the history; what
+falls out of it unsent, and what the full queue refused, is counted as dropped (a queue
+drop also skips a seq, so the dashboard shows a gap). Control commands are refused: vLLM
+owns its requests.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import secrets
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from websockets.exceptions import WebSocketException
+from websockets.sync.client import ClientConnection, connect
+
+from batchscope_vllm.frames import FrameBuilder, encode
+
+log = logging.getLogger("batchscope_vllm")
+
+SEND_INTERVAL_S = 0.05
+STATS_INTERVAL_S = 1.0
+MAX_MESSAGE_CHARS = 512 * 1024
+MAX_ITEMS_PER_PUMP = 4096
+REFUSAL = "control is not supported for vLLM nodes"
+
+
+class Sender:
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        node: str,
+        announce: dict[str, Any],
+        max_tokens: int,
+        max_seqs: int,
+        total_blocks: int,
+        queue_size: int = 65_536,
+        history_bytes: int = 64 << 20,
+    ) -> None:
+        self.url, self.token, self.node = url, token, node
+        self.announce = announce
+        self.session = time.strftime("s-%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+        self.queue: queue.Queue[tuple[Any, ...]] = queue.Queue(maxsize=queue_size)
+        self.dropped_in_queue = 0  # incremented by the engine thread only
+        self.dropped_in_history = 0
+        self.builder = FrameBuilder(max_tokens, max_seqs, total_blocks)
+        self.history: deque[tuple[int, str]] = deque()
+        self.history_limit = history_bytes
+        self.history_size = 0  # characters (= bytes: the JSON is ASCII)
+        self.outbox: list[tuple[int, str]] = []
+        self.seq = 0
+        self.sent_seq = 0
+        self.connects = 0
+        self.errors = 0
+        self.connected = False
+        self._seen_drops = 0
+        self._closing = threading.Event()
+        self._deadline = float("inf")
+        self._last_problem = ""
+        self._thread = threading.Thread(target=self._run, name="batchscope-sender", daemon=True)
+        opened = {
+            "event": "opened",
+            "source": f"node:{node}",
+            "node": node,
+            "started_at": time.time(),
+            **announce,
+        }
+        self._add("session", opened)
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Deliver what is queued (up to `timeout` s), close the socket, stop the thread.
+        True when every frame produced reached the socket."""
+        self._deadline = time.monotonic() + timeout
+        self._closing.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout + 2.0)
+        return self.delivered()
+
+    def delivered(self) -> bool:
+        return self.queue.empty() and self.sent_seq >= self.seq
+
+    @property
+    def dropped(self) -> int:
+        return self.dropped_in_queue + self.dropped_in_history
+
+    def _done(self) -> bool:
+        if not self._closing.is_set():
+            return False
+        return time.monotonic() >= self._deadline or self.delivered()
+
+    # ------------------------------------------------------------ frames
+    def _add(self, frame_type: str, data: dict[str, Any]) -> None:
+        self.seq += 1
+        envelope = {"v": 1, "type": frame_type, "session": self.session, "seq": self.seq}
+        envelope["data"] = data
+        text = encode(envelope)
+        self.history.append((self.seq, text))
+        self.history_size += len(text)
+        while self.history_size > self.history_limit and len(self.history) > 1:
+            old_seq, old = self.history.popleft()
+            self.history_size -= len(old)
+            if old_seq > self.sent_seq:
+                self.dropped_in_history += 1
+        if self.connected:
+            self.outbox.append((self.seq, text))
+
+    def _pump(self, wait: float) -> None:
+        """Build frames from queued items, waiting up to `wait` s for the first."""
+        try:
+            item = self.queue.get(timeout=wait) if wait > 0 else self.queue.get_nowait()
+        except queue.Empty:
+            return
+        for _ in range(MAX_ITEMS_PER_PUMP):
+            if self.dropped_in_queue != self._seen_drops:
+                self._seen_drops = self.dropped_in_queue
+                self.seq += 1  # a hole: the dashboard records a visible gap here
+            try:
+                for frame_type, data in self.builder.build(item):
+                    self._add(frame_type, data)
+            except Exception:  # a bug here must not stop the observer
+                self.errors += 1
+                log.exception("batchscope: could not build frames for a step")
+            try:
+                item = self.queue.get_nowait()
+            except queue.Empty:
+                return
+
+    # ------------------------------------------------------------ socket
+    def _run(self) -> None:
+        backoff = 0.2
+        while not self._done():
+            try:
+                self._stream()
+                backoff = 0.2
+            except (OSError, WebSocketException, TimeoutError, ValueError) as exc:
+                self._problem(f"dashboard unreachable ({type(exc).__name__}: {exc})")
+            self.connected = False
+            self.outbox.clear()
+            until = time.monotonic() + backoff
+            while time.monotonic() < until and not self._done():
+                self._pump(SEND_INTERVAL_S)
+            backoff = min(backoff * 2, 5.0)
+
+    def _stream(self) -> None:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
+        with connect(
+            self.url, additional_headers=headers, open_timeout=5, close_timeout=2, max_size=None
+        ) as ws:
+            hello = {"type": "announce", "session": self.session, "node": self.node}
+            ws.send(json.dumps({**hello, **self.announce}))
+            welcome = json.loads(ws.recv(timeout=10))
+            if not isinstance(welcome, dict) or welcome.get("type") != "welcome":
+                raise ValueError(f"dashboard refused: {welcome}")
+            self.sent_seq = int(welcome.get("last_seq") or 0)
+            self.outbox = [(s, text) for s, text in self.history if s > self.sent_seq]
+            self.connected = True
+            self.connects += 1
+            self._last_problem = ""
+            log.info("batchscope: streaming session %s to %s", self.session, self.url)
+            last_stats = 0.0
+            while not self._done():
+                self._pump(SEND_INTERVAL_S)
+                self._flush(ws)
+                self._poll(ws)
+                now = time.monotonic()
+                if now - last_stats >= STATS_INTERVAL_S:
+                    stats = {"type": "stats", "buffered": self.seq - self.sent_seq}
+                    ws.send(json.dumps({**stats, "dropped": self.dropped}))
+                    last_stats = now
+
+    def _flush(self, ws: ClientConnection) -> None:
+        """Send the outbox as JSON arrays of at most ~MAX_MESSAGE_CHARS."""
+        while self.outbox:
+            size, count = 0, 0
+            for _, text in self.outbox:
+                if count and size + len(text) > MAX_MESSAGE_CHARS:
+                    break
+                size += len(text) + 1
+                count += 1
+            batch = self.outbox[:count]
+            ws.send("[" + ",".join(text for _, text in batch) + "]")
+            self.sent_seq = batch[-1][0]
+            del self.outbox[:count]
+        self.sent_seq = self.seq  # includes the holes left for dropped items
+
+    def _poll(self, ws: ClientConnection) -> None:
+        """Answer what the dashboard sent: commands are refused, errors are logged."""
+        while True:
+            try:
+                text = ws.recv(timeout=0)
+            except TimeoutError:
+                return
+            try:
+                msg = json.loads(text)
+            except ValueError:
+                continue
+            if not isinstance(msg, dict):
+                continue
+            if msg.get("type") == "command":
+                reply = {"type": "reply", "id": msg.get("id"), "ok": False, "detail": REFUSAL}
+                ws.send(json.dumps(reply))
+            elif msg.get("type") == "error":
+                self.errors += 1
+                log.warning("batchscope: the dashboard says: %s", msg.get("detail"))
+
+    def _problem(self, text: str) -> None:
+        if text != self._last_problem:
+            log.warning("batchscope: %s; buffering (session %s)", text, self.session)
+            self._last_problem = text
