@@ -12,6 +12,9 @@ from collections import deque
 from typing import Any
 
 HISTORY_STEPS = 2000
+MAX_DONE_ROWS = 5000
+"""Finished/rejected rows kept in the fold (the oldest are dropped: they stay in the
+database's requests table). Bounds memory, snapshots and checkpoints of long sessions."""
 LATENCY_SAMPLES = 20_000
 
 
@@ -56,6 +59,8 @@ class SessionState:
         self._queue: deque[float] = deque(maxlen=LATENCY_SAMPLES)
         self._e2e: deque[float] = deque(maxlen=LATENCY_SAMPLES)
         self._last_token_t: dict[str, float] = {}
+        self._done: deque[str] = deque()
+        self.dropped_rows = 0
 
     # ------------------------------------------------------------------ fold
     def apply(self, frame_type: str, seq: int, data: dict[str, Any]) -> None:
@@ -122,6 +127,7 @@ class SessionState:
             row = self._row(req)
             row["status"], row["finish_reason"] = "REJECTED", detail.get("reason", "rejected")
             row["finish_step"], row["segments"] = d["step"], []
+            self._retire(req)
         elif kind == "first_token":
             row = self._row(req)
             row["first_token_t"] = t
@@ -139,6 +145,15 @@ class SessionState:
             self._last_token_t.pop(req, None)
             if kind == "finished":
                 self._e2e.append(t - row["arrived_t"])
+            self._retire(req)
+
+    def _retire(self, req: str) -> None:
+        self._done.append(req)
+        while len(self._done) > MAX_DONE_ROWS:
+            old = self._done.popleft()
+            if self.requests.get(old, {}).get("status") in ("FINISHED", "REJECTED"):
+                del self.requests[old]
+                self.dropped_rows += 1
 
     def _close_open(self, row: dict[str, Any], step: int) -> None:
         last = row["segments"][-1] if row["segments"] else None
@@ -255,6 +270,8 @@ class SessionState:
             "totals": self.totals,
             "kv_peak": self.kv_peak,
             "last_token_t": self._last_token_t,
+            "done": list(self._done),
+            "dropped_rows": self.dropped_rows,
         }
         for name in self._DEQUES:
             out[name] = list(getattr(self, name))
@@ -281,6 +298,8 @@ class SessionState:
         state.blocks = {b[0]: list(b) for b in data["blocks"]}
         state.history.extend(data["history"])
         state._last_token_t = dict(data["last_token_t"])
+        state._done.extend(data.get("done", ()))
+        state.dropped_rows = int(data.get("dropped_rows", 0))
         for name in cls._DEQUES:
             getattr(state, name).extend(data[name])
         return state
@@ -306,7 +325,7 @@ class SessionState:
             "requests": rows,
             "blocks": [self.blocks[k] for k in sorted(self.blocks)],
             "history": list(self.history),
-            "totals": dict(self.totals),
+            "totals": {**self.totals, "dropped_rows": self.dropped_rows},
         }
 
     def request_rows(self) -> list[dict[str, Any]]:
