@@ -44,7 +44,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         elif current_revision(settings.database_url) != head_revision():
             raise RuntimeError(NOT_MIGRATED)
         app.state.db = make_sessionmaker(db_engine)
-        recorder = Recorder(hub, app.state.db)
+        recorder = Recorder(hub, app.state.db, database_url=settings.database_url)
         app.state.recorder = recorder
         recorder.start()
         relay = None

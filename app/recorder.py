@@ -1,7 +1,8 @@
 """Recorder: one more hub listener. Frames are buffered on the event loop (a list append)
-and written in batches by a worker thread, so neither the engine thread nor the loop
-waits on the database. Nothing is dropped: a failed write is retried, and `lag` says how
-many frames are waiting.
+and written in batches off the loop: by a writer process when the database is a file or a
+server (so writes do not compete with the engine thread for the GIL), else by a worker
+thread. Neither the engine thread nor the loop waits on the database. Nothing is dropped:
+a failed write is retried, and `lag` says how many frames are waiting.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ import contextlib
 import json
 import logging
 import time
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.db.migrate import is_memory_url
+from app.db.writer_process import start_writer, write_texts
 from app.db.writes import write_batch
 from app.hub import EventHub
 
@@ -32,9 +36,14 @@ class Recorder:
         sessions: sessionmaker[Session],
         checkpoint_every: int = CHECKPOINT_EVERY,
         flush_interval: float = FLUSH_INTERVAL_S,
+        database_url: str | None = None,
     ) -> None:
+        """With `database_url` (not an in-memory one), writes go to a writer process."""
         self.hub = hub
         self.sessions = sessions
+        self._writer: ProcessPoolExecutor | None = None
+        if database_url is not None and not is_memory_url(database_url):
+            self._writer = start_writer(database_url)
         self.checkpoint_every = checkpoint_every
         self.flush_interval = flush_interval
         self.pending: list[tuple[str, str, int, dict[str, Any], str]] = []
@@ -91,6 +100,9 @@ class Recorder:
             self._task = None
         async with self._lock:
             await self._flush_locked()
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
+            self._writer = None
 
     async def _run(self) -> None:
         while not self._stopping:
@@ -110,7 +122,12 @@ class Recorder:
         batch, self.pending = self.pending, []
         checkpoints, self.checkpoints = self.checkpoints, []
         try:
-            await asyncio.to_thread(self._write, batch, checkpoints)
+            if self._writer is not None:
+                texts = [(s, t, q, text) for s, t, q, _data, text in batch]
+                loop = asyncio.get_running_loop()
+                await loop.run_in_executor(self._writer, write_texts, texts, checkpoints)
+            else:
+                await asyncio.to_thread(self._write, batch, checkpoints)
             self.written += len(batch)
         except Exception as exc:  # keep the frames and retry next time
             self.failures += 1

@@ -5,9 +5,11 @@ and a `static_url()` helper that adds a cache-busting version to our own assets.
 from __future__ import annotations
 
 import hashlib
+import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import Request
 from fastapi.templating import Jinja2Templates
@@ -52,6 +54,33 @@ def fmt_ms(seconds: Any) -> str:
     return f"{ms:.1f} ms" if ms >= 10 else f"{ms:.2f} ms"
 
 
+def fmt_time(epoch: Any) -> str:
+    """Seconds since the epoch -> '2026-11-29 10:25:12' (server local time); None -> '–'."""
+    if epoch is None or epoch == "":
+        return "–"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(epoch)))
+    except (TypeError, ValueError, OverflowError, OSError):
+        return "–"
+
+
+def fmt_metric(value: Any, kind: str = "int", signed: bool = False) -> str:
+    """A compare-table value: kind 'ms' (seconds in), 'rate' (per second) or 'int';
+    `signed` puts a '+' before positive differences."""
+    if value is None:
+        return "–"
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "–"
+    sign = "+" if signed and number > 0 else ""
+    if kind == "ms":
+        return "-" + fmt_ms(-number) if number < 0 else sign + fmt_ms(number)
+    if kind == "rate":
+        return f"{sign}{number:,.1f}"
+    return f"{sign}{number:,.0f}"
+
+
 @lru_cache(maxsize=256)
 def _asset_version(path: str) -> str:
     file = STATIC_DIR / path
@@ -81,6 +110,10 @@ def make_environment() -> Environment:
     env.filters["tokens"] = fmt_tokens
     env.filters["pct"] = fmt_pct
     env.filters["ms"] = fmt_ms
+    env.filters["time"] = fmt_time
+    env.filters["metric"] = fmt_metric
+    # One URL component (a session id in a path or a query value): escapes '/', '&', '?'.
+    env.filters["urlpart"] = lambda value: quote(str(value), safe="")
     env.globals["static_url"] = static_url
     return env
 

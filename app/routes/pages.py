@@ -1,22 +1,31 @@
 """The dashboard page and its htmx panels (request table, latency summary).
 
 Routes build plain data (from the live SessionState, the same data as the /api twins)
-and the templates only format it (STYLE R8).
+and the templates only format it (STYLE R8). `/?session=ID` is the same page replaying a
+recording (panels then read the recorded state at the step on screen); `/?live=ID` follows
+one live session (a remote node) instead of the current one. The sessions, compare and
+nodes pages live in app/routes/record_pages.py.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from app.db import queries
 from app.engine_service import SCENARIO_DIR, list_scenario_names
+from app.routes import record_pages
 from app.security import has_control, require_view
+from app.state import SessionState
 from app.templating import templates
 from engine.scenario import ScenarioError, load_scenario
 
 router = APIRouter(dependencies=[Depends(require_view)])
+router.include_router(record_pages.router)
 
 MAX_TABLE_ROWS = 150
 ACTIVE = {"RUNNING": 0, "PREEMPTED": 1, "WAITING": 2}
@@ -31,12 +40,11 @@ KNOBS = (
 )
 
 
-def _state(request: Request) -> Any:
-    return request.app.state.hub.live_state()
+def _state(request: Request, live: str | None = None) -> Any:
+    return request.app.state.hub.live_state(live)
 
 
-def _snapshot(request: Request) -> dict[str, Any]:
-    state = _state(request)
+def _snapshot(state: SessionState | None) -> dict[str, Any]:
     if state is None:
         return {
             "session": None,
@@ -96,37 +104,95 @@ def _counts(snap: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
-def _summary(request: Request) -> dict[str, Any] | None:
-    state = _state(request)
+def _summary(state: SessionState | None) -> dict[str, Any] | None:
     if state is None:
         return None
     summary: dict[str, Any] = state.latency_summary()
     return summary
 
 
+async def recorded_state(
+    request: Request, session: str, step: int | None
+) -> tuple[dict[str, Any], SessionState] | None:
+    """A recording's metadata and its state at `step` (default: the last); None if unknown."""
+
+    def load() -> tuple[dict[str, Any], SessionState]:
+        with request.app.state.db() as db:
+            meta = queries.get_session(db, session)
+            last = meta["steps"] - 1
+            at = last if step is None else max(-1, min(step, last))
+            return meta, queries.state_at_step(db, session, at)
+
+    try:
+        return await asyncio.to_thread(load)
+    except queries.NotFound:
+        return None
+
+
+async def _panel_state(
+    request: Request, replay: str | None, step: int | None, live: str | None
+) -> SessionState | None:
+    if replay:
+        found = await recorded_state(request, replay, step)
+        return found[1] if found else None
+    state: SessionState | None = _state(request, live)
+    return state
+
+
+def _mode(replay: str | None, live: str | None) -> dict[str, Any]:
+    """Template context that points the htmx panels at the session on screen."""
+    return {"replay": replay, "follow": live, "panel_query": _panel_query(replay, live)}
+
+
+def _panel_query(replay: str | None, live: str | None) -> str:
+    if replay:
+        return "?replay=" + quote(replay, safe="")
+    return "?live=" + quote(live, safe="") if live else ""
+
+
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
-async def dashboard(request: Request) -> HTMLResponse:
-    snap = _snapshot(request)
+async def dashboard(
+    request: Request, session: str | None = None, live: str | None = None
+) -> Response:
+    hub = request.app.state.hub
+    meta: dict[str, Any] = {}
+    if session:
+        found = await recorded_state(request, session, None)
+        if found is None:
+            return record_pages.not_found(request, f"no recorded session {session!r}")
+        meta, state = found
+        live = None
+    elif live and live not in hub.sessions:
+        return RedirectResponse("/?session=" + quote(live, safe=""), status_code=303)
+    else:
+        state = _state(request, live)
+    snap = _snapshot(state)
     service = request.app.state.service
+    config = meta.get("config") or snap.get("config") or {}
     return templates.TemplateResponse(
         request,
         "dashboard.html",
         {
             "snapshot": snap,
             "config": {k: snap.get("config", {}).get(k) for k in KNOBS},
+            "rerun_config": config,
+            "recording": meta,
             "scenarios": scenario_list(),
             "token_ok": has_control(request),
             "workload": service.workload_spec() if service is not None else None,
             "rows": request_rows(snap),
             "counts": _counts(snap),
-            "summary": _summary(request),
+            "summary": _summary(state),
+            **_mode(session, live),
         },
     )
 
 
 @router.get("/panels/requests", response_class=HTMLResponse, include_in_schema=False)
-async def requests_panel(request: Request) -> HTMLResponse:
-    snap = _snapshot(request)
+async def requests_panel(
+    request: Request, replay: str | None = None, step: int | None = None, live: str | None = None
+) -> HTMLResponse:
+    snap = _snapshot(await _panel_state(request, replay, step, live))
     return templates.TemplateResponse(
         request,
         "partials/_request_table.html",
@@ -134,6 +200,7 @@ async def requests_panel(request: Request) -> HTMLResponse:
             "rows": request_rows(snap),
             "counts": _counts(snap),
             "token_ok": has_control(request),
+            **_mode(replay, live),
         },
     )
 
@@ -153,7 +220,10 @@ async def controls_panel(request: Request) -> HTMLResponse:
 
 
 @router.get("/panels/stats", response_class=HTMLResponse, include_in_schema=False)
-async def stats_panel(request: Request) -> HTMLResponse:
+async def stats_panel(
+    request: Request, replay: str | None = None, step: int | None = None, live: str | None = None
+) -> HTMLResponse:
+    state = await _panel_state(request, replay, step, live)
     return templates.TemplateResponse(
-        request, "partials/_stats.html", {"summary": _summary(request)}
+        request, "partials/_stats.html", {"summary": _summary(state), **_mode(replay, live)}
     )

@@ -51,8 +51,10 @@ async def list_sessions(request: Request, q: str | None = None) -> list[dict[str
     for row in rows:
         info = hub.sessions.get(row["id"])
         row["live"] = bool(info and info.live)
+    needle = (q or "").lower()
     for sid, info in hub.sessions.items():
-        if sid not in known and info.live:
+        label = f"{sid} {info.meta.get('name', '')} {info.meta.get('source', '')}".lower()
+        if sid not in known and info.live and needle in label:
             rows.insert(
                 0,
                 {

@@ -1,6 +1,6 @@
 /* controls.js: glue between the htmx control forms and the live model. It keeps the
- * config form in step with the engine's knobs, sends only the knobs the user changed,
- * and turns JSON error answers (401/403/409/422/503) into a #flash message as text. */
+ * config form in step with the engine's knobs and sends only the knobs the user changed
+ * (common.js turns error answers into a #flash message). */
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
@@ -35,34 +35,5 @@
       }
       delete el.dataset.dirty;
     }
-  });
-
-  function flash(ok, message) {
-    const box = document.getElementById("flash");
-    if (!box) return;
-    const div = document.createElement("div");
-    div.className = "flash " + (ok ? "flash-ok" : "flash-error");
-    div.setAttribute("role", ok ? "status" : "alert");
-    div.textContent = message; // text, never markup
-    box.replaceChildren(div);
-  }
-  BS.flash = flash;
-
-  document.addEventListener("htmx:beforeSwap", function (ev) {
-    const xhr = ev.detail.xhr;
-    if (!xhr || xhr.status < 400) return;
-    ev.detail.shouldSwap = false;
-    let message = "request failed (" + xhr.status + ")";
-    try {
-      const body = JSON.parse(xhr.responseText);
-      if (body && typeof body.detail === "string") message = body.detail;
-      else if (body && Array.isArray(body.detail) && body.detail[0] && body.detail[0].msg) {
-        message = body.detail[0].msg;
-      }
-    } catch (e) { /* not JSON: keep the generic message */ }
-    flash(false, message);
-  });
-  document.addEventListener("htmx:sendError", function () {
-    flash(false, "the server did not answer (is it still running?)");
   });
 })();

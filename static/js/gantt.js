@@ -1,7 +1,8 @@
 /* gantt.js: the request timeline. One row per request (newest at the top), one
  * horizontal-bar trace per segment kind (base/x arrays), a thin overlay for prefix-cache
  * hits, finish ticks, and a vertical marker per config change. Plotly.react runs at most
- * ~10 times a second and only over the visible rows (the latest N requests). */
+ * ~10 times a second and only over the visible rows (the latest N requests).
+ * BS.ganttFigure(model, {xmode, rows}) builds a figure for any model (the compare page). */
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
@@ -16,9 +17,7 @@
     markersDrawn: -1, epoch: -1, shown: 0 };
   BS.gantt = st;
 
-  function esc(s) {
-    return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
-  }
+  const esc = BS.esc;
 
   function init() {
     st.el = document.getElementById("gantt");
@@ -30,7 +29,7 @@
     if (rsel) rsel.addEventListener("change", function () {
       st.rows = parseInt(rsel.value, 10) || 0; force();
     });
-    Plotly.newPlot(st.el, [], layout([], [], [], BS.model), config());
+    Plotly.newPlot(st.el, [], layout([], [], [], BS.model, st), config());
   }
   // A user action (x mode, row cap) redraws at once, outside the live-rate throttle.
   function force() {
@@ -43,7 +42,7 @@
       modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d"] };
   }
 
-  function layout(tickvals, ticktext, markers, model) {
+  function layout(tickvals, ticktext, markers, model, o) {
     const shapes = [];
     const annotations = [];
     for (const m of markers) {
@@ -56,10 +55,10 @@
     return {
       barmode: "overlay", bargap: 0.2, showlegend: false, hovermode: "closest",
       margin: { l: 70, r: 12, t: 22, b: 40 },
-      uirevision: String(model.epoch) + st.xmode + st.rows,
+      uirevision: String(model.epoch) + o.xmode + o.rows,
       paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: BS.cssVar("--plot-bg"),
       font: { family: BS.cssVar("--font-ui"), size: 11, color: BS.cssVar("--fg") },
-      xaxis: { title: { text: st.xmode === "time" ? "seconds" : "step", standoff: 4 },
+      xaxis: { title: { text: o.xmode === "time" ? "seconds" : "step", standoff: 4 },
         zeroline: false, gridcolor: BS.cssVar("--grid") },
       yaxis: { tickvals: tickvals, ticktext: ticktext, zeroline: false, showgrid: false,
         range: tickvals.length ? undefined : [-0.5, 0.5], fixedrange: false,
@@ -69,8 +68,8 @@
   }
 
   // x coordinates of a step range [s0, s1] (inclusive) in the current mode.
-  function span(model, s0, s1) {
-    if (st.xmode === "step") return [s0, s1 - s0 + 1];
+  function span(model, s0, s1, o) {
+    if (o.xmode === "step") return [s0, s1 - s0 + 1];
     const a = model.timeOf(s0);
     let b = model.tEnd.get(s1);
     if (b === undefined) b = model.timeOf(s1 + 1);
@@ -78,13 +77,13 @@
     return [a, Math.max(b - a, 1e-6)];
   }
 
-  function build(model) {
+  function build(model, o) {
     const traces = {};
     for (const k of KINDS) traces[k] = { y: [], base: [], x: [], text: [] };
     const hit = { y: [], base: [], x: [], text: [] };
     const fin = { y: [], x: [], text: [] };
     const order = model.order;
-    const from = st.rows > 0 ? Math.max(0, order.length - st.rows) : 0;
+    const from = o.rows > 0 ? Math.max(0, order.length - o.rows) : 0;
     const tickvals = [];
     const ticktext = [];
     const n = order.length - from;
@@ -98,7 +97,7 @@
       if ((n - 1 - y) % every === 0) { tickvals.push(y); ticktext.push(id); }
       for (const s of r.segs) {
         const end = s[2] === null ? Math.max(cur, s[1]) : s[2];
-        const xs = span(model, s[1], end);
+        const xs = span(model, s[1], end, o);
         if (!xs) continue;
         const t = traces[s[0]] || traces.waiting;
         t.y.push(y); t.base.push(xs[0]); t.x.push(xs[1]);
@@ -109,7 +108,7 @@
         }
       }
       if (n <= FINISH_TICKS_MAX_ROWS && r.finish_step !== null && r.status === "FINISHED") {
-        const xs = span(model, r.finish_step, r.finish_step);
+        const xs = span(model, r.finish_step, r.finish_step, o);
         if (xs) {
           fin.y.push(y); fin.x.push(xs[0] + xs[1]);
           fin.text.push("<b>" + id + "</b> finished (" + esc(r.finish_reason) + ") at step " +
@@ -129,8 +128,7 @@
     data.push({ type: "scatter", mode: "markers", name: "finish", y: fin.y, x: fin.x,
       text: fin.text, hovertemplate: "%{text}<extra></extra>", marker: { symbol: "line-ns",
         size: 7, line: { width: 1.5, color: BS.cssVar("--c-finished") } } });
-    st.shown = n;
-    return { data: data, tickvals: tickvals, ticktext: ticktext };
+    return { data: data, tickvals: tickvals, ticktext: ticktext, shown: n };
   }
 
   function hoverText(r, s, end, id) {
@@ -143,10 +141,10 @@
     return line + "<br>prompt " + r.num_prompt_tokens + " · max_tokens " + r.max_tokens;
   }
 
-  function markerList(model) {
+  function markerList(model, o) {
     const out = [];
     for (const m of model.markers) {
-      const x = st.xmode === "step" ? m.step : model.timeOf(m.step);
+      const x = o.xmode === "step" ? m.step : model.timeOf(m.step);
       if (x !== null && x !== undefined) out.push({ x: x, label: m.label });
     }
     return out;
@@ -167,9 +165,9 @@
   function draw(model) {
     const t0 = performance.now();
     st.drawn = model.ganttVersion;
-    const b = build(model);
-    Plotly.react(st.el, b.data, layout(b.tickvals, b.ticktext, markerList(model), model),
-      config());
+    const fig = figure(model, st);
+    st.shown = fig.shown;
+    Plotly.react(st.el, fig.data, fig.layout, fig.config);
     if (st.markersDrawn !== model.markers.length || st.epoch !== model.epoch) {
       renderMarkersList(model);
       st.markersDrawn = model.markers.length;
@@ -191,5 +189,14 @@
     st.throttle.poke(function () { draw(BS.model); });
   }
 
-  BS.register({ name: "gantt", init: init, render: render });
+  /** {data, layout, config, shown} of the timeline of `model` (opts: xmode, rows). */
+  function figure(model, opts) {
+    const o = { xmode: opts.xmode || "step", rows: opts.rows || 0 };
+    const b = build(model, o);
+    return { data: b.data, layout: layout(b.tickvals, b.ticktext, markerList(model, o), model, o),
+      config: config(), shown: b.shown };
+  }
+  BS.ganttFigure = figure;
+
+  if (BS.register) BS.register({ name: "gantt", init: init, render: render });
 })();

@@ -1,6 +1,8 @@
 /* live.js: owns the /ws/live websocket, folds protocol-v1 frames into one client model
  * (BS.model) and calls the registered renderers at most ~25 times a second. The model
- * itself is built by model.js (BS.Model); this file is transport + scheduling only. */
+ * itself is built by model.js (BS.Model); this file is transport + scheduling only.
+ * <body data-replay="ID"> opens a replay of that recording on the same socket (replay.js
+ * steers it with BS.send); <body data-follow="ID"> follows that live session. */
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
@@ -15,12 +17,6 @@
       const p = perf[name] || (perf[name] = { n: 0, ms: 0 });
       p.n++; p.ms += performance.now() - t0;
     }
-  };
-  BS.emit = function (name, detail) {
-    document.body.dispatchEvent(new CustomEvent(name, { detail: detail || {}, bubbles: true }));
-  };
-  BS.cssVar = function (name) {
-    return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
   };
 
   /** Runs an expensive redraw at most every max(minMs, cost / share) ms, where cost is
@@ -58,6 +54,10 @@
   };
 
   const model = (BS.model = new BS.Model());
+  const mode = (BS.mode = {
+    replay: document.body.dataset.replay || null,
+    follow: document.body.dataset.follow || null,
+  });
   const conn = (BS.conn = {
     ws: null, state: "connecting", awaitingSnapshot: true, backoff: 250,
     frames: 0, snapshots: 0, renders: 0,
@@ -65,14 +65,29 @@
 
   function setConnState(state) {
     conn.state = state;
+    const label = mode.replay && state === "live" ? "replay" : state;
     const el = document.getElementById("conn-state");
-    if (el) { el.textContent = state; el.dataset.state = state; }
+    if (el) { el.textContent = label; el.dataset.state = label; }
   }
+
+  /** Send a command on the socket (replay steering); false while disconnected. */
+  BS.send = function (msg) {
+    if (!conn.ws || conn.ws.readyState !== WebSocket.OPEN) return false;
+    conn.ws.send(JSON.stringify(msg));
+    return true;
+  };
+  /** Frames until the next snapshot are stale (a replay seek answers with one). */
+  BS.expectSnapshot = function () { conn.awaitingSnapshot = true; };
 
   function hello() {
     conn.awaitingSnapshot = true;
-    if (conn.ws && conn.ws.readyState === WebSocket.OPEN) {
-      conn.ws.send(JSON.stringify({ type: "hello", session: null, last_seq: null }));
+    if (mode.replay) {
+      const msg = { type: "hello", session: mode.replay, mode: "replay" };
+      // A reconnect resumes the replay at the step on screen.
+      if (model.session === mode.replay && model.step >= 0) msg.step = model.step;
+      BS.send(msg);
+    } else {
+      BS.send({ type: "hello", session: mode.follow, last_seq: null });
     }
   }
   BS.resync = hello;
@@ -114,6 +129,7 @@
       setConnState("live");
       if (newSession) BS.emit("bs:session", { session: f.session });
       BS.emit("bs:snapshot", { session: f.session, seq: f.seq });
+      if (f.data && f.data.replay) BS.emit("bs:replay", f.data.replay);
       return;
     }
     if (f.type === "gap") {

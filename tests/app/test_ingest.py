@@ -206,6 +206,13 @@ def test_malformed_frames_get_clear_errors_and_gaps_are_visible(db_url: str) -> 
 
     try:
         asyncio.run(scenario())
+        _wait(
+            lambda: (
+                (r := httpx.get(f"http://127.0.0.1:{port}/healthz").json()["recorder"])
+                and r["written"] >= 3
+                and r["lag"] == 0
+            )
+        )
         nodes = httpx.get(f"http://127.0.0.1:{port}/api/nodes").json()
         raw = next(n for n in nodes if n["node"] == "raw")
         assert raw["invalid"] == 2 and raw["gaps"] == 1 and raw["missing"] == 3

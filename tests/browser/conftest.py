@@ -6,7 +6,6 @@ driven by Playwright. Skipped when /usr/bin/chromium or playwright is missing.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from tests.browser.harness import (
     Server,
     migrate,
     start_server,
+    stop_process,
 )
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -41,14 +41,10 @@ def server(tmp_path: Path, migrated_db: Path) -> Iterator[Server]:
     try:
         yield srv
     finally:
-        srv.proc.terminate()
-        try:
-            srv.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            srv.proc.kill()
+        stop_process(srv.proc)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # torn down before other packages use asyncio.run
 def browser() -> Iterator[Any]:
     with playwright_api.sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -65,15 +61,7 @@ def console() -> Console:
 def page(browser: Any, server: Server, console: Console) -> Iterator[Any]:
     """A fresh browser context holding the control cookie, on the dashboard, connected."""
     context = browser.new_context(viewport={"width": 1500, "height": 1100})
-    pg = context.new_page()
-    pg.on("console", lambda m: console.errors.append(m.text) if m.type == "error" else None)
-    pg.on("pageerror", lambda e: console.errors.append(f"pageerror: {e}"))
-    pg.on(
-        "request",
-        lambda r: (
-            None if r.url.startswith((server.url, "data:")) else console.foreign.append(r.url)
-        ),
-    )
+    pg = console.watch(context.new_page(), server.url)
     pg.goto(server.url + f"/launch?token={server.token}")
     pg.wait_for_function("() => window.BS && BS.conn.snapshots > 0", timeout=15_000)
     try:

@@ -26,6 +26,8 @@ CHROMIUM_ARGS = [
 ]
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "browser-test-token"
+# The article's step table for the seed scenario (scenarios/seed.json).
+SEED_PLANS = ["{A:4, B:2}", "{A:1, B:4, C:1}", "{B:2, C:2}", "{B:1, C:1}", "{B:1}"]
 
 
 def free_port() -> int:
@@ -55,8 +57,11 @@ def migrate(db_file: Path) -> None:
     )  # fmt: skip
 
 
-def start_server(tmp: Path, workload: str = "none", migrated: Path | None = None) -> Server:
-    """Serve from a fresh database in `tmp` (a copy of `migrated` when given)."""
+def start_server(
+    tmp: Path, workload: str = "none", migrated: Path | None = None, engine: bool = True
+) -> Server:
+    """Serve from a fresh database in `tmp` (a copy of `migrated` when given); with
+    `engine=False`, `serve --no-engine` (a pure observer of pushed nodes)."""
     port = free_port()
     log = tmp / "server.log"
     db_file = tmp / "db.sqlite"
@@ -69,6 +74,8 @@ def start_server(tmp: Path, workload: str = "none", migrated: Path | None = None
         sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--runner", "sim",
         "--workload", workload, "--database-url", db_url, "--token", TOKEN,
     ]  # fmt: skip
+    if not engine:
+        cmd.append("--no-engine")
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -86,11 +93,31 @@ def start_server(tmp: Path, workload: str = "none", migrated: Path | None = None
     raise RuntimeError(f"server did not start:\n{log.read_text()}")
 
 
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 @dataclass
 class Console:
     errors: list[str] = field(default_factory=list)
     foreign: list[str] = field(default_factory=list)
     """Requests to anything but our own server (the page must work offline)."""
+
+    def watch(self, page: Any, server_url: str) -> Any:
+        """Collect the page's console errors, uncaught exceptions and foreign requests."""
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        page.on(
+            "request",
+            lambda r: (
+                None if r.url.startswith((server_url, "data:")) else self.foreign.append(r.url)
+            ),
+        )
+        return page
 
 
 # Fold the snapshot and draw every row; the time runs until the frame has been painted.

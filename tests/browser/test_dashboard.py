@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tests.browser.harness import Console, Server
+from tests.browser.harness import SEED_PLANS, Console, Server
 
 # The browser's request rows, open segments closed at the current step like a snapshot.
 CLIENT_ROWS_JS = """() => BS.model.order.map(id => {
@@ -15,7 +15,6 @@ CLIENT_ROWS_JS = """() => BS.model.order.map(id => {
             num_preemptions: r.num_preemptions, finish_step: r.finish_step,
             segments: r.segs.map(s => [s[0], s[1], end(s), s[3]])};
 })"""
-SEED_PLANS = ["{A:4, B:2}", "{A:1, B:4, C:1}", "{B:2, C:2}", "{B:1, C:1}", "{B:1}"]
 
 
 def model_step(page: Any) -> int:
