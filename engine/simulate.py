@@ -10,7 +10,7 @@ from engine.engine import Engine
 from engine.events import IterationEvent, ListSink, RequestEvent
 from engine.runner.base import ModelRunner
 from engine.runner.sim import SimRunner
-from engine.scenario import Scenario
+from engine.scenario import Scenario, ScenarioRequest
 
 
 def run_scenario(scenario: Scenario, runner: ModelRunner | None = None) -> dict[str, Any]:
@@ -35,23 +35,7 @@ def run_scenario(scenario: Scenario, runner: ModelRunner | None = None) -> dict[
 def build_result(scenario: Scenario, sink: ListSink) -> dict[str, Any]:
     iterations = sink.iterations()
     steps = [_step_record(ev) for ev in iterations]
-    requests: dict[str, dict[str, Any]] = {
-        r.id: {
-            "arrival_step": r.arrival_step,
-            "num_prompt_tokens": len(r.prompt_token_ids),
-            "max_tokens": r.sampling_params.max_tokens,
-            "priority": r.priority,
-            "first_scheduled_step": None,
-            "first_token_step": None,
-            "finish_step": None,
-            "finish_reason": None,
-            "num_preemptions": 0,
-            "num_output_tokens": 0,
-            "prefix_cache_hit_tokens_first_admission": None,
-            "output_token_ids": [],
-        }
-        for r in scenario.requests
-    }
+    requests = {r.id: empty_request_record(r) for r in scenario.requests}
     for ev in sink.request_events():
         _apply_request_event(requests[ev.req_id], ev)
     for it in iterations:
@@ -74,6 +58,24 @@ def build_result(scenario: Scenario, sink: ListSink) -> dict[str, Any]:
             if overheads
             else 0.0,
         },
+    }
+
+
+def empty_request_record(r: ScenarioRequest) -> dict[str, Any]:
+    """A scenario request's entry of the result, before anything happened to it."""
+    return {
+        "arrival_step": r.arrival_step,
+        "num_prompt_tokens": len(r.prompt_token_ids),
+        "max_tokens": r.sampling_params.max_tokens,
+        "priority": r.priority,
+        "first_scheduled_step": None,
+        "first_token_step": None,
+        "finish_step": None,
+        "finish_reason": None,
+        "num_preemptions": 0,
+        "num_output_tokens": 0,
+        "prefix_cache_hit_tokens_first_admission": None,
+        "output_token_ids": [],
     }
 
 

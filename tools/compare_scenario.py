@@ -4,7 +4,7 @@
     .venv/bin/python tools/compare_scenario.py --random 300 --seed 1 [--shrink]
 
 Ours runs in this process (the project venv, /work/main/.venv); vLLM runs in
-tools/vllm_reference.py under its own venv (--vllm-python, default /work/vllm-venv/bin/python,
+tools/vllm_reference.py under its own venv (--vllm-python, default <repo>/.venv-vllm/bin/python from `make vllm-venv`,
 see requirements/vllm-ref.txt), kept alive as one `--serve` process; results travel as JSON
 files. The first differing step is printed with both records; exit status 1 on any mismatch.
 
@@ -33,7 +33,7 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROJECT_PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
-DEFAULT_VLLM_PYTHON = "/work/vllm-venv/bin/python"
+DEFAULT_VLLM_PYTHON = str(REPO_ROOT / ".venv-vllm" / "bin" / "python")
 REFERENCE = REPO_ROOT / "tools" / "vllm_reference.py"
 
 if str(REPO_ROOT) not in sys.path:

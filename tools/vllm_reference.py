@@ -78,6 +78,7 @@ from vllm.v1.request import Request, RequestStatus  # noqa: E402
 from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 
 from engine.scenario import Scenario, load_scenario  # noqa: E402
+from engine.simulate import empty_request_record  # noqa: E402
 
 init_none_hash(sha256)
 
@@ -259,23 +260,7 @@ def drive(sched: RecordingScheduler, scenario: Scenario) -> dict[str, Any]:
         arrivals[req.arrival_step].append(req)
     last_arrival = max(arrivals, default=-1)
 
-    requests: dict[str, dict[str, Any]] = {
-        r.id: {
-            "arrival_step": r.arrival_step,
-            "num_prompt_tokens": len(r.prompt_token_ids),
-            "max_tokens": r.sampling_params.max_tokens,
-            "priority": r.priority,
-            "first_scheduled_step": None,
-            "first_token_step": None,
-            "finish_step": None,
-            "finish_reason": None,
-            "num_preemptions": 0,
-            "num_output_tokens": 0,
-            "prefix_cache_hit_tokens_first_admission": None,
-            "output_token_ids": [],
-        }
-        for r in scenario.requests
-    }
+    requests = {r.id: empty_request_record(r) for r in scenario.requests}
     live: dict[str, Request] = {}
     steps: list[dict[str, Any]] = []
     step_us: list[float] = []
