@@ -3,9 +3,9 @@
     .venv/bin/python tools/compare_scenario.py scenarios/seed.json [more.json ...]
     .venv/bin/python tools/compare_scenario.py --random 300 --seed 1 [--shrink]
 
-Ours runs in this process (the project venv, /work/main/.venv); vLLM runs in
-tools/vllm_reference.py under its own venv (--vllm-python, default <repo>/.venv-vllm/bin/python from `make vllm-venv`,
-see requirements/vllm-ref.txt), kept alive as one `--serve` process; results travel as JSON
+Ours runs in this process (the project venv, .venv); vLLM runs in
+tools/vllm_reference.py under its own venv (--vllm-python, default .venv-vllm/bin/python
+from `make vllm-venv`, see requirements/vllm-ref.txt), kept alive as one `--serve` process; results travel as JSON
 files. The first differing step is printed with both records; exit status 1 on any mismatch.
 
 Compared: every per-step key except `waiting_reasons` (ours only), in order (`scheduled` is
