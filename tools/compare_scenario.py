@@ -6,7 +6,8 @@
 Ours runs in this process (the project venv, .venv); vLLM runs in
 tools/vllm_reference.py under its own venv (--vllm-python, default .venv-vllm/bin/python
 from `make vllm-venv`, see requirements/vllm-ref.txt), kept alive as one `--serve`
-process; results travel as JSON files. The first differing step is printed with both records; exit status 1 on any mismatch.
+process; results travel as JSON files. The first differing step is printed with both
+records; exit status 1 on any mismatch.
 
 Compared: every per-step key except `waiting_reasons` (ours only), in order (`scheduled` is
 compared as an ordered list, `prefix_cache_hit_tokens` as a mapping), then the per-request
