@@ -10,19 +10,24 @@ Run: `python -m bench.live_bench` (starts `batchscope serve` in a subprocess).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import websockets
 
-from tests.conftest import server_process
+from tests.conftest import LiveServer, server_process
 
 WINDOW_S = 6.0
+SETTLE_S = 2.0
 CLIENTS = 10
 
 
@@ -65,9 +70,20 @@ def _stalled(port: int) -> socket.socket:
     return _raw_ws_hello(port)
 
 
-async def main() -> int:
-    # 64 long decodes, so the flat-out engine stays busy through all three windows.
+@contextlib.contextmanager
+def _loaded_server() -> Iterator[LiveServer]:
+    """A fresh server (per phase, so no phase measures another's backlog) with 64 long
+    decodes, so the flat-out engine stays busy. The recording goes to a SQLite file,
+    written by the recorder's writer process, as in production."""
+    tmp = tempfile.mkdtemp(prefix="bs-live-bench-")
+    db_url = f"sqlite:///{tmp}/bench.db"
+    subprocess.run(
+        [sys.executable, "-m", "app.cli", "db", "upgrade", "--database-url", db_url],
+        check=True,
+        capture_output=True,
+    )
     with server_process(
+        database_url=db_url,
         realtime="false",
         max_num_seqs=64,
         max_num_batched_tokens=2048,
@@ -77,9 +93,15 @@ async def main() -> int:
         with live.client() as c:
             r = c.post("/api/requests", json={"prompt_len": 32, "max_tokens": 20000, "count": 64})
             assert r.status_code == 201, r.text
-        await asyncio.sleep(1.0)
+        time.sleep(SETTLE_S)
+        yield live
+
+
+async def main() -> int:
+    with _loaded_server() as live:
         base = await _steps_per_s(live.url)
 
+    with _loaded_server() as live:
         stop = asyncio.Event()
         latencies: list[float] = []
         counts: list[int] = []
@@ -96,6 +118,7 @@ async def main() -> int:
         await asyncio.gather(*tasks)
         frames_per_s = sum(counts) / elapsed / CLIENTS
 
+    with _loaded_server() as live:
         sock = _stalled(int(live.url.rsplit(":", 1)[1]))
         await asyncio.sleep(1.0)
         stalled = await _steps_per_s(live.url)
