@@ -25,7 +25,7 @@ from app.hub import EventHub
 log = logging.getLogger("batchscope.recorder")
 
 CHECKPOINT_EVERY = 500
-CHECKPOINT_COST_FACTOR = 25.0
+CHECKPOINT_COST_FACTOR = 10.0
 FLUSH_INTERVAL_S = 0.5
 
 
@@ -75,7 +75,7 @@ class Recorder:
             time.monotonic() - last_t >= CHECKPOINT_COST_FACTOR * self._checkpoint_cost
         ):
             # A checkpoint serialises the whole folded state on the loop; with a huge
-            # state they are spaced out so they never take more than ~1/25 of the loop.
+            # state they are spaced out so they never take more than ~1/10 of the loop.
             started = time.monotonic()
             state = self.hub.sessions[session].state
             self.checkpoints.append(

@@ -125,7 +125,7 @@ def write_throughput(dbs: Databases, steps: int = 4000) -> None:
 async def _engine_rate(url: str | None, steps: int) -> tuple[float, int, float]:
     """Engine steps/s in its own thread; with `url`, a Recorder listens and writes there."""
     hub = EventHub()
-    recorder = Recorder(hub, sessions_for(url)) if url else None
+    recorder = Recorder(hub, sessions_for(url), database_url=url) if url else None
     if recorder:
         recorder.start()
     workload = Workload.busy(64)
