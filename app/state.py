@@ -15,7 +15,9 @@ HISTORY_STEPS = 2000
 MAX_DONE_ROWS = 5000
 """Finished/rejected rows kept in the fold (the oldest are dropped: they stay in the
 database's requests table). Bounds memory, snapshots and checkpoints of long sessions."""
-LATENCY_SAMPLES = 20_000
+LATENCY_SAMPLES = 4096
+PLAN_STEPS = 256
+"""Only the latest steps keep their full plan ({req: n}) in the history (the step table)."""
 
 
 def _quantiles(values: list[float]) -> dict[str, float | None]:
@@ -227,6 +229,12 @@ class SessionState:
                 self.blocks.setdefault(i, [i, "free", None, 0])
         self.kv_peak = max(self.kv_peak, kv["used"])
         self.simulated = d["simulated"]
+        if len(self.history) >= PLAN_STEPS:
+            # Older steps keep their totals for the charts, not their per-request plan.
+            old = self.history[-PLAN_STEPS]
+            old.pop("plan", None)
+            old.pop("finished", None)
+            old.pop("preempted_ids", None)
         self.history.append(
             {
                 "step": step,

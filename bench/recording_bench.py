@@ -25,11 +25,13 @@ import time
 import uuid
 from pathlib import Path
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.bridge import HubSink
 from app.db import queries
 from app.db.migrate import upgrade
+from app.db.models import CheckpointRecord
 from app.db.session import make_engine, make_sessionmaker
 from app.db.writes import Frame, write_batch
 from app.export import export_jsonl
@@ -250,26 +252,29 @@ def seek_latency(dbs: Databases, steps: int, samples: int) -> None:
 
 
 def record_steps_to_db(sessions: sessionmaker[Session], steps: int) -> tuple[str, int, int, int]:
-    """Record in one thread: a Recorder's on_frame buffers frames and takes checkpoints
-    (its own rule), and every 5,000 steps its buffer goes through write_batch."""
+    """Record in one thread: a Recorder's on_frame buffers frames, and every 5,000 steps
+    its buffer goes through the recorder's Writer (which folds and checkpoints)."""
     hub = EventHub()
     recorder = Recorder(hub, sessions)
     counts = [0, 0, 0]
 
     def flush() -> None:
         batch, recorder.pending = recorder.pending, []
-        ckpts, recorder.checkpoints = recorder.checkpoints, []
         counts[0] += len(batch)
-        counts[1] += len(ckpts)
-        counts[2] = max([counts[2], *(len(c[3]) for c in ckpts)])
-        with sessions.begin() as db:
-            write_batch(db, batch, ckpts)
+        recorder._local.write(batch)
 
     workload = Workload.steady()
     session = open_session(hub, "seek", workload)
     run_steps(HubPublisher(hub, session), workload, steps, every=5000, on_every=flush)
     hub.close_session(session)
     flush()
+    with sessions() as db:
+        rows = db.execute(
+            select(func.count(), func.max(func.length(CheckpointRecord.state))).where(
+                CheckpointRecord.session_id == session
+            )
+        ).one()
+    counts[1], counts[2] = int(rows[0]), int(rows[1] or 0)
     return session, counts[0], counts[1], counts[2]
 
 

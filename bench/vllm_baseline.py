@@ -9,8 +9,9 @@ import json
 import statistics
 import sys
 
-from bench.vllm_adapter_bench import make, step
 from vllm.v1.core.sched.scheduler import Scheduler
+
+from bench.vllm_adapter_bench import make, step
 
 STEPS = 200
 
