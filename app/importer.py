@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.db.checkpoint_codec import encode_checkpoint
 from app.db.models import SessionRecord
 from app.db.writes import Frame, write_batch
 from app.recorder import CHECKPOINT_EVERY
@@ -219,7 +220,9 @@ def _write(db: Session, path: Path, header: SessionHeader) -> None:
         state.apply(ftype, seq, data)
         batch.append((sid, ftype, seq, data, text))
         if seq % CHECKPOINT_EVERY == 0:
-            checkpoints.append((sid, seq, max(state.step, 0), json.dumps(state.to_checkpoint())))
+            checkpoints.append(
+                (sid, seq, max(state.step, 0), encode_checkpoint(state.to_checkpoint()))
+            )
         if len(batch) >= WRITE_CHUNK:
             _write_chunk(db, batch, checkpoints)
             batch, checkpoints = [], []

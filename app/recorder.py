@@ -22,7 +22,8 @@ from app.hub import EventHub
 
 log = logging.getLogger("batchscope.recorder")
 
-CHECKPOINT_EVERY = 500
+CHECKPOINT_EVERY = 250
+"""Frames between checkpoints: a seek folds at most this many after the nearest one."""
 FLUSH_INTERVAL_S = 0.5
 
 

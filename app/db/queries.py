@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
+from app.db.checkpoint_codec import decode_checkpoint
 from app.db.models import (
     CheckpointRecord,
     EventRecord,
@@ -140,7 +141,7 @@ def state_at_seq(db: Session, session_id: str, seq: int) -> SessionState:
         .limit(1)
     ).first()
     if ckpt is not None:
-        state = SessionState.from_checkpoint(json.loads(ckpt.state))
+        state = SessionState.from_checkpoint(decode_checkpoint(ckpt.state))
     else:
         meta = get_session(db, session_id)
         state = SessionState(session_id, {"name": meta["name"], "config": meta["config"]})

@@ -13,6 +13,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.db.checkpoint_codec import encode_checkpoint
 from app.db.queries import state_at_seq
 from app.db.session import make_engine, make_sessionmaker
 from app.db.writes import write_batch
@@ -51,8 +52,9 @@ class Writer:
                     continue
                 state.apply(frame_type, seq, data)
                 if seq - self.last_checkpoint[session] >= self.checkpoint_every:
-                    checkpoints.append((session, seq, max(state.step, 0),
-                                        json.dumps(state.to_checkpoint())))
+                    checkpoints.append(
+                        (session, seq, max(state.step, 0), encode_checkpoint(state.to_checkpoint()))
+                    )
                     self.last_checkpoint[session] = seq
             if checkpoints:
                 write_batch(db, [], checkpoints)
