@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -134,6 +135,18 @@ def last_seq_at_step(db: Session, session_id: str, step: int) -> int:
 
 def state_at_seq(db: Session, session_id: str, seq: int) -> SessionState:
     """Nearest checkpoint at or before `seq`, then fold the frames after it."""
+    # Parsing a checkpoint allocates ~10^5 small objects; a cyclic-GC pass in the middle
+    # would add tens of ms to a seek for nothing (none of it is garbage yet).
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _state_at_seq(db, session_id, seq)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _state_at_seq(db: Session, session_id: str, seq: int) -> SessionState:
     ckpt = db.scalars(
         select(CheckpointRecord)
         .where(CheckpointRecord.session_id == session_id, CheckpointRecord.seq <= seq)
