@@ -12,7 +12,7 @@ from collections import deque
 from typing import Any
 
 HISTORY_STEPS = 2000
-MAX_DONE_ROWS = 5000
+MAX_DONE_ROWS = 2000
 """Finished/rejected rows kept in the fold (the oldest are dropped: they stay in the
 database's requests table). Bounds memory, snapshots and checkpoints of long sessions."""
 LATENCY_SAMPLES = 4096
