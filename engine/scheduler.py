@@ -14,8 +14,9 @@ from collections.abc import Iterable
 from engine.config import ConfigError, EngineConfig, SchedulingPolicy
 from engine.kv_cache_manager import KVCacheManager
 from engine.outputs import ModelRunnerOutput, ScheduledChunk, SchedulerOutput
-from engine.request import Request, RequestStatus, SamplingParams
+from engine.request import Request, RequestStatus
 from engine.request_queue import RequestQueue, create_request_queue
+from engine.stop import check_stop
 
 # Why a waiting request was not admitted this step (the first gate that held it).
 TOKEN_BUDGET = "token_budget"
@@ -365,7 +366,7 @@ class Scheduler:
         requests = self.requests
         max_model_len = self.max_model_len
         sampled_token_ids = runner_output.sampled_token_ids
-        stop_check = _check_stop
+        stop_check = check_stop
         for chunk in output.chunks:
             if not chunk.sample:
                 continue
@@ -386,19 +387,3 @@ class Scheduler:
         if stopped:
             self.running = [r for r in self.running if r not in stopped]
         return sampled_ids, finished
-
-
-def _check_stop(request: Request, token_id: int, max_model_len: int) -> bool:
-    params: SamplingParams = request.sampling_params
-    if not params.ignore_eos and token_id == params.eos_token_id:
-        request.status = RequestStatus.FINISHED_STOPPED
-        return True
-    if params.stop_token_ids and token_id in params.stop_token_ids:
-        request.status = RequestStatus.FINISHED_STOPPED
-        request.stop_reason = token_id
-        return True
-    num_tokens = len(request.token_ids)
-    if num_tokens >= max_model_len or num_tokens - request.num_prompt_tokens >= params.max_tokens:
-        request.status = RequestStatus.FINISHED_LENGTH_CAPPED
-        return True
-    return False
