@@ -96,6 +96,11 @@ async def _receiver(ws: WebSocket, sub: Subscriber, resync: asyncio.Event) -> No
 
 async def _replay(ws: WebSocket, session: str, step: Any) -> None:
     player = ReplayPlayer(ws, ws.app.state.db, session)
+    # Replay reads the recording: first write what is still buffered (a session that is
+    # live, or just ended, may have its last frames in the recorder's batch).
+    recorder = getattr(ws.app.state, "recorder", None)
+    if recorder is not None:
+        await recorder.flush()
     try:
         if not await player.start(step if isinstance(step, int) else None):
             return

@@ -183,7 +183,11 @@ def test_sender_reconnects_resends_and_refuses_control(tmp_path: Path) -> None:
     base = f"http://127.0.0.1:{port}"
     try:
         node = _wait(
-            lambda: next(n for n in httpx.get(base + "/api/nodes").json() if n["state"] == "live")
+            lambda: next(
+                n
+                for n in httpx.get(base + "/api/nodes").json()
+                if n["state"] == "live" and n["last_seq"] >= 1
+            )
         )
         assert node["session"] == sender.session and node["last_seq"] == 1
         auth = {"Authorization": f"Bearer {TOKEN}"}
