@@ -115,11 +115,18 @@ def test_a_session_row_opens_its_replay_and_the_scrubber_drives_it(
     rpage.wait_for_function("() => document.getElementById('rp-play').textContent === 'Play'")
     rpage.wait_for_function("() => document.querySelectorAll('#gantt .bars path').length >= 6")
 
+    # The step table renders at most ~25 times a second: wait for its rows, not only the model.
     rpage.click("#rp-back")
-    rpage.wait_for_function("() => BS.model.step === 3")
+    rpage.wait_for_function(
+        "() => BS.model.step === 3 && document.querySelectorAll('#steps-table tbody tr')"
+        ".length === 4"
+    )
     assert rpage.evaluate(PLANS_JS) == SEED_PLANS[:4]
     rpage.click("#rp-fwd")
-    rpage.wait_for_function("() => BS.model.step === 4")
+    rpage.wait_for_function(
+        "() => BS.model.step === 4 && document.querySelectorAll('#steps-table tbody tr')"
+        ".length === 5"
+    )
     assert rpage.evaluate(PLANS_JS) == SEED_PLANS
     assert console.errors == []
     assert console.foreign == []
