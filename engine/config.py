@@ -17,6 +17,10 @@ class ConfigError(ValueError):
         self.message = message
 
 
+MAX_SPECULATIVE_TOKENS = 16
+"""The most draft tokens per step a session may ask for."""
+
+
 class SchedulingPolicy(StrEnum):
     FCFS = "fcfs"
     PRIORITY = "priority"
@@ -39,6 +43,15 @@ class SchedulerConfig:
     policy: SchedulingPolicy = SchedulingPolicy.FCFS
     scheduler_reserve_full_isl: bool = True
     """Admit a waiting request only if its whole current sequence fits the free KV blocks."""
+    async_scheduling: bool = False
+    """vLLM's AsyncScheduler behind EngineCore's batch queue of 2: batch N+1 is scheduled
+    before batch N's output is applied (vLLM 0.20's default engine loop)."""
+    num_speculative_tokens: int = 0
+    """Draft tokens proposed per request per step by the n-gram drafter (0 = off)."""
+    prompt_lookup_max: int = 5
+    """Longest n-gram the prompt-lookup drafter matches (vLLM's `prompt_lookup_max`)."""
+    prompt_lookup_min: int = 2
+    """Shortest n-gram the prompt-lookup drafter matches (vLLM's `prompt_lookup_min`)."""
 
     def validate(self) -> None:
         _positive("max_num_batched_tokens", self.max_num_batched_tokens)
@@ -46,6 +59,23 @@ class SchedulerConfig:
         _positive("max_model_len", self.max_model_len)
         if self.long_prefill_token_threshold < 0:
             raise ConfigError("long_prefill_token_threshold", "must be >= 0 (0 = no cap)")
+        if not 0 <= self.num_speculative_tokens <= MAX_SPECULATIVE_TOKENS:
+            raise ConfigError(
+                "num_speculative_tokens",
+                f"must be between 0 (off) and {MAX_SPECULATIVE_TOKENS}",
+            )
+        if self.num_speculative_tokens and self.async_scheduling:
+            # vLLM 0.20 runs the (CPU) n-gram drafter with sync scheduling only.
+            raise ConfigError(
+                "async_scheduling",
+                "speculative decoding with the n-gram drafter runs with sync scheduling "
+                "(as in vLLM 0.20); turn one of them off",
+            )
+        if not 1 <= self.prompt_lookup_min <= self.prompt_lookup_max:
+            raise ConfigError(
+                "prompt_lookup_min",
+                "must be >= 1 and <= prompt_lookup_max",
+            )
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise ConfigError(
                 "max_num_batched_tokens",

@@ -10,22 +10,21 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from engine.batch_queue import BatchQueue
 from engine.config import EngineConfig
 from engine.events import (
     BlockChange,
     ConfigEvent,
     EngineSnapshot,
     EventSink,
-    Finish,
     IterationEvent,
-    KVStats,
     NullSink,
-    Preemption,
     Rejection,
     RequestEvent,
     RequestRow,
 )
-from engine.outputs import SchedulerOutput
+from engine.iteration import StepInputs, StepTiming, build_iteration_event, no_update
+from engine.outputs import SchedulerOutput, UpdateResult
 from engine.request import Request, RequestStatus, SamplingParams
 from engine.runner.base import ModelRunner
 from engine.scheduler import Scheduler
@@ -54,6 +53,8 @@ class Engine:
         self._arrived: list[str] = []
         self._rejected: list[Rejection] = []
         self._first_token_seen: set[str] = set()
+        self.batch_queue = BatchQueue()
+        """Async scheduling: batches submitted whose output is not applied yet."""
 
     @property
     def config(self) -> EngineConfig:
@@ -136,10 +137,15 @@ class Engine:
         return new
 
     def has_unfinished_requests(self) -> bool:
-        return self.scheduler.has_unfinished_requests()
+        """Requests not finished, or (async) batches whose output is not applied yet."""
+        return self.scheduler.has_unfinished_requests() or bool(self.batch_queue)
 
     # ---------------------------------------------------------------- step
     def step(self) -> IterationEvent:
+        """One engine step: vLLM's `EngineCore.step` (+ `post_step` drafting) when sync,
+        `step_with_batch_queue` under async scheduling."""
+        if self.scheduler.async_scheduling:
+            return self._step_with_batch_queue()
         clock = self.clock
         sched = self.scheduler
         t_start = clock()
@@ -147,85 +153,87 @@ class Engine:
         t_sched = clock()
         runner_output = self.runner.execute(output)
         t_forward = clock()
-        sampled, finished = sched.update_from_output(output, runner_output)
-        fields = self._event_fields(output, runner_output.forward_ms, sampled, finished)
+        update = sched.update_from_output(output, runner_output)
+        if sched.num_spec_tokens and output.total_num_scheduled_tokens:
+            self._propose_drafts(update.drafted)
         t_end = clock()
-        event = IterationEvent(
-            t_start=t_start - self.t0,
-            duration=t_end - t_start,
-            overhead_us=((t_sched - t_start) + (t_end - t_forward)) * 1e6,
-            **fields,
+        timing = StepTiming(
+            t_start - self.t0,
+            t_end - t_start,
+            ((t_sched - t_start) + (t_end - t_forward)) * 1e6,
+            runner_output.forward_ms,
         )
-        self.sink.emit(event)
-        self._emit_lifecycle(event, finished)
-        self.step_index += 1
-        return event
+        return self._finish_step(output, update, output.step, timing)
 
-    def _event_fields(
+    def _step_with_batch_queue(self) -> IterationEvent:
+        clock = self.clock
+        sched = self.scheduler
+        queue = self.batch_queue
+        t_start = clock()
+        forward_s = 0.0
+        forward_ms = 0.0
+        scheduled: SchedulerOutput | None = None
+        if sched.has_requests():
+            scheduled = queue.complete_inputs(sched.schedule(self.step_index), sched.requests)
+            t_forward = clock()
+            runner_output = self.runner.execute(scheduled)
+            forward_s = clock() - t_forward
+            forward_ms = runner_output.forward_ms
+            queue.submit(scheduled, runner_output)
+            if scheduled.total_num_scheduled_tokens and not queue.is_full():
+                # The device is busy with this batch: fill the queue before waiting.
+                return self._finish_async(scheduled, None, t_start, forward_s, forward_ms)
+        if not queue:
+            # Nothing to schedule and nothing in flight: an idle step.
+            return self._finish_async(None, None, t_start, forward_s, forward_ms)
+        batch = queue.pop_oldest()
+        update = sched.update_from_output(batch.output, batch.runner_output)
+        return self._finish_async(
+            scheduled, (batch.output.step, update), t_start, forward_s, forward_ms
+        )
+
+    def _finish_async(
+        self,
+        scheduled: SchedulerOutput | None,
+        applied: tuple[int, UpdateResult] | None,
+        t_start: float,
+        forward_s: float,
+        forward_ms: float,
+    ) -> IterationEvent:
+        t_end = self.clock()
+        output = scheduled or self.scheduler.idle_output(self.step_index)
+        timing = StepTiming(
+            t_start - self.t0, t_end - t_start, (t_end - t_start - forward_s) * 1e6, forward_ms
+        )
+        if applied is None:
+            return self._finish_step(output, no_update(), None, timing)
+        return self._finish_step(output, applied[1], applied[0], timing)
+
+    def _propose_drafts(self, drafted: list[Request]) -> None:
+        """After the update, the drafter proposes for every request of the batch that got
+        tokens (vLLM's post_step -> update_draft_token_ids)."""
+        propose = getattr(self.runner, "propose", None)
+        if propose is None or not drafted:
+            return
+        k = self.scheduler.num_spec_tokens
+        drafts = propose([(r.request_id, r.token_ids) for r in drafted], k)
+        self.scheduler.update_draft_token_ids([r.request_id for r in drafted], drafts)
+
+    def _finish_step(
         self,
         output: SchedulerOutput,
-        forward_ms: float,
-        sampled: list[str],
-        finished: list[Request],
-    ) -> dict[str, Any]:
-        """Everything of the IterationEvent but its timing."""
-        sched = self.scheduler
-        pool = sched.kv_cache_manager.block_pool
-        cfg = self.config.scheduler
-        prefill = decode = 0
-        hit_tokens = 0
-        for chunk in output.chunks:
-            if chunk.is_prefill:
-                prefill += chunk.num_tokens
-            else:
-                decode += chunk.num_tokens
-            hit_tokens += chunk.num_prefix_hit_tokens
-        blocks = pool.blocks
-        changes = tuple(
-            BlockChange(i, pool.block_state(blocks[i]), blocks[i].owner, blocks[i].ref_cnt)
-            for i in sorted(pool.take_changed_block_ids())
-        )
+        update: UpdateResult,
+        updated_step: int | None,
+        timing: StepTiming,
+    ) -> IterationEvent:
         arrived, self._arrived = tuple(self._arrived), []
         rejected, self._rejected = tuple(self._rejected), []
-        return {
-            "step": output.step,
-            "forward_ms": forward_ms,
-            "simulated": self.runner.simulated,
-            "chunks": output.chunks,
-            "new_req_ids": output.new_req_ids,
-            "resumed_req_ids": output.resumed_req_ids,
-            "preempted": tuple(
-                Preemption(r, "kv_blocks", lost)
-                for r, lost in zip(
-                    output.preempted_req_ids, output.preempted_tokens_lost, strict=True
-                )
-            ),
-            "finished": tuple(
-                Finish(r.request_id, r.get_finished_reason() or "") for r in finished
-            ),
-            "arrived": arrived,
-            "rejected": rejected,
-            "sampled_req_ids": tuple(sampled),
-            "num_running": output.num_running,
-            "num_waiting": output.num_waiting,
-            "num_running_end": len(sched.running),
-            "num_waiting_end": len(sched.waiting),
-            "max_num_batched_tokens": cfg.max_num_batched_tokens,
-            "num_scheduled_tokens": output.total_num_scheduled_tokens,
-            "max_num_seqs": cfg.max_num_seqs,
-            "prefill_tokens": prefill,
-            "decode_tokens": decode,
-            "kv": KVStats(
-                pool.num_usable_blocks,
-                output.kv_blocks_used,
-                pool.num_cached_free_blocks,
-                hit_tokens,
-            ),
-            "kv_blocks_used_end": pool.get_num_used_blocks(),
-            "kv_changes": changes,
-            "waiting_reasons": output.waiting_reasons,
-            "config_version": self.config_version,
-        }
+        inputs = StepInputs(arrived, rejected, self.runner.simulated, self.config_version)
+        event = build_iteration_event(self.scheduler, output, update, updated_step, timing, inputs)
+        self.sink.emit(event)
+        self._emit_lifecycle(event, update.finished)
+        self.step_index += 1
+        return event
 
     def _emit_lifecycle(self, event: IterationEvent, finished: list[Request]) -> None:
         emit = self.sink.emit

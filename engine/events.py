@@ -90,6 +90,17 @@ class IterationEvent:
     kv_changes: tuple[BlockChange, ...]
     waiting_reasons: dict[str, str]
     config_version: int
+    updated_step: int | None = None
+    """The step whose batch output update_from_output() applied in this step (sync: this
+    step; async: an earlier one, or None when no output was applied)."""
+    accepted_tokens: dict[str, int] = field(default_factory=dict)
+    """Speculative decoding: drafts accepted per request whose drafts were verified."""
+    appended_tokens: dict[str, int] = field(default_factory=dict)
+    """Tokens appended per request by this step's update."""
+    num_output_placeholders: dict[str, int] = field(default_factory=dict)
+    """Async scheduling: tokens still in flight per request, after this step."""
+    num_spec_tokens: int = 0
+    """Draft tokens scheduled this step (counted in num_scheduled_tokens)."""
 
 
 @dataclass(frozen=True, slots=True)

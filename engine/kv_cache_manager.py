@@ -121,6 +121,15 @@ class KVCacheManager:
                 self._cache_blocks(request, num_full)
         return new_blocks
 
+    def cache_blocks(self, request: Request, num_computed_tokens: int) -> None:
+        """Register the request's full blocks up to `num_computed_tokens` (async
+        scheduling caches once a batch's output arrives)."""
+        if not self.enable_caching:
+            return
+        num_full = num_computed_tokens // self.block_size
+        if self.num_cached_block.get(request.request_id, 0) < num_full:
+            self._cache_blocks(request, num_full)
+
     def _cache_blocks(self, request: Request, num_full: int) -> None:
         request_id = request.request_id
         num_cached = self.num_cached_block.get(request_id, 0)

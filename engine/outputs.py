@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from engine.request import SamplingParams
+from engine.request import Request, SamplingParams
 
 
 class ScheduledChunk(NamedTuple):
@@ -32,7 +32,11 @@ class ScheduledChunk(NamedTuple):
     block_ids: tuple[int, ...]
     """Whole block table if `is_new`, else only the blocks appended this step."""
     token_ids: tuple[int, ...]
-    """The input token ids of this chunk (positions num_computed_before ...)."""
+    """The input token ids of this chunk (positions num_computed_before ...), drafts
+    excluded. Under async scheduling the scheduler does not know the tokens of batches
+    still in flight: the engine completes them from its runner's outputs."""
+    spec_token_ids: tuple[int, ...] = ()
+    """Draft tokens scheduled after the real token (speculative decoding), to verify."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +62,27 @@ class SchedulerOutput:
     """For each request still waiting: the first gate that held it."""
     sampling_params: dict[str, SamplingParams] = field(default_factory=dict)
     """For requests that (re)entered RUNNING this step; runners cache them by req_id."""
+    num_spec_tokens: int = 0
+    """Draft tokens scheduled this step, over all requests (included in the chunks)."""
 
     @property
     def num_scheduled_tokens(self) -> dict[str, int]:
         return {c.req_id: c.num_tokens for c in self.chunks}
+
+
+class UpdateResult(NamedTuple):
+    """What update_from_output() did with one batch's output."""
+
+    sampled_req_ids: list[str]
+    """Requests that got tokens appended, in batch order."""
+    finished: list[Request]
+    """Requests that stopped (their blocks are freed)."""
+    appended_tokens: dict[str, int]
+    """Tokens appended per request (after trimming at a stop)."""
+    accepted_tokens: dict[str, int]
+    """Accepted drafts per request whose drafts were verified."""
+    drafted: list[Request]
+    """Requests of the batch that got tokens, in batch order: the drafter's list."""
 
 
 @dataclass(frozen=True, slots=True)

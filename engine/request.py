@@ -54,13 +54,18 @@ class Request:
         "block_hashes",
         "block_size",
         "enable_hashing",
+        "is_prefill_chunk",
+        "num_accepted_tokens",
         "num_cached_tokens",
         "num_computed_tokens",
+        "num_draft_tokens",
+        "num_output_placeholders",
         "num_preemptions",
         "num_prompt_tokens",
         "priority",
         "request_id",
         "sampling_params",
+        "spec_token_ids",
         "status",
         "stop_reason",
         "token_ids",
@@ -90,6 +95,15 @@ class Request:
         # Prefix-cache hit tokens at first admission; -1 until then (vLLM's habit).
         self.num_cached_tokens = -1
         self.stop_reason: int | None = None
+        # Async scheduling: tokens of batches in flight, counted in num_computed_tokens
+        # before they are known (vLLM's output placeholders).
+        self.num_output_placeholders = 0
+        # Speculative decoding: the drafter's proposal, scheduled after the real token.
+        self.spec_token_ids: list[int] = []
+        # After scheduling: the plan does not reach the end of the sequence (no sample).
+        self.is_prefill_chunk = False
+        self.num_draft_tokens = 0
+        self.num_accepted_tokens = 0
         self.block_size = block_size
         self.enable_hashing = enable_hashing
         self.block_hashes: list[BlockHash] = []
@@ -103,6 +117,10 @@ class Request:
     @property
     def num_tokens(self) -> int:
         return len(self.token_ids)
+
+    @property
+    def num_tokens_with_spec(self) -> int:
+        return len(self.token_ids) + len(self.spec_token_ids)
 
     @property
     def num_output_tokens(self) -> int:

@@ -20,14 +20,19 @@ _INT_KNOBS = {
     "max_num_seqs": "scheduler",
     "max_model_len": "scheduler",
     "long_prefill_token_threshold": "scheduler",
+    "num_speculative_tokens": "scheduler",
+    "prompt_lookup_max": "scheduler",
+    "prompt_lookup_min": "scheduler",
     "block_size": "cache",
     "num_gpu_blocks": "cache",
 }
 _BOOL_KNOBS = {
     "enable_chunked_prefill": "scheduler",
     "scheduler_reserve_full_isl": "scheduler",
+    "async_scheduling": "scheduler",
     "enable_prefix_caching": "cache",
 }
+_ZERO_OK = {"long_prefill_token_threshold", "num_speculative_tokens"}
 _REQUEST_KEYS = {
     "id",
     "arrival_step",
@@ -116,7 +121,7 @@ def _parse_config(raw: Any) -> tuple[EngineConfig, int]:
     for key, value in raw.items():
         where = f"config.{key}"
         if key in _INT_KNOBS:
-            minimum = 0 if key == "long_prefill_token_threshold" else 1
+            minimum = 0 if key in _ZERO_OK else 1
             (sched if _INT_KNOBS[key] == "scheduler" else cache)[key] = _int(where, value, minimum)
         elif key in _BOOL_KNOBS:
             if not isinstance(value, bool):

@@ -43,10 +43,13 @@ def build_result(scenario: Scenario, sink: ListSink) -> dict[str, Any]:
             rec = requests[chunk.req_id]
             if chunk.is_new and rec["prefix_cache_hit_tokens_first_admission"] is None:
                 rec["prefix_cache_hit_tokens_first_admission"] = chunk.num_prefix_hit_tokens
+    _count_drafts(steps, requests)
     overheads = sorted(ev.overhead_us for ev in iterations)
     return {
         "scenario": scenario.name,
         "num_steps": len(steps),
+        "total_draft_tokens": sum(r["num_draft_tokens"] for r in requests.values()),
+        "total_accepted_tokens": sum(r["num_accepted_tokens"] for r in requests.values()),
         "total_scheduled_tokens": sum(ev.num_scheduled_tokens for ev in iterations),
         "total_preemptions": sum(len(ev.preempted) for ev in iterations),
         "completed": sum(1 for r in requests.values() if r["finish_reason"] in ("stop", "length")),
@@ -76,7 +79,22 @@ def empty_request_record(r: ScenarioRequest) -> dict[str, Any]:
         "num_output_tokens": 0,
         "prefix_cache_hit_tokens_first_admission": None,
         "output_token_ids": [],
+        "num_draft_tokens": 0,
+        "num_accepted_tokens": 0,
     }
+
+
+def _count_drafts(steps: list[dict[str, Any]], requests: dict[str, dict[str, Any]]) -> None:
+    """Drafts count when their batch's output verifies them (vLLM's spec-decode stats)."""
+    scheduled_spec = {s["step"]: s["scheduled_spec_tokens"] for s in steps}
+    for s in steps:
+        if not s["accepted_tokens"]:
+            continue
+        drafts = scheduled_spec.get(s["updated_step"], {})
+        for req_id, accepted in s["accepted_tokens"].items():
+            rec = requests[req_id]
+            rec["num_draft_tokens"] += drafts.get(req_id, 0)
+            rec["num_accepted_tokens"] += accepted
 
 
 def _step_record(ev: IterationEvent) -> dict[str, Any]:
@@ -99,6 +117,12 @@ def _step_record(ev: IterationEvent) -> dict[str, Any]:
         "num_waiting_end": ev.num_waiting_end,
         "kv_blocks_used_end": ev.kv_blocks_used_end,
         "waiting_reasons": dict(ev.waiting_reasons),
+        "updated_step": ev.updated_step,
+        "scheduled_spec_tokens": {
+            c.req_id: len(c.spec_token_ids) for c in ev.chunks if c.spec_token_ids
+        },
+        "accepted_tokens": dict(ev.accepted_tokens),
+        "appended_tokens": dict(ev.appended_tokens),
     }
 
 

@@ -64,8 +64,20 @@ STEP_KEYS = (
     "num_running_end",
     "num_waiting_end",
     "kv_blocks_used_end",
+    "updated_step",
+    "scheduled_spec_tokens",
+    "accepted_tokens",
+    "appended_tokens",
 )
-TOTAL_KEYS = ("num_steps", "total_scheduled_tokens", "total_preemptions", "completed")
+TOTAL_KEYS = (
+    "num_steps",
+    "total_scheduled_tokens",
+    "total_preemptions",
+    "completed",
+    "total_draft_tokens",
+    "total_accepted_tokens",
+)
+MODES = ("sync", "async", "spec")
 
 
 # --------------------------------------------------------------------------- running
@@ -185,8 +197,11 @@ def _sim_outputs(prompt: list[int], n: int) -> list[int]:
     return seq[len(prompt) :]
 
 
-def random_scenario(rng: random.Random, name: str, stress: bool = False) -> dict[str, Any]:
-    """A small scenario whose every request could fit the pool on its own.
+def random_scenario(
+    rng: random.Random, name: str, stress: bool = False, mode: str = "sync"
+) -> dict[str, Any]:
+    """A small scenario whose every request could fit the pool on its own, for the engine
+    loop `mode`: sync, async (async_scheduling) or spec (1..6 speculative tokens).
 
     Default ranges: budget 8..64, max_num_seqs 1..8, block_size 4/8/16, 8..40 KV blocks,
     threshold 0 or 1..16, 2..12 requests arriving over steps 0..10, prompts 1..60,
@@ -221,6 +236,10 @@ def random_scenario(rng: random.Random, name: str, stress: bool = False) -> dict
         "scheduler_reserve_full_isl": reserve,
         "max_steps": 3000,
     }
+    if mode == "async":
+        config["async_scheduling"] = True
+    elif mode == "spec":
+        config["num_speculative_tokens"] = rng.randint(1, 6)
     max_prompt = min(60, max_model_len - 1)
     bases = [[rng.randint(100, 9000) for _ in range(60)] for _ in range(rng.randint(1, 2))]
     prompts: list[list[int]] = []
@@ -386,6 +405,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--vllm-python", default=os.environ.get("VLLM_REF_PYTHON", DEFAULT_VLLM_PYTHON)
     )
+    parser.add_argument(
+        "--mode",
+        choices=[*MODES, "all"],
+        default="all",
+        help="engine loop of the random scenarios (all: round-robin sync, async, spec)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true")
     args = parser.parse_args(argv)
     if not args.scenarios and not args.random:
@@ -414,8 +439,9 @@ def main(argv: list[str] | None = None) -> int:
             args.mismatch_dir.mkdir(parents=True, exist_ok=True)
             by_sig: dict[str, list[str]] = defaultdict(list)
             for i in range(args.random):
-                name = f"rand{'_stress' if args.stress else ''}_s{args.seed}_{i:04d}"
-                data = random_scenario(rng, name, stress=args.stress)
+                mode = MODES[i % len(MODES)] if args.mode == "all" else args.mode
+                name = f"rand{'_stress' if args.stress else ''}_{mode}_s{args.seed}_{i:04d}"
+                data = random_scenario(rng, name, stress=args.stress, mode=mode)
                 diff, ours, ref = comparer.compare(data)
                 if diff is None:
                     continue

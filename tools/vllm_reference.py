@@ -32,11 +32,8 @@ import atexit
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
-import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -64,21 +61,20 @@ from vllm.config import (  # noqa: E402
     SchedulerConfig,
     VllmConfig,
 )
-from vllm.sampling_params import SamplingParams  # noqa: E402
 from vllm.utils.hashing import sha256  # noqa: E402
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler  # noqa: E402
 from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
 from vllm.v1.kv_cache_interface import (  # noqa: E402
     FullAttentionSpec,
     KVCacheConfig,
     KVCacheGroupSpec,
 )
-from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
-from vllm.v1.request import Request, RequestStatus  # noqa: E402
+from vllm.v1.request import Request  # noqa: E402
 from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 
 from engine.scenario import Scenario, load_scenario  # noqa: E402
-from engine.simulate import empty_request_record  # noqa: E402
+from tools.vllm_drive import Driver  # noqa: E402
 
 init_none_hash(sha256)
 
@@ -125,6 +121,10 @@ class RecordingScheduler(Scheduler):
     def _preempt_request(self, request: Request, timestamp: float) -> None:
         self.preempt_log.append(request.request_id)
         super()._preempt_request(request, timestamp)
+
+
+class RecordingAsyncScheduler(RecordingScheduler, AsyncScheduler):
+    """vLLM's AsyncScheduler (output placeholders), with the same preemption log."""
 
 
 SchedulerT = TypeVar("SchedulerT", bound=Scheduler)
@@ -184,13 +184,18 @@ def build_scheduler(
         ],
     )
     cache_config.num_gpu_blocks = cc.num_gpu_blocks
-    sched = scheduler_cls(
+    sched_obj = scheduler_cls(
         vllm_config=vllm_config,
         kv_cache_config=kv_cache_config,
         block_size=cc.block_size,
         log_stats=True,
         structured_output_manager=StructuredOutputManager(vllm_config),
     )
+    # The n-gram drafter needs no lookahead slots: what the scheduler keeps of a
+    # SpeculativeConfig for it is num_spec_tokens (spec-decode stats); drafts arrive
+    # through update_draft_token_ids like vLLM's post_step delivers them.
+    sched_obj.num_spec_tokens = sc.num_speculative_tokens
+    sched = sched_obj
     # VllmConfig.__post_init__ may adjust knobs; the reference must run the scenario's.
     got = vllm_config.scheduler_config
     want = {
@@ -243,166 +248,22 @@ def _rejection_reason(scenario: Scenario, num_prompt_tokens: int, max_tokens: in
 
 
 def run_scenario(scenario: Scenario) -> dict[str, Any]:
-    return drive(build_scheduler(scenario), scenario)
+    cls = (
+        RecordingAsyncScheduler
+        if scenario.config.scheduler.async_scheduling
+        else RecordingScheduler
+    )
+    return drive(build_scheduler(scenario, cls), scenario)
 
 
 def drive(sched: RecordingScheduler, scenario: Scenario) -> dict[str, Any]:
-    """Run the scenario through `sched` step by step; the result described above."""
+    """Run the scenario through `sched` step by step, in the engine loop of its mode."""
     cc = scenario.config.cache
-    pool = sched.kv_cache_manager.block_pool
-    usable = cc.num_gpu_blocks - 1
     block_hasher = (
         get_request_block_hasher(cc.block_size, sha256) if cc.enable_prefix_caching else None
     )
-
-    arrivals: dict[int, list[Any]] = defaultdict(list)
-    for req in scenario.requests:
-        arrivals[req.arrival_step].append(req)
-    last_arrival = max(arrivals, default=-1)
-
-    requests = {r.id: empty_request_record(r) for r in scenario.requests}
-    live: dict[str, Request] = {}
-    steps: list[dict[str, Any]] = []
-    step_us: list[float] = []
-    num_arrivals = 0
-    step = 0
-    while step < scenario.max_steps:
-        arrived: list[str] = []
-        for r in arrivals.get(step, ()):
-            reason = _rejection_reason(
-                scenario, len(r.prompt_token_ids), r.sampling_params.max_tokens
-            )
-            if reason is not None:
-                rec = requests[r.id]
-                rec["finish_step"] = step
-                rec["finish_reason"] = "rejected"
-                rec["reject_reason"] = reason
-                continue
-            request = Request(
-                request_id=r.id,
-                prompt_token_ids=list(r.prompt_token_ids),
-                sampling_params=SamplingParams(
-                    max_tokens=r.sampling_params.max_tokens, ignore_eos=True, temperature=0.0
-                ),
-                pooling_params=None,
-                arrival_time=float(num_arrivals),
-                priority=r.priority,
-                block_hasher=block_hasher,
-            )
-            num_arrivals += 1
-            sched.add_request(request)
-            live[r.id] = request
-            arrived.append(r.id)
-        if not sched.has_unfinished_requests() and step >= last_arrival:
-            break
-
-        status_before = {rid: req.status for rid, req in live.items()}
-        sched.preempt_log.clear()
-        t0 = time.perf_counter()
-        out = sched.schedule()
-        t1 = time.perf_counter()
-
-        scheduled = dict(out.num_scheduled_tokens)
-        new_ids: list[str] = []
-        resumed_ids: list[str] = []
-        hits: dict[str, int] = {}
-        for rid, n in scheduled.items():
-            before = status_before.get(rid)
-            if before in (RequestStatus.WAITING, RequestStatus.PREEMPTED):
-                (new_ids if before == RequestStatus.WAITING else resumed_ids).append(rid)
-                hits[rid] = live[rid].num_computed_tokens - n
-        # Cross-check against vLLM's own bookkeeping.
-        assert set(new_ids) == {d.req_id for d in out.scheduled_new_reqs}, (new_ids, out)
-        assert set(resumed_ids) == set(out.scheduled_cached_reqs.resumed_req_ids)
-        assert set(sched.preempt_log) == set(out.preempted_req_ids)
-        num_running, num_waiting = sched.get_request_counts()
-        kv_used = usable - pool.get_num_free_blocks()
-
-        req_ids = list(scheduled)
-        sampled_tokens: list[list[int]] = []
-        for rid in req_ids:
-            req = live[rid]
-            if req.num_computed_tokens == req.num_tokens:
-                sampled_tokens.append([sim_token(req.all_token_ids[-1], req.num_tokens)])
-            else:
-                sampled_tokens.append([])
-        runner_output = ModelRunnerOutput(
-            req_ids=req_ids,
-            req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
-            sampled_token_ids=sampled_tokens,
-            logprobs=None,
-            prompt_logprobs_dict={},
-            pooler_output=[],
-        )
-        t2 = time.perf_counter()
-        engine_outputs = sched.update_from_output(out, runner_output)
-        t3 = time.perf_counter()
-        step_us.append(((t1 - t0) + (t3 - t2)) * 1e6)
-
-        sampled: list[str] = []
-        finished: list[str] = []
-        for eco in engine_outputs.values():
-            for o in eco.outputs:
-                if o.new_token_ids:
-                    sampled.append(o.request_id)
-                if o.finish_reason is not None:
-                    finished.append(o.request_id)
-        num_running_end, num_waiting_end = sched.get_request_counts()
-        steps.append(
-            {
-                "step": step,
-                "arrived": arrived,
-                "scheduled": scheduled,
-                "new_req_ids": new_ids,
-                "resumed_req_ids": resumed_ids,
-                "preempted_req_ids": list(sched.preempt_log),
-                "prefix_cache_hit_tokens": hits,
-                "num_running": num_running,
-                "num_waiting": num_waiting,
-                "kv_blocks_used": kv_used,
-                "sampled_req_ids": sampled,
-                "finished_req_ids": finished,
-                "num_running_end": num_running_end,
-                "num_waiting_end": num_waiting_end,
-                "kv_blocks_used_end": usable - pool.get_num_free_blocks(),
-            }
-        )
-        for rid in new_ids:
-            rec = requests[rid]
-            if rec["first_scheduled_step"] is None:
-                rec["first_scheduled_step"] = step
-            if rec["prefix_cache_hit_tokens_first_admission"] is None:
-                rec["prefix_cache_hit_tokens_first_admission"] = hits[rid]
-        for rid in sched.preempt_log:
-            requests[rid]["num_preemptions"] += 1
-        for rid in sampled:
-            if requests[rid]["first_token_step"] is None:
-                requests[rid]["first_token_step"] = step
-        for rid in finished:
-            req = live.pop(rid)
-            rec = requests[rid]
-            rec["finish_step"] = step
-            rec["finish_reason"] = str(req.get_finished_reason())
-            rec["num_output_tokens"] = req.num_output_tokens
-            rec["output_token_ids"] = list(req.output_token_ids)
-        step += 1
-
-    overheads = sorted(step_us)
-    return {
-        "scenario": scenario.name,
-        "num_steps": len(steps),
-        "total_scheduled_tokens": sum(sum(s["scheduled"].values()) for s in steps),
-        "total_preemptions": sum(len(s["preempted_req_ids"]) for s in steps),
-        "completed": sum(1 for r in requests.values() if r["finish_reason"] in ("stop", "length")),
-        "steps": steps,
-        "requests": requests,
-        "timing": {
-            "median_step_us": round(statistics.median(overheads), 2) if overheads else 0.0,
-            "p90_step_us": round(overheads[int(0.9 * (len(overheads) - 1))], 2)
-            if overheads
-            else 0.0,
-        },
-    }
+    driver = Driver(sched, scenario, block_hasher, _rejection_reason)
+    return driver.run(isinstance(sched, AsyncScheduler))
 
 
 def serve() -> int:

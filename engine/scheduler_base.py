@@ -1,0 +1,220 @@
+"""The scheduler's state and everything but the step: knobs, queues, admission checks,
+aborts, preemption and the waiting reasons reported with each plan."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from engine.block_pool import KVCacheBlock
+from engine.config import ConfigError, EngineConfig, SchedulingPolicy
+from engine.kv_cache_manager import KVCacheManager, cdiv
+from engine.outputs import SchedulerOutput
+from engine.request import Request, RequestStatus
+from engine.request_queue import RequestQueue, create_request_queue
+from engine.scheduler_plan import StepPlan
+
+# Why a waiting request was not admitted this step (the first gate that held it).
+TOKEN_BUDGET = "token_budget"
+MAX_NUM_SEQS = "max_num_seqs"
+KV_BLOCKS = "kv_blocks"
+POLICY_ORDER = "policy_order"
+PREEMPTION_THIS_STEP = "preemption_this_step"
+NO_CHUNKING_FIT = "no_chunking_fit"
+PAUSED = "paused"
+
+
+class SchedulerBase:
+    def __init__(self, config: EngineConfig) -> None:
+        config.validate()
+        self.kv_cache_manager = KVCacheManager(
+            num_gpu_blocks=config.cache.num_gpu_blocks,
+            block_size=config.cache.block_size,
+            max_model_len=config.scheduler.max_model_len,
+            enable_caching=config.cache.enable_prefix_caching,
+        )
+        self.requests: dict[str, Request] = {}
+        self.running: list[Request] = []
+        self.waiting: RequestQueue = create_request_queue(config.scheduler.policy)
+        # Finished since the last schedule() (aborts, and stops applied in update).
+        self.finished_req_ids: set[str] = set()
+        self.paused = False
+        self._tokens_lost: dict[str, int] = {}
+        self.config = config
+        self._apply_scheduler_config(config)
+
+    # ----------------------------------------------------------------- config
+    def _apply_scheduler_config(self, config: EngineConfig) -> None:
+        sc = config.scheduler
+        self.max_num_running_reqs = sc.max_num_seqs
+        self.max_num_scheduled_tokens = sc.max_num_batched_tokens
+        self.max_model_len = sc.max_model_len
+        self.long_prefill_token_threshold = sc.long_prefill_token_threshold
+        self.enable_chunked_prefill = sc.enable_chunked_prefill
+        self.scheduler_reserve_full_isl = sc.scheduler_reserve_full_isl
+        self.policy = sc.policy
+        self.async_scheduling = sc.async_scheduling
+        self.num_spec_tokens = sc.num_speculative_tokens
+
+    def update_config(self, config: EngineConfig) -> None:
+        """Take new scheduler knobs; they apply from the next schedule()."""
+        config.validate()
+        old = self.config
+        old_cache = old.cache
+        if dataclasses.replace(config.cache, kv_block_limit=old_cache.kv_block_limit) != old_cache:
+            raise ValueError("the KV pool (cache config) cannot change while running")
+        for name in ("max_model_len", "async_scheduling", "num_speculative_tokens"):
+            if getattr(config.scheduler, name) != getattr(old.scheduler, name):
+                raise ValueError(f"{name} cannot change while running; start a new session")
+        if config.cache.kv_block_limit != old_cache.kv_block_limit:
+            self._check_kv_block_limit(
+                config.cache.kv_block_limit or config.cache.num_usable_blocks
+            )
+            self.kv_cache_manager.block_pool.set_limit(config.cache.kv_block_limit)
+        if config.scheduler.policy != self.policy:
+            queue = create_request_queue(config.scheduler.policy)
+            for request in list(self.waiting):
+                queue.add_request(request)
+            self.waiting = queue
+        self.config = config
+        self._apply_scheduler_config(config)
+
+    def _check_kv_block_limit(self, limit: int) -> None:
+        block_size = self.kv_cache_manager.block_size
+        for request in self.requests.values():
+            outputs = min(request.max_tokens, self.max_model_len - request.num_prompt_tokens)
+            needed = cdiv(request.num_prompt_tokens + outputs - 1, block_size)
+            if needed > limit:
+                raise ConfigError(
+                    "kv_block_limit",
+                    f"request {request.request_id!r} needs {needed} blocks at its peak; "
+                    f"a pool of {limit} could never finish it",
+                )
+
+    # --------------------------------------------------------------- requests
+    def add_request(self, request: Request) -> None:
+        if request.request_id in self.requests:
+            raise ValueError(f"duplicate request id {request.request_id!r}")
+        self.requests[request.request_id] = request
+        self.waiting.add_request(request)
+
+    def rejection_reason(self, num_prompt_tokens: int, max_tokens: int) -> str | None:
+        """Why a request could never run here, or None. Checked before it is queued."""
+        if num_prompt_tokens <= 0:
+            return "empty prompt"
+        if num_prompt_tokens >= self.max_model_len:
+            return (
+                f"prompt of {num_prompt_tokens} tokens needs max_model_len > {num_prompt_tokens} "
+                f"(is {self.max_model_len})"
+            )
+        # At its last step a request holds slots for prompt + outputs - 1 tokens.
+        num_outputs = min(max_tokens, self.max_model_len - num_prompt_tokens)
+        peak_tokens = num_prompt_tokens + num_outputs - 1
+        needed = cdiv(peak_tokens, self.kv_cache_manager.block_size)
+        usable = self.kv_cache_manager.block_pool.num_usable_blocks
+        if needed > usable:
+            return (
+                f"needs {needed} KV blocks at its peak ({peak_tokens} tokens) but the pool "
+                f"has {usable} usable blocks: it could never finish"
+            )
+        return None
+
+    def finish_requests(self, request_ids: Iterable[str], status: RequestStatus) -> list[str]:
+        """Finish requests from outside (abort). Returns the ids that were live."""
+        done: list[Request] = []
+        for req_id in request_ids:
+            request = self.requests.get(req_id)
+            if request is not None and not request.is_finished():
+                done.append(request)
+        running = {r for r in done if r.status == RequestStatus.RUNNING}
+        if running:
+            self.running = [r for r in self.running if r not in running]
+        waiting = [r for r in done if r not in running]
+        if waiting:
+            self.waiting.remove_requests(waiting)
+        for request in done:
+            request.status = status
+            self._free_request(request)
+        return [r.request_id for r in done]
+
+    def _free_request(self, request: Request) -> None:
+        self.kv_cache_manager.free(request)
+        self.finished_req_ids.add(request.request_id)
+        del self.requests[request.request_id]
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.running) or bool(self.waiting)
+
+    def has_requests(self) -> bool:
+        """Unfinished requests, or finished ids not yet reported in a plan (vLLM)."""
+        return bool(self.running) or bool(self.waiting) or bool(self.finished_req_ids)
+
+    def idle_output(self, step: int) -> SchedulerOutput:
+        """The plan of a step that scheduled nothing (async: schedule() was not called):
+        queues and KV use as they are at the step's start."""
+        return SchedulerOutput(
+            step=step,
+            chunks=(),
+            total_num_scheduled_tokens=0,
+            new_req_ids=(),
+            resumed_req_ids=(),
+            preempted_req_ids=(),
+            preempted_tokens_lost=(),
+            finished_req_ids=(),
+            num_running=len(self.running),
+            num_waiting=len(self.waiting),
+            kv_blocks_used=self.kv_cache_manager.block_pool.get_num_used_blocks(),
+            waiting_reasons={},
+        )
+
+    # ------------------------------------------------------------- preemption
+    def _preempt_until_fits(
+        self, plan: StepPlan, request: Request, num_new_tokens: int, req_index: int
+    ) -> tuple[list[KVCacheBlock] | None, int]:
+        """The pool is short for `request`: preempt the lowest-priority running request
+        (FCFS: the last one), which may be `request` itself, until its slots fit.
+        Returns (new blocks or None if `request` was preempted, the updated index)."""
+        kv = self.kv_cache_manager
+        while True:
+            if self.policy is SchedulingPolicy.PRIORITY:
+                victim = max(self.running, key=lambda r: (r.priority, r.arrival_time))
+                self.running.remove(victim)
+                if victim in plan.scheduled_running:
+                    # Roll back what was planned for the victim this step.
+                    plan.unschedule(victim)
+                    req_index -= 1
+            else:
+                victim = self.running.pop()
+            self._preempt_request(victim)
+            plan.preempted.append(victim)
+            if victim is request:
+                return None, req_index
+            new_blocks = kv.allocate_slots(request, num_new_tokens)
+            if new_blocks is not None:
+                return new_blocks, req_index
+
+    def _preempt_request(self, request: Request) -> None:
+        """Free the victim's blocks and send it to the front of WAITING to recompute."""
+        assert request.status == RequestStatus.RUNNING
+        self._tokens_lost[request.request_id] = request.num_computed_tokens
+        self.kv_cache_manager.free(request)
+        request.status = RequestStatus.PREEMPTED
+        request.num_computed_tokens = 0
+        # NOTE: output placeholders stay: tokens of a batch in flight still arrive.
+        request.spec_token_ids = []
+        request.num_preemptions += 1
+        self.waiting.prepend_request(request)
+
+    # --------------------------------------------------------- waiting reasons
+    def _waiting_reasons(self, stop_reason: str | None) -> dict[str, str]:
+        if not self.waiting:
+            return {}
+        if stop_reason in (KV_BLOCKS, NO_CHUNKING_FIT):
+            # A gate of the head request alone: the rest queue behind it.
+            head = self.waiting.peek_request().request_id
+            return {
+                r.request_id: (stop_reason if r.request_id == head else POLICY_ORDER)
+                for r in self.waiting
+            }
+        reason = stop_reason or TOKEN_BUDGET
+        return {r.request_id: reason for r in self.waiting}

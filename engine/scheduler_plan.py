@@ -1,0 +1,78 @@
+"""One step's plan while schedule() builds it, and the chunks it turns into."""
+
+from __future__ import annotations
+
+from engine.outputs import ScheduledChunk
+from engine.request import Request
+
+
+class StepPlan:
+    """Mutable bookkeeping of one schedule() call (vLLM keeps these as locals)."""
+
+    __slots__ = (
+        "computed_before",
+        "new_blocks_of",
+        "new_reqs",
+        "num_scheduled_tokens",
+        "preempted",
+        "prefix_hits",
+        "resumed_reqs",
+        "scheduled_running",
+        "spec_token_ids",
+        "token_budget",
+    )
+
+    def __init__(self, token_budget: int) -> None:
+        self.token_budget = token_budget
+        self.num_scheduled_tokens: dict[str, int] = {}
+        """req_id -> tokens this step, drafts included, in scheduling order."""
+        self.new_blocks_of: dict[str, list[int]] = {}
+        self.computed_before: dict[str, int] = {}
+        self.prefix_hits: dict[str, int] = {}
+        self.spec_token_ids: dict[str, list[int]] = {}
+        """req_id -> drafts scheduled (vLLM's scheduled_spec_decode_tokens)."""
+        self.new_reqs: list[Request] = []
+        self.resumed_reqs: list[Request] = []
+        self.scheduled_running: list[Request] = []
+        self.preempted: list[Request] = []
+
+    def unschedule(self, request: Request) -> None:
+        """Roll back what was planned for a running request preempted later this step."""
+        req_id = request.request_id
+        self.scheduled_running.remove(request)
+        self.token_budget += self.num_scheduled_tokens.pop(req_id)
+        self.new_blocks_of.pop(req_id, None)
+        self.computed_before.pop(req_id)
+        self.spec_token_ids.pop(req_id, None)
+
+    def make_chunks(self, requests: dict[str, Request]) -> tuple[ScheduledChunk, ...]:
+        """The plan as plain data, after num_computed_tokens advanced."""
+        computed_before = self.computed_before
+        new_blocks_of = self.new_blocks_of
+        prefix_hits = self.prefix_hits
+        spec = self.spec_token_ids
+        no_ints: tuple[int, ...] = ()
+        chunks = []
+        for req_id, n in self.num_scheduled_tokens.items():
+            request = requests[req_id]
+            start = computed_before[req_id]
+            drafts = spec.get(req_id)
+            end = start + n - (len(drafts) if drafts else 0)
+            token_ids = request.token_ids
+            blocks = new_blocks_of.get(req_id)
+            chunks.append(
+                ScheduledChunk(
+                    req_id,
+                    n,
+                    start,
+                    # Prompt positions, or a recompute of more than the newest token.
+                    start < request.num_prompt_tokens or start + 1 < len(token_ids),
+                    not request.is_prefill_chunk,
+                    prefix_hits.get(req_id, 0),
+                    req_id in prefix_hits,
+                    tuple(blocks) if blocks else no_ints,
+                    tuple(token_ids[start:end]),
+                    tuple(drafts) if drafts else no_ints,
+                )
+            )
+        return tuple(chunks)
