@@ -51,6 +51,7 @@ fmt: $(STAMP)
 
 bench: $(STAMP) browser vllm-venv
 	$(BIN)/python -m bench.scheduler_bench
+	$(BIN)/python -m bench.loop_bench
 	$(BIN)/python -m bench.runner_bench
 	$(BIN)/python -m bench.live_bench
 	$(BIN)/python -m bench.recording_bench

@@ -8,12 +8,10 @@ the new batch is empty, or there was nothing to schedule.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
 from typing import NamedTuple
 
 from engine.outputs import ModelRunnerOutput, SchedulerOutput
-from engine.request import Request
 
 BATCH_QUEUE_SIZE = 2
 
@@ -48,29 +46,15 @@ class BatchQueue:
         """Steps whose batches are in flight, oldest first."""
         return [b.output.step for b in reversed(self._queue)]
 
-    def complete_inputs(
-        self, output: SchedulerOutput, requests: dict[str, Request]
-    ) -> SchedulerOutput:
-        """The runner's view: fill input positions the scheduler only knows as output
-        placeholders with the tokens the batches in flight sampled for them."""
+    def late_tokens(self) -> dict[str, list[int]] | None:
+        """The runner's view past the scheduler's: tokens the batches in flight sampled,
+        per request, oldest batch first (None when nothing is in flight)."""
         if not self._queue:
-            return output
-        pending: dict[str, list[int]] | None = None
-        chunks = list(output.chunks)
-        changed = False
-        for i, chunk in enumerate(chunks):
-            want = chunk.num_tokens - len(chunk.spec_token_ids)
-            if len(chunk.token_ids) >= want:
-                continue
-            if pending is None:
-                pending = {}
-                for batch in reversed(self._queue):  # oldest first
-                    for req_id, tokens in batch.runner_output.sampled_token_ids.items():
-                        pending.setdefault(req_id, []).extend(tokens)
-            view = requests[chunk.req_id].token_ids + pending.get(chunk.req_id, [])
-            start = chunk.num_computed_before
-            chunks[i] = chunk._replace(token_ids=tuple(view[start : start + want]))
-            changed = True
-        if not changed:
-            return output
-        return dataclasses.replace(output, chunks=tuple(chunks))
+            return None
+        if len(self._queue) == 1:
+            return self._queue[0].runner_output.sampled_token_ids
+        late: dict[str, list[int]] = {}
+        for batch in reversed(self._queue):  # oldest first
+            for req_id, tokens in batch.runner_output.sampled_token_ids.items():
+                late.setdefault(req_id, []).extend(tokens)
+        return late

@@ -174,7 +174,7 @@ class Engine:
         forward_ms = 0.0
         scheduled: SchedulerOutput | None = None
         if sched.has_requests():
-            scheduled = queue.complete_inputs(sched.schedule(self.step_index), sched.requests)
+            scheduled = sched.schedule(self.step_index, queue.late_tokens())
             t_forward = clock()
             runner_output = self.runner.execute(scheduled)
             forward_s = clock() - t_forward

@@ -40,7 +40,11 @@ __all__ = [
 
 class Scheduler(SchedulerBase):
     # --------------------------------------------------------------- schedule
-    def schedule(self, step: int = 0) -> SchedulerOutput:
+    def schedule(
+        self, step: int = 0, late_tokens: dict[str, list[int]] | None = None
+    ) -> SchedulerOutput:
+        """Plan one step. `late_tokens` (async scheduling): tokens the batches in flight
+        sampled, per request, which the chunks' input ids need past the known tokens."""
         plan = StepPlan(0 if self.paused else self.max_num_scheduled_tokens)
         self._schedule_running(plan)
         # Next, the WAITING requests, unless something was preempted this step.
@@ -60,7 +64,7 @@ class Scheduler(SchedulerBase):
         self._update_after_schedule(plan)
         output = SchedulerOutput(
             step=step,
-            chunks=plan.make_chunks(self.requests),
+            chunks=plan.make_chunks(self.requests, late_tokens),
             total_num_scheduled_tokens=sum(plan.num_scheduled_tokens.values()),
             new_req_ids=tuple(r.request_id for r in plan.new_reqs),
             resumed_req_ids=tuple(r.request_id for r in plan.resumed_reqs),
@@ -223,9 +227,9 @@ class Scheduler(SchedulerBase):
             if chunk.spec_token_ids:
                 self._apply_verification(request, len(chunk.spec_token_ids), generated, result)
             status_before = request.status
-            new_token_ids, stopped = self._append_output(request, generated)
+            num_appended, stopped = self._append_output(request, generated)
             if async_scheduling:
-                request.num_output_placeholders -= len(new_token_ids)
+                request.num_output_placeholders -= num_appended
                 assert request.num_output_placeholders >= 0
                 # Cache the blocks the output completed; not for a request preempted
                 # while its batch was in flight (its blocks are gone).
@@ -234,7 +238,7 @@ class Scheduler(SchedulerBase):
                         request, request.num_computed_tokens - request.num_output_placeholders
                     )
             result.sampled_req_ids.append(req_id)
-            result.appended_tokens[req_id] = len(new_token_ids)
+            result.appended_tokens[req_id] = num_appended
             result.drafted.append(request)
             if stopped:
                 result.finished.append(request)
@@ -264,16 +268,15 @@ class Scheduler(SchedulerBase):
         request.num_accepted_tokens += num_accepted
         result.accepted_tokens[request.request_id] = num_accepted
 
-    def _append_output(self, request: Request, generated: Sequence[int]) -> tuple[list[int], bool]:
-        """Append tokens one by one; tokens past a stop are trimmed."""
+    def _append_output(self, request: Request, generated: Sequence[int]) -> tuple[int, bool]:
+        """Append tokens one by one; tokens past a stop are trimmed. Returns (appended,
+        stopped)."""
         max_model_len = self.max_model_len
-        appended: list[int] = []
-        for token_id in generated:
+        for num, token_id in enumerate(generated, 1):
             request.append_output_token_id(token_id)
-            appended.append(token_id)
             if check_stop(request, token_id, max_model_len):
-                return appended, True
-        return appended, False
+                return num, True
+        return len(generated), False
 
     def update_draft_token_ids(
         self, req_ids: Iterable[str], draft_token_ids: Iterable[list[int]]

@@ -45,8 +45,11 @@ class StepPlan:
         self.computed_before.pop(req_id)
         self.spec_token_ids.pop(req_id, None)
 
-    def make_chunks(self, requests: dict[str, Request]) -> tuple[ScheduledChunk, ...]:
-        """The plan as plain data, after num_computed_tokens advanced."""
+    def make_chunks(
+        self, requests: dict[str, Request], late_tokens: dict[str, list[int]] | None = None
+    ) -> tuple[ScheduledChunk, ...]:
+        """The plan as plain data, after num_computed_tokens advanced. Input positions past
+        the known tokens (async placeholders) take their ids from `late_tokens`."""
         computed_before = self.computed_before
         new_blocks_of = self.new_blocks_of
         prefix_hits = self.prefix_hits
@@ -59,6 +62,11 @@ class StepPlan:
             drafts = spec.get(req_id)
             end = start + n - (len(drafts) if drafts else 0)
             token_ids = request.token_ids
+            inputs = tuple(token_ids[start:end])
+            num_known = len(token_ids)
+            if end > num_known and late_tokens:
+                late = late_tokens.get(req_id, ())
+                inputs += tuple(late[max(0, start - num_known) : end - num_known])
             blocks = new_blocks_of.get(req_id)
             chunks.append(
                 ScheduledChunk(
@@ -71,7 +79,7 @@ class StepPlan:
                     prefix_hits.get(req_id, 0),
                     req_id in prefix_hits,
                     tuple(blocks) if blocks else no_ints,
-                    tuple(token_ids[start:end]),
+                    inputs,
                     tuple(drafts) if drafts else no_ints,
                 )
             )

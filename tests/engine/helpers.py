@@ -23,6 +23,8 @@ def make_config(
     block_size: int = 4,
     num_gpu_blocks: int = 100,
     enable_prefix_caching: bool = False,
+    async_scheduling: bool = False,
+    num_speculative_tokens: int = 0,
 ) -> EngineConfig:
     return EngineConfig(
         scheduler=SchedulerConfig(
@@ -33,6 +35,8 @@ def make_config(
             enable_chunked_prefill=enable_chunked_prefill,
             policy=SchedulingPolicy(policy),
             scheduler_reserve_full_isl=scheduler_reserve_full_isl,
+            async_scheduling=async_scheduling,
+            num_speculative_tokens=num_speculative_tokens,
         ),
         cache=CacheConfig(
             block_size=block_size,
@@ -104,3 +108,8 @@ def check_invariants(scheduler: Scheduler) -> None:
     assert not running & waiting
     assert all(r.status == RequestStatus.RUNNING for r in scheduler.running)
     assert len(scheduler.running) <= scheduler.max_num_running_reqs
+    for request in scheduler.requests.values():
+        assert request.num_output_placeholders >= 0, request
+        assert request.num_computed_tokens <= request.num_tokens_with_spec + (
+            request.num_output_placeholders
+        ), request

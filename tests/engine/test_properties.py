@@ -1,4 +1,7 @@
-"""Hypothesis over random traces and configs: the scheduler's invariants always hold."""
+"""Hypothesis over random traces and configs, in every engine loop (sync, async with its
+batch queue, speculative decoding): the scheduler's invariants always hold, every request
+finishes with exactly max_tokens, scheduled work is conserved, and the output tokens equal
+the sync run's."""
 
 from __future__ import annotations
 
@@ -33,6 +36,11 @@ def traces(draw: st.DrawFn) -> tuple[dict[str, object], list[tuple[int, int, int
         "num_gpu_blocks": draw(st.integers(2, 40)),
         "enable_prefix_caching": draw(st.booleans()),
     }
+    mode = draw(st.sampled_from(["sync", "async", "spec"]))
+    if mode == "async":
+        knobs["async_scheduling"] = True
+    elif mode == "spec":
+        knobs["num_speculative_tokens"] = draw(st.integers(1, 6))
     # (arrival step, prompt length, max_tokens, priority, shared-prefix group)
     reqs = draw(
         st.lists(
@@ -54,7 +62,19 @@ def traces(draw: st.DrawFn) -> tuple[dict[str, object], list[tuple[int, int, int
 @given(traces())
 def test_invariants_hold_and_every_request_finishes_exactly(trace) -> None:  # type: ignore[no-untyped-def]
     knobs, reqs = trace
-    config = make_config(**knobs)  # type: ignore[arg-type]
+    finished = _run_and_check(knobs, reqs)
+    if knobs.get("async_scheduling") or knobs.get("num_speculative_tokens"):
+        sync_knobs = {k: v for k, v in knobs.items() if k not in _LOOP_KNOBS}
+        sync_finished = _run_and_check(sync_knobs, reqs)
+        for req_id, detail in finished.items():
+            assert detail["output_token_ids"] == sync_finished[req_id]["output_token_ids"]
+
+
+_LOOP_KNOBS = ("async_scheduling", "num_speculative_tokens")
+
+
+def _run_and_check(knobs, reqs):  # type: ignore[no-untyped-def]
+    config = make_config(**knobs)
     sink = ListSink()
     engine = Engine(config, SimRunner(), sink)
     sched = engine.scheduler
@@ -69,6 +89,11 @@ def test_invariants_hold_and_every_request_finishes_exactly(trace) -> None:  # t
     totals: dict[str, int] = {}
     lost: dict[str, int] = {}
     hits: dict[str, int] = {}
+    drafts: dict[str, int] = {}
+    accepted_drafts: dict[str, int] = {}
+    out_of_running: set[str] = set()
+    trimmed: dict[str, int] = {}
+    finished_waiting: set[str] = set()
     for step_no in range(600):
         for req_id, prompt, max_tokens, prio in by_step.get(step_no, []):
             reason = engine.add_request(req_id, prompt, SamplingParams(max_tokens=max_tokens), prio)
@@ -84,8 +109,21 @@ def test_invariants_hold_and_every_request_finishes_exactly(trace) -> None:  # t
         for c in ev.chunks:
             totals[c.req_id] = totals.get(c.req_id, 0) + c.num_tokens
             hits[c.req_id] = hits.get(c.req_id, 0) + c.num_prefix_hit_tokens
+            drafts[c.req_id] = drafts.get(c.req_id, 0) + len(c.spec_token_ids)
+        for req_id, n in ev.accepted_tokens.items():
+            accepted_drafts[req_id] = accepted_drafts.get(req_id, 0) + n
+            # Accepted drafts past a stop are computed, then trimmed from the output.
+            trimmed[req_id] = trimmed.get(req_id, 0) + n + 1 - ev.appended_tokens[req_id]
         for p in ev.preempted:
             lost[p.req_id] = lost.get(p.req_id, 0) + p.tokens_lost
+            out_of_running.add(p.req_id)
+        for c in ev.chunks:
+            if c.is_new:
+                out_of_running.discard(c.req_id)
+        for f in ev.finished:
+            if f.req_id in out_of_running:
+                # Async: the output of a batch in flight finished it while preempted.
+                finished_waiting.add(f.req_id)
     assert not engine.has_unfinished_requests(), "the trace did not drain"
 
     finished = {e.req_id: e.detail for e in sink.request_events() if e.kind == "finished"}
@@ -93,6 +131,13 @@ def test_invariants_hold_and_every_request_finishes_exactly(trace) -> None:  # t
     for req_id, (plen, max_tokens) in accepted.items():
         assert finished[req_id]["num_output_tokens"] == max_tokens
         # Each admission starts at its prefix hit; each preemption throws away what was
-        # computed; the last sampled token is never fed back in.
-        expected = plen + max_tokens - 1 + lost.get(req_id, 0) - hits.get(req_id, 0)
+        # computed; the last sampled token is never fed back in; rejected drafts are
+        # computed for nothing.
+        # A request the output of a batch in flight finished while preempted (async)
+        # never recomputed: everything it computed was lost.
+        rejected = drafts.get(req_id, 0) - accepted_drafts.get(req_id, 0)
+        final = 0 if req_id in finished_waiting else plen + max_tokens - 1
+        expected = final + lost.get(req_id, 0) - hits.get(req_id, 0) + rejected
+        expected += trimmed.get(req_id, 0)
         assert totals[req_id] == expected, req_id
+    return finished

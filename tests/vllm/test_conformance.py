@@ -1,6 +1,8 @@
 """Our scheduler against vLLM 0.20.0's own, step by step, on the shipped scenarios and on
 random ones (budgets, chunking, thresholds, KV pressure and preemption, prefix caching
-with shared and resumed prefixes, FCFS and priority, reserve_full_isl on and off)."""
+with shared and resumed prefixes, FCFS and priority, reserve_full_isl on and off), in every
+engine loop: sync `Scheduler`, `AsyncScheduler` behind the batch queue of 2, and the sync
+`Scheduler` with n-gram drafts (random scenarios take the three loops in turn)."""
 
 from __future__ import annotations
 
@@ -39,6 +41,12 @@ def test_shipped_scenarios_decide_exactly_as_vllm() -> None:
 
 
 def test_random_scenarios_decide_exactly_as_vllm() -> None:
-    proc = _compare("--random", "150", "--seed", "2026")
+    proc = _compare("--random", "300", "--seed", "2026", "--mode", "all")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "150 scenarios, seed 2026: 0 mismatching" in proc.stdout
+    assert "300 scenarios, seed 2026: 0 mismatching" in proc.stdout
+
+
+def test_random_stress_scenarios_decide_exactly_as_vllm() -> None:
+    proc = _compare("--random", "150", "--seed", "2027", "--stress", "--mode", "all")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "150 scenarios, seed 2027: 0 mismatching" in proc.stdout
