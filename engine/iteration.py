@@ -106,4 +106,5 @@ def build_iteration_event(
         appended_tokens=update.appended_tokens,
         num_output_placeholders=placeholders,
         num_spec_tokens=output.num_spec_tokens,
+        waiting_detail=output.waiting_detail,
     )

@@ -58,6 +58,13 @@ class KVCacheManager:
         num_evictable = sum(1 for b in new_computed_blocks if b.ref_cnt == 0 and not b.is_null)
         return num_new + num_evictable
 
+    def num_blocks_needed(
+        self, request: Request, num_tokens: int, new_computed_blocks: Sequence[KVCacheBlock]
+    ) -> int:
+        """Free blocks the request would take to hold `num_tokens` (hits included)."""
+        num_tokens = min(num_tokens, self.max_model_len)
+        return self._num_blocks_to_allocate(request.request_id, num_tokens, new_computed_blocks)
+
     def can_fit_full_sequence(
         self, request: Request, new_computed_blocks: Sequence[KVCacheBlock] = ()
     ) -> bool:

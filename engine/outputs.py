@@ -8,7 +8,7 @@ while being just as immutable.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from engine.request import Request, SamplingParams
 
@@ -60,6 +60,8 @@ class SchedulerOutput:
     kv_blocks_used: int
     waiting_reasons: dict[str, str]
     """For each request still waiting: the first gate that held it."""
+    waiting_detail: dict[str, Any] = field(default_factory=dict)
+    """The numbers behind the gate that stopped the waiting scan (engine.waiting)."""
     sampling_params: dict[str, SamplingParams] = field(default_factory=dict)
     """For requests that (re)entered RUNNING this step; runners cache them by req_id."""
     num_spec_tokens: int = 0

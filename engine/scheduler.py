@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from engine.block_pool import KVCacheBlock
 from engine.outputs import ModelRunnerOutput, SchedulerOutput, UpdateResult
 from engine.request import Request, RequestStatus
 from engine.scheduler_base import (
@@ -60,6 +61,7 @@ class Scheduler(SchedulerBase):
         kv_used = self.kv_cache_manager.block_pool.get_num_used_blocks()
         preempted = plan.preempted
         waiting_reasons = self._waiting_reasons(stop_reason)
+        waiting_detail = self._waiting_detail(stop_reason, plan) if waiting_reasons else {}
         # The plan above was built from the old num_computed_tokens; advance them now.
         self._update_after_schedule(plan)
         output = SchedulerOutput(
@@ -75,6 +77,7 @@ class Scheduler(SchedulerBase):
             num_waiting=len(self.waiting),
             kv_blocks_used=kv_used,
             waiting_reasons=waiting_reasons,
+            waiting_detail=waiting_detail,
             sampling_params={
                 r.request_id: r.sampling_params for r in plan.new_reqs + plan.resumed_reqs
             },
@@ -160,14 +163,21 @@ class Scheduler(SchedulerBase):
             num_new_tokens = request.num_tokens - num_computed
             if 0 < threshold < num_new_tokens:
                 num_new_tokens = threshold
-            if not self.enable_chunked_prefill and num_new_tokens > plan.token_budget:
-                return NO_CHUNKING_FIT
+            num_new_tokens_uncut = num_new_tokens
             num_new_tokens = min(num_new_tokens, plan.token_budget)
+            if not self.enable_chunked_prefill and num_new_tokens_uncut > plan.token_budget:
+                plan.wait_detail = {
+                    "tokens_needed": num_new_tokens_uncut,
+                    "budget_left": plan.token_budget,
+                }
+                return NO_CHUNKING_FIT
             if self.scheduler_reserve_full_isl and not kv.can_fit_full_sequence(
                 request, hit_blocks
             ):
+                self._kv_gate_detail(plan, request, request.num_tokens, hit_blocks, True)
                 return KV_BLOCKS
             if kv.allocate_slots(request, num_new_tokens, num_hit_tokens, hit_blocks) is None:
+                self._kv_gate_detail(plan, request, num_computed + num_new_tokens, hit_blocks)
                 return KV_BLOCKS
 
             waiting.pop_request()
@@ -187,6 +197,25 @@ class Scheduler(SchedulerBase):
             if request.num_cached_tokens < 0:
                 request.num_cached_tokens = num_computed
         return None
+
+    def _kv_gate_detail(
+        self,
+        plan: StepPlan,
+        request: Request,
+        num_tokens: int,
+        hit_blocks: list[KVCacheBlock],
+        full_sequence: bool = False,
+    ) -> None:
+        pool = self.kv_cache_manager.block_pool
+        plan.wait_detail = {
+            "blocks_needed": self.kv_cache_manager.num_blocks_needed(
+                request, num_tokens, hit_blocks
+            ),
+            "blocks_free": pool.get_num_free_blocks(),
+            "blocks_used": pool.get_num_used_blocks(),
+            "blocks_usable": pool.num_usable_blocks,
+            "full_sequence": full_sequence,
+        }
 
     def _update_after_schedule(self, plan: StepPlan) -> None:
         # NOTE: progress advances when the plan is made, before the forward pass, so a

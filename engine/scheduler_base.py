@@ -13,6 +13,7 @@ from engine.outputs import SchedulerOutput
 from engine.request import Request, RequestStatus
 from engine.request_queue import RequestQueue, create_request_queue
 from engine.scheduler_plan import StepPlan
+from engine.waiting import WaitingDetail, token_budget_detail
 
 # Why a waiting request was not admitted this step (the first gate that held it).
 TOKEN_BUDGET = "token_budget"
@@ -206,6 +207,37 @@ class SchedulerBase:
         self.waiting.prepend_request(request)
 
     # --------------------------------------------------------- waiting reasons
+    def _waiting_detail(self, stop_reason: str | None, plan: StepPlan) -> WaitingDetail:
+        """The numbers behind the step's gate (see engine.waiting)."""
+        reason = stop_reason or TOKEN_BUDGET
+        detail: WaitingDetail = {"gate": reason, "policy": self.policy.value}
+        if reason == TOKEN_BUDGET:
+            spec = plan.spec_token_ids
+            num_scheduled = plan.num_scheduled_tokens
+            decodes = {
+                r.request_id
+                for r in plan.scheduled_running
+                if num_scheduled[r.request_id] == 1 + len(spec.get(r.request_id, ()))
+            }
+            detail.update(
+                token_budget_detail(
+                    self.max_num_scheduled_tokens,
+                    plan.token_budget,
+                    plan.num_scheduled_tokens,
+                    decodes,
+                )
+            )
+        elif reason == MAX_NUM_SEQS:
+            detail["max_num_seqs"] = self.max_num_running_reqs
+            detail["num_running"] = len(self.running)
+        elif reason == PREEMPTION_THIS_STEP:
+            detail["num_preempted"] = len(plan.preempted)
+        elif reason in (KV_BLOCKS, NO_CHUNKING_FIT):
+            detail.update(plan.wait_detail)
+        if self.waiting:
+            detail["head"] = self.waiting.peek_request().request_id
+        return detail
+
     def _waiting_reasons(self, stop_reason: str | None) -> dict[str, str]:
         if not self.waiting:
             return {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from engine.outputs import ScheduledChunk
 from engine.request import Request
 
@@ -20,6 +22,7 @@ class StepPlan:
         "scheduled_running",
         "spec_token_ids",
         "token_budget",
+        "wait_detail",
     )
 
     def __init__(self, token_budget: int) -> None:
@@ -35,6 +38,8 @@ class StepPlan:
         self.resumed_reqs: list[Request] = []
         self.scheduled_running: list[Request] = []
         self.preempted: list[Request] = []
+        self.wait_detail: dict[str, Any] = {}
+        """The numbers behind the gate that stopped the waiting scan (engine.waiting)."""
 
     def unschedule(self, request: Request) -> None:
         """Roll back what was planned for a running request preempted later this step."""

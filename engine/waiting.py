@@ -1,0 +1,78 @@
+"""Why waiting requests waited this step, with the numbers the scheduler decided on.
+
+The reason codes (`engine.scheduler_base`) say which gate held the queue; the detail says
+by how much, computed when the gate closed: e.g. the blocks the head of the queue needed
+against the free blocks, or how the token budget was spent. `waiting_text` turns a code
+and the step's detail into the sentence the dashboard shows (static/js mirrors it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+WaitingDetail = dict[str, Any]
+"""JSON-ready: `gate` (the reason code) plus the numbers of that gate (docs/protocol.md)."""
+
+
+def token_budget_detail(
+    budget_max: int, budget_left: int, chunks: dict[str, int], decodes: set[str]
+) -> WaitingDetail:
+    """How the step's token budget was spent: decodes and the largest prefill chunk."""
+    num_decodes = sum(1 for r in chunks if r in decodes)
+    decode_tokens = sum(n for r, n in chunks.items() if r in decodes)
+    prefill = {r: n for r, n in chunks.items() if r not in decodes}
+    detail: WaitingDetail = {
+        "gate": "token_budget",
+        "budget_used": budget_max - budget_left,
+        "budget_max": budget_max,
+        "num_decodes": num_decodes,
+        "decode_tokens": decode_tokens,
+        "num_prefill_chunks": len(prefill),
+        "prefill_tokens": sum(prefill.values()),
+    }
+    if prefill:
+        req, n = max(prefill.items(), key=lambda kv: kv[1])
+        detail["largest_chunk_req"] = req
+        detail["largest_chunk_tokens"] = n
+    return detail
+
+
+def waiting_text(req_id: str, reason: str, detail: WaitingDetail | None) -> str:
+    """One sentence: why `req_id` waits at this step, with numbers when there are any."""
+    d = detail or {}
+    head = d.get("head")
+    if reason == "policy_order" and head:
+        order = "priority" if d.get("policy") == "priority" else "FCFS"
+        return f"behind {head} in {order} order"
+    if reason == "kv_blocks":
+        used, usable = d.get("blocks_used"), d.get("blocks_usable")
+        what = "its whole sequence" if d.get("full_sequence") else "this chunk"
+        return (
+            f"waits: KV pool full ({used} of {usable} usable blocks used, "
+            f"{d.get('blocks_free')} free); {req_id} needs {d.get('blocks_needed')} more "
+            f"blocks for {what}"
+        )
+    if reason == "token_budget" and "budget_max" in d:
+        parts = []
+        if d.get("num_decodes"):
+            parts.append(f"{d['num_decodes']} decode{'s' if d['num_decodes'] != 1 else ''}")
+        if d.get("largest_chunk_req"):
+            more = d["num_prefill_chunks"] - 1
+            extra = f" + {more} more prefill chunk{'s' if more != 1 else ''}" if more else ""
+            parts.append(
+                f"{d['largest_chunk_req']} prefill chunk {d['largest_chunk_tokens']}{extra}"
+            )
+        spent = " + ".join(parts) or "nothing"
+        return f"waits: token budget used ({d['budget_used']}/{d['budget_max']}: {spent})"
+    if reason == "max_num_seqs":
+        return f"waits: max_num_seqs {d.get('max_num_seqs', '?')} reached"
+    if reason == "no_chunking_fit":
+        return (
+            f"waits: chunked prefill is off and {req_id}'s {d.get('tokens_needed')} tokens do "
+            f"not fit the {d.get('budget_left')} left in the budget"
+        )
+    if reason == "preemption_this_step":
+        return f"waits: {d.get('num_preempted', 'a')} request(s) were preempted this step"
+    if reason == "paused":
+        return "waits: the engine is paused"
+    return f"waits: {reason}"
