@@ -21,6 +21,14 @@ MAX_SPECULATIVE_TOKENS = 16
 """The most draft tokens per step a session may ask for."""
 
 
+class BatchingMode(StrEnum):
+    CONTINUOUS = "continuous"
+    """vLLM: requests join and leave the running batch at every step."""
+    STATIC = "static"
+    """The pre-vLLM baseline: a batch is admitted only when the previous one has fully
+    finished; prompts are padded to the batch's longest and finished rows idle."""
+
+
 class SchedulingPolicy(StrEnum):
     FCFS = "fcfs"
     PRIORITY = "priority"
@@ -52,6 +60,8 @@ class SchedulerConfig:
     """Longest n-gram the prompt-lookup drafter matches (vLLM's `prompt_lookup_max`)."""
     prompt_lookup_min: int = 2
     """Shortest n-gram the prompt-lookup drafter matches (vLLM's `prompt_lookup_min`)."""
+    batching: BatchingMode = BatchingMode.CONTINUOUS
+    """`static` admits whole padded batches, for comparison with continuous batching."""
 
     def validate(self) -> None:
         _positive("max_num_batched_tokens", self.max_num_batched_tokens)
@@ -82,11 +92,20 @@ class SchedulerConfig:
                 f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be greater "
                 f"than or equal to max_num_seqs ({self.max_num_seqs})",
             )
-        if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
+        if self.batching is BatchingMode.STATIC and (
+            self.async_scheduling or self.num_speculative_tokens
+        ):
+            raise ConfigError(
+                "batching", "static batching runs the sync loop without speculative decoding"
+            )
+        if (
+            not self.enable_chunked_prefill or self.batching is BatchingMode.STATIC
+        ) and self.max_num_batched_tokens < self.max_model_len:
             raise ConfigError(
                 "max_num_batched_tokens",
                 f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than "
-                f"max_model_len ({self.max_model_len}) while chunked prefill is disabled: "
+                f"max_model_len ({self.max_model_len}) while prompts are not chunked (chunked "
+                "prefill off, or static batching): "
                 "long prompts could never be scheduled",
             )
 
@@ -137,7 +156,7 @@ class EngineConfig:
         cache_fields = {f.name for f in dataclasses.fields(CacheConfig)}
         for key, value in changes.items():
             if key in sched_fields:
-                sched[key] = SchedulingPolicy(value) if key == "policy" else value
+                sched[key] = _ENUMS[key](value) if key in _ENUMS else value
             elif key in cache_fields:
                 cache[key] = value
             else:
@@ -155,6 +174,9 @@ class EngineConfig:
                 value = getattr(part, f.name)
                 out[f.name] = value.value if isinstance(value, Enum) else value
         return out
+
+
+_ENUMS: dict[str, type[Enum]] = {"policy": SchedulingPolicy, "batching": BatchingMode}
 
 
 def _positive(name: str, value: int) -> None:

@@ -101,6 +101,8 @@ class IterationEvent:
     """Async scheduling: tokens still in flight per request, after this step."""
     num_spec_tokens: int = 0
     """Draft tokens scheduled this step (counted in num_scheduled_tokens)."""
+    num_padding_tokens: int = 0
+    """Static batching: wasted positions computed this step (padding, idle rows)."""
     waiting_detail: dict[str, Any] = field(default_factory=dict)
     """The numbers behind `waiting_reasons` (engine.waiting): the gate, the head of the
     queue and e.g. the blocks it needed against the free blocks."""

@@ -107,4 +107,5 @@ def build_iteration_event(
         num_output_placeholders=placeholders,
         num_spec_tokens=output.num_spec_tokens,
         waiting_detail=output.waiting_detail,
+        num_padding_tokens=output.num_padding_tokens,
     )

@@ -37,6 +37,8 @@ class ScheduledChunk(NamedTuple):
     still in flight: the engine completes them from its runner's outputs."""
     spec_token_ids: tuple[int, ...] = ()
     """Draft tokens scheduled after the real token (speculative decoding), to verify."""
+    num_padding_tokens: int = 0
+    """Static batching: pad positions computed beside this prompt (not in num_tokens)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,9 @@ class SchedulerOutput:
     """For requests that (re)entered RUNNING this step; runners cache them by req_id."""
     num_spec_tokens: int = 0
     """Draft tokens scheduled this step, over all requests (included in the chunks)."""
+    num_padding_tokens: int = 0
+    """Static batching: wasted positions computed this step (prompt padding and the rows
+    of finished members), not counted in total_num_scheduled_tokens."""
 
     @property
     def num_scheduled_tokens(self) -> dict[str, int]:

@@ -10,7 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.config import CacheConfig, ConfigError, EngineConfig, SchedulerConfig, SchedulingPolicy
+from engine.config import (
+    BatchingMode,
+    CacheConfig,
+    ConfigError,
+    EngineConfig,
+    SchedulerConfig,
+    SchedulingPolicy,
+)
 from engine.request import SamplingParams
 
 DEFAULT_MAX_STEPS = 100_000
@@ -127,6 +134,11 @@ def _parse_config(raw: Any) -> tuple[EngineConfig, int]:
             if not isinstance(value, bool):
                 raise ScenarioError(where, "must be true or false")
             (sched if _BOOL_KNOBS[key] == "scheduler" else cache)[key] = value
+        elif key == "batching":
+            try:
+                sched["batching"] = BatchingMode(value)
+            except ValueError:
+                raise ScenarioError(where, "must be 'continuous' or 'static'") from None
         elif key == "policy":
             try:
                 sched["policy"] = SchedulingPolicy(value)

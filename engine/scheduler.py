@@ -25,6 +25,7 @@ from engine.scheduler_base import (
     SchedulerBase,
 )
 from engine.scheduler_plan import StepPlan
+from engine.static_batching import idle_rows, schedule_waiting_static
 from engine.stop import check_stop
 
 __all__ = [
@@ -53,6 +54,8 @@ class Scheduler(SchedulerBase):
             stop_reason: str | None = PAUSED
         elif plan.preempted:
             stop_reason = PREEMPTION_THIS_STEP
+        elif self.static_batching:
+            stop_reason = schedule_waiting_static(self, plan)
         else:
             stop_reason = self._schedule_waiting(plan)
         assert plan.token_budget >= 0
@@ -82,6 +85,9 @@ class Scheduler(SchedulerBase):
                 r.request_id: r.sampling_params for r in plan.new_reqs + plan.resumed_reqs
             },
             num_spec_tokens=sum(len(s) for s in plan.spec_token_ids.values()),
+            num_padding_tokens=(
+                sum(plan.padding.values()) + idle_rows(self) if self.static_batching else 0
+            ),
         )
         self.finished_req_ids = set()
         return output

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from engine.block_pool import KVCacheBlock
-from engine.config import ConfigError, EngineConfig, SchedulingPolicy
+from engine.config import BatchingMode, ConfigError, EngineConfig, SchedulingPolicy
 from engine.kv_cache_manager import KVCacheManager, cdiv
 from engine.outputs import SchedulerOutput
 from engine.request import Request, RequestStatus
@@ -23,6 +23,7 @@ POLICY_ORDER = "policy_order"
 PREEMPTION_THIS_STEP = "preemption_this_step"
 NO_CHUNKING_FIT = "no_chunking_fit"
 PAUSED = "paused"
+STATIC_BATCH = "static_batch"
 
 
 class SchedulerBase:
@@ -41,6 +42,8 @@ class SchedulerBase:
         self.finished_req_ids: set[str] = set()
         self.paused = False
         self._tokens_lost: dict[str, int] = {}
+        self.static_batch: list[str] = []
+        """Static batching: the request ids of the batch admitted last."""
         self.config = config
         self._apply_scheduler_config(config)
 
@@ -56,6 +59,7 @@ class SchedulerBase:
         self.policy = sc.policy
         self.async_scheduling = sc.async_scheduling
         self.num_spec_tokens = sc.num_speculative_tokens
+        self.static_batching = sc.batching is BatchingMode.STATIC
 
     def update_config(self, config: EngineConfig) -> None:
         """Take new scheduler knobs; they apply from the next schedule()."""
@@ -64,7 +68,7 @@ class SchedulerBase:
         old_cache = old.cache
         if dataclasses.replace(config.cache, kv_block_limit=old_cache.kv_block_limit) != old_cache:
             raise ValueError("the KV pool (cache config) cannot change while running")
-        for name in ("max_model_len", "async_scheduling", "num_speculative_tokens"):
+        for name in ("max_model_len", "async_scheduling", "num_speculative_tokens", "batching"):
             if getattr(config.scheduler, name) != getattr(old.scheduler, name):
                 raise ValueError(f"{name} cannot change while running; start a new session")
         if config.cache.kv_block_limit != old_cache.kv_block_limit:
@@ -232,6 +236,8 @@ class SchedulerBase:
             detail["num_running"] = len(self.running)
         elif reason == PREEMPTION_THIS_STEP:
             detail["num_preempted"] = len(plan.preempted)
+        elif reason == STATIC_BATCH:
+            detail["batch_size"] = len(self.static_batch)
         elif reason in (KV_BLOCKS, NO_CHUNKING_FIT):
             detail.update(plan.wait_detail)
         if self.waiting:

@@ -16,6 +16,7 @@ class StepPlan:
         "new_blocks_of",
         "new_reqs",
         "num_scheduled_tokens",
+        "padding",
         "preempted",
         "prefix_hits",
         "resumed_reqs",
@@ -38,6 +39,8 @@ class StepPlan:
         self.resumed_reqs: list[Request] = []
         self.scheduled_running: list[Request] = []
         self.preempted: list[Request] = []
+        self.padding: dict[str, int] = {}
+        """Static batching: pad tokens per request admitted (to the batch's longest)."""
         self.wait_detail: dict[str, Any] = {}
         """The numbers behind the gate that stopped the waiting scan (engine.waiting)."""
 
@@ -59,6 +62,7 @@ class StepPlan:
         new_blocks_of = self.new_blocks_of
         prefix_hits = self.prefix_hits
         spec = self.spec_token_ids
+        padding = self.padding
         no_ints: tuple[int, ...] = ()
         chunks = []
         for req_id, n in self.num_scheduled_tokens.items():
@@ -86,6 +90,7 @@ class StepPlan:
                     tuple(blocks) if blocks else no_ints,
                     inputs,
                     tuple(drafts) if drafts else no_ints,
+                    padding.get(req_id, 0) if padding else 0,
                 )
             )
         return tuple(chunks)

@@ -51,6 +51,7 @@ def build_result(scenario: Scenario, sink: ListSink) -> dict[str, Any]:
         "total_draft_tokens": sum(r["num_draft_tokens"] for r in requests.values()),
         "total_accepted_tokens": sum(r["num_accepted_tokens"] for r in requests.values()),
         "total_scheduled_tokens": sum(ev.num_scheduled_tokens for ev in iterations),
+        "total_padding_tokens": sum(ev.num_padding_tokens for ev in iterations),
         "total_preemptions": sum(len(ev.preempted) for ev in iterations),
         "completed": sum(1 for r in requests.values() if r["finish_reason"] in ("stop", "length")),
         "steps": steps,
@@ -123,6 +124,7 @@ def _step_record(ev: IterationEvent) -> dict[str, Any]:
         },
         "accepted_tokens": dict(ev.accepted_tokens),
         "appended_tokens": dict(ev.appended_tokens),
+        "num_padding_tokens": ev.num_padding_tokens,
     }
 
 

@@ -73,6 +73,11 @@ def waiting_text(req_id: str, reason: str, detail: WaitingDetail | None) -> str:
         )
     if reason == "preemption_this_step":
         return f"waits: {d.get('num_preempted', 'a')} request(s) were preempted this step"
+    if reason == "static_batch":
+        return (
+            f"waits: static batching admits a new batch only when the current one "
+            f"({d.get('batch_size', '?')} rows) has finished"
+        )
     if reason == "paused":
         return "waits: the engine is paused"
     return f"waits: {reason}"

@@ -85,7 +85,9 @@ class SimRunner:
             elif chunk.sample:
                 sampled[chunk.req_id] = [sim_token(chunk.token_ids[-1], end)]
         forward_ms = self.cost_model.step_ms(
-            output.total_num_scheduled_tokens, len(output.chunks), context
+            output.total_num_scheduled_tokens + output.num_padding_tokens,
+            len(output.chunks),
+            context,
         )
         return ModelRunnerOutput(sampled_token_ids=sampled, forward_ms=forward_ms, simulated=True)
 
