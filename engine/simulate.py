@@ -125,6 +125,7 @@ def _step_record(ev: IterationEvent) -> dict[str, Any]:
         "accepted_tokens": dict(ev.accepted_tokens),
         "appended_tokens": dict(ev.appended_tokens),
         "num_padding_tokens": ev.num_padding_tokens,
+        "forward_ms": ev.forward_ms,
     }
 
 

@@ -10,10 +10,11 @@ rest refitted, so the simulator never predicts cheaper steps for bigger batches.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from engine.outputs import ModelRunnerOutput, ScheduledChunk, SchedulerOutput
+from engine.runner.cost_model import ModelSpec, RooflineCostModel
 from engine.runner.sim import CostModel
 
 DECODE_BATCHES = (1, 2, 4, 8, 16, 32)
@@ -37,6 +38,8 @@ class StepSample:
     context_tokens: int
     ms: float
     """Median of the runner's own forward_ms over the repeats."""
+    chunks: tuple[tuple[int, int], ...] = ()
+    """The composition as (start, num_tokens) per chunk, for the roofline fit."""
 
 
 def compositions() -> list[tuple[int, list[int]]]:
@@ -98,12 +101,14 @@ def measure_step_times(runner: PagedRunner, repeats: int = 5) -> list[StepSample
     for prefill, decodes in compositions():
         runner.execute(planner.plan(prefill, decodes))  # warm-up
         times = [runner.execute(planner.plan(prefill, decodes)).forward_ms for _ in range(repeats)]
+        chunks = tuple((ctx - 1, 1) for ctx in decodes) + (((0, prefill),) if prefill else ())
         samples.append(
             StepSample(
                 prefill + len(decodes),
                 len(decodes) + (1 if prefill else 0),
                 prefill + sum(decodes),
                 statistics.median(times),
+                chunks,
             )
         )
     return samples
@@ -143,6 +148,40 @@ def fit_cost_model(samples: list[StepSample]) -> CostModel:
             break
         active.pop(sol.index(min(sol)))
     return CostModel(*(round(c, 6) for c in coef))
+
+
+def fit_roofline(samples: list[StepSample], spec: ModelSpec) -> RooflineCostModel:
+    """Fit the roofline's peak FLOP/s, bandwidth and launch overhead for a model (mfu and
+    mbu folded into them: 1.0) to measured steps, minimising squared relative error over a
+    log grid (the max() makes it non-linear; the grid is small and exact enough)."""
+    base = RooflineCostModel(
+        spec.num_params,
+        spec.num_layers,
+        spec.q_dim,
+        spec.kv_dim,
+        spec.bytes_per_param,
+        peak_flops=1.0,
+        bandwidth=1.0,
+        launch_ms=0.0,
+        mfu=1.0,
+        mbu=1.0,
+        name=spec.name,
+    )
+    parts = [base.step_parts(s.chunks) for s in samples]
+    ys = [s.ms for s in samples]
+    best: tuple[float, float, float, float] | None = None
+    for i in range(61):
+        peak = 10 ** (9 + i * 0.125)
+        for j in range(61):
+            bw = 10 ** (8 + j * 0.1)
+            roof = [max(f / peak, b / bw) * 1000.0 for f, b in parts]
+            launch = max(0.0, statistics.fmean(y - r for y, r in zip(ys, roof, strict=True)))
+            err = sum(((r + launch - y) / y) ** 2 for r, y in zip(roof, ys, strict=True) if y > 0)
+            if best is None or err < best[0]:
+                best = (err, peak, bw, launch)
+    assert best is not None
+    _, peak, bw, launch = best
+    return replace(base, peak_flops=peak, bandwidth=bw, launch_ms=round(launch, 6))
 
 
 def calibrate(runner: PagedRunner, repeats: int = 5) -> CostModel:

@@ -11,8 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any, Protocol
 
 from engine.outputs import ModelRunnerOutput, SchedulerOutput
+
+
+class StepCost(Protocol):
+    """A step-time model other than the linear one (see engine.runner.cost_model)."""
+
+    def estimate_ms(self, output: SchedulerOutput) -> float: ...
+
+    def as_dict(self) -> dict[str, Any]: ...
 
 
 def sim_token(prev_token: int, position: int) -> int:
@@ -69,7 +78,9 @@ class SimRunner:
     name = "sim"
     simulated = True
 
-    def __init__(self, cost_model: CostModel | None = None) -> None:
+    def __init__(self, cost_model: CostModel | StepCost | None = None) -> None:
+        """`cost_model`: the linear CostModel, or any model with `estimate_ms(output)`
+        (engine.runner.cost_model: the roofline and its presets)."""
         self.cost_model = cost_model or CostModel()
 
     def execute(self, output: SchedulerOutput) -> ModelRunnerOutput:
@@ -84,11 +95,15 @@ class SimRunner:
                 )
             elif chunk.sample:
                 sampled[chunk.req_id] = [sim_token(chunk.token_ids[-1], end)]
-        forward_ms = self.cost_model.step_ms(
-            output.total_num_scheduled_tokens + output.num_padding_tokens,
-            len(output.chunks),
-            context,
-        )
+        cost = self.cost_model
+        if isinstance(cost, CostModel):
+            forward_ms = cost.step_ms(
+                output.total_num_scheduled_tokens + output.num_padding_tokens,
+                len(output.chunks),
+                context,
+            )
+        else:
+            forward_ms = cost.estimate_ms(output)
         return ModelRunnerOutput(sampled_token_ids=sampled, forward_ms=forward_ms, simulated=True)
 
     def propose(
@@ -100,4 +115,6 @@ class SimRunner:
         ]
 
     def describe(self) -> dict[str, object]:
-        return {"runner": "sim", "model": "none (simulated)", "cost_model": asdict(self.cost_model)}
+        cost = self.cost_model
+        described = asdict(cost) if isinstance(cost, CostModel) else cost.as_dict()
+        return {"runner": "sim", "model": "none (simulated)", "cost_model": described}

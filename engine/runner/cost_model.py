@@ -1,0 +1,180 @@
+"""Step-time models for the SimRunner: the roofline (with the GEMM-saturation knee the
+article's section 7 describes) and presets for common GPUs and models.
+
+Per step, with T = scheduled + padding tokens and each chunk i of n_i tokens starting at
+position s_i:
+
+    compute = 2 * params * T + 4 * layers * q_dim * sum_i n_i * (s_i + n_i / 2)   [FLOPs]
+    memory  = weight bytes + kv_bytes_per_token * sum_i (s_i + n_i)               [bytes]
+    step_ms = launch_ms + max(compute / (peak_flops * mfu), memory / (bandwidth * mbu))
+
+Small batches are memory-bound (every step streams the weights once, whatever the batch),
+so adding tokens is nearly free until compute takes over: the knee sits near
+T = peak * weight_bytes / (2 * params * bandwidth) (about 300 tokens for bf16 on an H100).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from engine.outputs import SchedulerOutput
+from engine.runner.sim import CostModel, StepCost
+
+StepCostModel = CostModel | StepCost
+"""What SimRunner takes: the linear CostModel or a model with estimate_ms()."""
+
+
+@dataclass(frozen=True, slots=True)
+class GPUSpec:
+    name: str
+    peak_flops: float
+    """Dense BF16 tensor-core FLOP/s (no sparsity)."""
+    bandwidth: float
+    """HBM bytes/s."""
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    name: str
+    num_params: float
+    num_layers: int
+    q_dim: int
+    """num_heads * head_dim."""
+    kv_dim: int
+    """num_kv_heads * head_dim."""
+    bytes_per_param: int
+
+
+# Public spec sheets (dense BF16, no sparsity; HBM bandwidth of the SXM parts).
+GPUS: dict[str, GPUSpec] = {
+    "a100": GPUSpec(
+        "A100 SXM4 80GB", 312e12, 2.039e12, "NVIDIA A100 datasheet: 312 TFLOPS BF16, 2,039 GB/s"
+    ),
+    "h100": GPUSpec(
+        "H100 SXM5 80GB", 989e12, 3.35e12, "NVIDIA H100 datasheet: 989 TFLOPS BF16 dense, 3.35 TB/s"
+    ),
+    "h200": GPUSpec(
+        "H200 SXM 141GB", 989e12, 4.8e12, "NVIDIA H200 datasheet: 989 TFLOPS BF16 dense, 4.8 TB/s"
+    ),
+    "l4": GPUSpec(
+        "L4 24GB", 121e12, 0.3e12, "NVIDIA L4 datasheet: 121 TFLOPS BF16 dense, 300 GB/s"
+    ),
+}
+
+# Architectures from the models' config.json; the built-ins from engine.runner.model.
+MODELS: dict[str, ModelSpec] = {
+    "llama-3-8b": ModelSpec("Llama-3-8B", 8.03e9, 32, 32 * 128, 8 * 128, 2),
+    "llama-3-70b": ModelSpec("Llama-3-70B", 70.6e9, 80, 64 * 128, 8 * 128, 2),
+    "qwen3-8b": ModelSpec("Qwen3-8B", 8.19e9, 36, 32 * 128, 8 * 128, 2),
+    "tiny": ModelSpec("tiny (built-in, fp32)", 19.3e6, 4, 8 * 32, 4 * 32, 4),
+    "medium": ModelSpec("medium (built-in, bf16)", 349e6, 24, 16 * 64, 8 * 64, 2),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RooflineCostModel:
+    num_params: float
+    num_layers: int
+    q_dim: int
+    kv_dim: int
+    bytes_per_param: int
+    peak_flops: float
+    bandwidth: float
+    launch_ms: float = 0.05
+    mfu: float = 0.6
+    """Fraction of peak FLOP/s a real forward reaches when compute-bound."""
+    mbu: float = 0.8
+    """Fraction of peak bandwidth reached when memory-bound."""
+    name: str = ""
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        return 2 * self.num_layers * self.kv_dim * self.bytes_per_param
+
+    def step_parts(
+        self, chunks: Sequence[tuple[int, int]], padding: int = 0
+    ) -> tuple[float, float]:
+        """(FLOPs, bytes) of one forward over chunks given as (start, num_tokens)."""
+        tokens = sum(n for _, n in chunks) + padding
+        attn = sum(n * (s + n / 2) for s, n in chunks)
+        flops = 2 * self.num_params * tokens + 4 * self.num_layers * self.q_dim * attn
+        context = sum(s + n for s, n in chunks)
+        nbytes = self.num_params * self.bytes_per_param + self.kv_bytes_per_token * context
+        return flops, nbytes
+
+    def chunks_ms(self, chunks: Sequence[tuple[int, int]], padding: int = 0) -> float:
+        if not chunks:
+            return 0.0
+        flops, nbytes = self.step_parts(chunks, padding)
+        compute_s = flops / (self.peak_flops * self.mfu)
+        memory_s = nbytes / (self.bandwidth * self.mbu)
+        return self.launch_ms + max(compute_s, memory_s) * 1000.0
+
+    def estimate_ms(self, output: SchedulerOutput) -> float:
+        return self.chunks_ms(
+            [(c.num_computed_before, c.num_tokens) for c in output.chunks],
+            output.num_padding_tokens,
+        )
+
+    def knee_tokens(self) -> float:
+        """Tokens per step where compute time overtakes the weight read (decode at short
+        context)."""
+        weight_s = self.num_params * self.bytes_per_param / (self.bandwidth * self.mbu)
+        return weight_s * self.peak_flops * self.mfu / (2 * self.num_params)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": "roofline", **asdict(self)}
+
+
+def roofline_preset(gpu: str, model: str) -> RooflineCostModel:
+    if gpu not in GPUS:
+        raise ValueError(f"unknown GPU {gpu!r} (choose {', '.join(sorted(GPUS))})")
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r} (choose {', '.join(sorted(MODELS))})")
+    g, m = GPUS[gpu], MODELS[model]
+    return RooflineCostModel(
+        m.num_params,
+        m.num_layers,
+        m.q_dim,
+        m.kv_dim,
+        m.bytes_per_param,
+        g.peak_flops,
+        g.bandwidth,
+        name=f"{g.name} / {m.name}",
+    )
+
+
+def preset_names() -> list[str]:
+    return [f"{g}:{m}" for g in GPUS for m in MODELS]
+
+
+def load_cost_model(spec: str) -> StepCostModel:
+    """A preset `GPU:MODEL` (e.g. `h100:llama-3-8b`), or a JSON file written by
+    `batchscope calibrate` (a roofline with "kind": "roofline", else the linear model)."""
+    if ":" in spec and not Path(spec).exists():
+        gpu, _, model = spec.partition(":")
+        return roofline_preset(gpu.lower(), model.lower())
+    try:
+        data = json.loads(Path(spec).read_text())
+    except OSError as exc:
+        raise ValueError(f"cost model {spec!r}: cannot read ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"cost model {spec!r}: not JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"cost model {spec!r}: must be a JSON object")
+    kind = data.pop("kind", "linear")
+    cls: Any = RooflineCostModel if kind == "roofline" else CostModel
+    names = {f.name for f in fields(cls)}
+    unknown = set(data) - names
+    if unknown:
+        raise ValueError(f"cost model {spec!r}: unknown field {sorted(unknown)[0]!r}")
+    try:
+        model = cls(**data)
+    except TypeError as exc:
+        raise ValueError(f"cost model {spec!r}: {exc}") from None
+    return model  # type: ignore[no-any-return]
