@@ -184,6 +184,24 @@ def fit_roofline(samples: list[StepSample], spec: ModelSpec) -> RooflineCostMode
     return replace(base, peak_flops=peak, bandwidth=bw, launch_ms=round(launch, 6))
 
 
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def model_spec(description: dict[str, object]) -> ModelSpec:
+    """The roofline's view of a runner's model, from its `describe()`."""
+    hidden = int(str(description["hidden_size"]))
+    heads = int(str(description["num_heads"]))
+    kv_heads = int(str(description["num_kv_heads"]))
+    return ModelSpec(
+        str(description.get("model", "model")),
+        float(str(description["params"])),
+        int(str(description["num_layers"])),
+        hidden,
+        kv_heads * (hidden // heads),
+        DTYPE_BYTES.get(str(description.get("dtype")), 4),
+    )
+
+
 def calibrate(runner: PagedRunner, repeats: int = 5) -> CostModel:
     """Measure step times on `runner` and fit the SimRunner's CostModel to them."""
     return fit_cost_model(measure_step_times(runner, repeats))

@@ -40,14 +40,6 @@ class ModelConfig:
     bos_token_id: int | None = 1
     eos_token_ids: tuple[int, ...] = (2,)
 
-    def num_params(self) -> int:
-        h, kv = self.hidden_size, self.num_kv_heads * self.head_dim
-        attn = 2 * h * self.num_heads * self.head_dim + 2 * h * kv
-        mlp = 3 * h * self.intermediate_size
-        per_layer = attn + mlp + 2 * h
-        embed = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
-        return self.num_layers * per_layer + embed + h
-
     def kv_bytes_per_block(self, block_size: int, dtype: torch.dtype) -> int:
         """K and V of all layers for one block of `block_size` positions."""
         elem = torch.empty((), dtype=dtype).element_size()
