@@ -43,6 +43,7 @@ _ZERO_OK = {"long_prefill_token_threshold", "num_speculative_tokens"}
 _REQUEST_KEYS = {
     "id",
     "arrival_step",
+    "arrival_time_ms",
     "prompt_len",
     "prompt_token_ids",
     "max_tokens",
@@ -66,6 +67,9 @@ class ScenarioRequest:
     prompt_token_ids: tuple[int, ...]
     sampling_params: SamplingParams
     priority: int = 0
+    arrival_time_ms: float | None = None
+    """Arrive by the runner's clock instead (the sum of step times): the request is added
+    before the first step that starts at or after this time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +171,11 @@ def _parse_request(index: int, raw: Any) -> ScenarioRequest:
     if not isinstance(req_id, str) or not req_id:
         raise ScenarioError(f"{where}.id", "must be a non-empty string")
     arrival = _int(f"{where}.arrival_step", raw.get("arrival_step", 0), 0)
+    arrival_ms = None
+    if "arrival_time_ms" in raw:
+        if "arrival_step" in raw:
+            raise ScenarioError(f"{where}.arrival_time_ms", "give arrival_step or this, not both")
+        arrival_ms = _number(f"{where}.arrival_time_ms", raw["arrival_time_ms"], 0.0, 1e12)
     if "prompt_token_ids" in raw:
         ids = raw["prompt_token_ids"]
         if not isinstance(ids, list) or not ids:
@@ -188,7 +197,7 @@ def _parse_request(index: int, raw: Any) -> ScenarioRequest:
     if seed is not None:
         seed = _int(f"{where}.seed", seed, 0)
     params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed)
-    return ScenarioRequest(req_id, arrival, tuple(tokens), params, priority)
+    return ScenarioRequest(req_id, arrival, tuple(tokens), params, priority, arrival_ms)
 
 
 def _int(where: str, value: Any, minimum: int) -> int:

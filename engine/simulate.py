@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
+from collections import defaultdict, deque
 from typing import Any
 
 from engine.engine import Engine
@@ -14,22 +14,58 @@ from engine.scenario import Scenario, ScenarioRequest
 
 
 def run_scenario(scenario: Scenario, runner: ModelRunner | None = None) -> dict[str, Any]:
-    """Requests arriving at step s are added, in list order, before step s's schedule."""
+    """Requests arriving at step s are added, in list order, before step s's schedule;
+    requests with `arrival_time_ms` before the first step starting at or after that time
+    on the runner's clock (an idle engine jumps to the next such arrival)."""
     sink = ListSink()
     engine = Engine(scenario.config, runner or SimRunner(), sink)
-    arrivals: dict[int, list[Any]] = defaultdict(list)
+    arrivals: dict[int, list[ScenarioRequest]] = defaultdict(list)
+    timed: deque[ScenarioRequest] = deque(
+        sorted(
+            (r for r in scenario.requests if r.arrival_time_ms is not None),
+            key=lambda r: r.arrival_time_ms or 0.0,
+        )
+    )
     for req in scenario.requests:
-        arrivals[req.arrival_step].append(req)
+        if req.arrival_time_ms is None:
+            arrivals[req.arrival_step].append(req)
     last_arrival = max(arrivals, default=-1)
+    clock_ms = idle_ms = 0.0
+    idle: dict[int, float] = {}
+    arrived_at: dict[str, tuple[int, float]] = {}
+    added_step = -1
     while engine.step_index < scenario.max_steps:
-        for req in arrivals.get(engine.step_index, ()):
+        step = engine.step_index
+        due = list(arrivals.get(step, ())) if step != added_step else []
+        added_step = step
+        while timed and (timed[0].arrival_time_ms or 0.0) <= clock_ms:
+            due.append(timed.popleft())
+        for req in due:
+            if req.arrival_time_ms is not None:
+                arrived_at[req.id] = (step, req.arrival_time_ms)
             engine.add_request(
                 req.id, list(req.prompt_token_ids), req.sampling_params, req.priority
             )
-        if not engine.has_unfinished_requests() and engine.step_index >= last_arrival:
-            break
-        engine.step()
-    return build_result(scenario, sink)
+        if not engine.has_unfinished_requests() and step >= last_arrival:
+            if not timed:
+                break
+            # Idle until the next timed arrival: jump the clock instead of empty steps.
+            gap = (timed[0].arrival_time_ms or 0.0) - clock_ms
+            clock_ms += gap
+            idle_ms += gap
+            continue
+        event = engine.step()
+        clock_ms += event.forward_ms
+        if idle_ms:
+            idle[step], idle_ms = idle_ms, 0.0
+    result = build_result(scenario, sink)
+    for rec in result["steps"]:
+        if rec["step"] in idle:
+            rec["idle_ms"] = idle[rec["step"]]
+    for req_id, (step, at_ms) in arrived_at.items():
+        result["requests"][req_id]["arrival_step"] = step
+        result["requests"][req_id]["arrival_ms"] = at_ms
+    return result
 
 
 def build_result(scenario: Scenario, sink: ListSink) -> dict[str, Any]:
@@ -53,6 +89,7 @@ def build_result(scenario: Scenario, sink: ListSink) -> dict[str, Any]:
         "total_scheduled_tokens": sum(ev.num_scheduled_tokens for ev in iterations),
         "total_padding_tokens": sum(ev.num_padding_tokens for ev in iterations),
         "total_preemptions": sum(len(ev.preempted) for ev in iterations),
+        "tokens_recomputed": sum(p.tokens_lost for ev in iterations for p in ev.preempted),
         "completed": sum(1 for r in requests.values() if r["finish_reason"] in ("stop", "length")),
         "steps": steps,
         "requests": requests,
