@@ -6,6 +6,7 @@ import json
 import os
 import random
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,12 @@ def test_proposer_batches_requests_in_order() -> None:
     assert proposer.propose(requests, 0) == [[], [], []]
     with pytest.raises(ValueError):
         NgramProposer(min_n=3, max_n=2, max_model_len=64)
+
+
+def test_the_drafter_is_stdlib_only() -> None:
+    code = "import sys, engine.runner.ngram; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def _vllm_python() -> str | None:
