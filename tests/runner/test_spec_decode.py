@@ -13,7 +13,7 @@ from engine.config import EngineConfig
 from engine.runner.torch_runner import TorchRunner
 from engine.scenario import parse_scenario
 from engine.simulate import run_scenario
-from tests.runner.helpers import SMALL, chunk, engine_config, plan, small_runner
+from tests.runner.helpers import DEVICES, SMALL, chunk, engine_config, plan, small_runner
 
 PROMPT = [random.Random(4).randrange(3, SMALL.vocab_size) for _ in range(10)]
 
@@ -34,16 +34,17 @@ def _prefill(runner: TorchRunner) -> int:
     return runner.execute(step).sampled_token_ids["a"][0]
 
 
-def test_drafts_are_verified_at_every_position_of_one_forward() -> None:
-    t = _decode_greedy(small_runner("cpu"), 5)
+@pytest.mark.parametrize("device", DEVICES)
+def test_drafts_are_verified_at_every_position_of_one_forward(device: str) -> None:
+    t = _decode_greedy(small_runner(device), 5)
     # All three drafts right: they are accepted, plus the target's token after them.
-    runner = small_runner("cpu")
+    runner = small_runner(device)
     assert _prefill(runner) == t[0]
     step = plan(chunk("a", [t[0]], 10, [4], is_new=False, spec=t[1:4]))
     assert runner.execute(step).sampled_token_ids["a"] == t[1:5]
     # The second draft wrong: one accepted, then the target's token. The scheduler rolls
     # back to position 12; the next step overwrites the rejected drafts' KV entries.
-    runner = small_runner("cpu")
+    runner = small_runner(device)
     _prefill(runner)
     wrong = (t[2] + 1) % SMALL.vocab_size
     step = plan(chunk("a", [t[0]], 10, [4], is_new=False, spec=[t[1], wrong, t[3]]))
