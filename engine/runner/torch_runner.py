@@ -3,6 +3,8 @@
 The runner keeps only what a GPU worker keeps in vLLM: a block table and sampling state per
 request, built from the SchedulerOutput (whole table when a request (re)enters RUNNING,
 appended blocks otherwise). It never touches scheduler state; stops are the scheduler's.
+Speculative decoding: `propose` is the n-gram drafter (ngram.py); a chunk's drafts are fed
+after its tokens in the same forward and verified by the rejection sampler.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from engine.config import EngineConfig
 from engine.outputs import ModelRunnerOutput, SchedulerOutput
 from engine.runner.checkpoint import load_checkpoint
 from engine.runner.model import LlamaModel, ModelConfig, preset_config, random_model
+from engine.runner.ngram import NgramProposer
 from engine.runner.paged_attention import AttentionMetadata, build_metadata
-from engine.runner.sampler import GREEDY, RequestSampling, request_seed, sample
+from engine.runner.rejection_sampler import rejection_sample
+from engine.runner.sampler import GREEDY, RequestSampling, request_seed
 from engine.runner.tokenizer import Tokenizer, load_tokenizer
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -109,6 +113,8 @@ class TorchRunner:
         ]
         self.block_tables: dict[str, list[int]] = {}
         self.sampling: dict[str, RequestSampling] = {}
+        sc = config.scheduler
+        self.drafter = NgramProposer(sc.prompt_lookup_min, sc.prompt_lookup_max, sc.max_model_len)
 
     @property
     def vocab_size(self) -> int:
@@ -154,13 +160,17 @@ class TorchRunner:
         chunks = output.chunks
         input_ids: list[int] = []
         for chunk in chunks:
-            if len(chunk.token_ids) != chunk.num_tokens:
+            # Drafts are fed after the chunk's tokens, at the positions they stand for.
+            chunk_ids = chunk.token_ids + chunk.spec_token_ids
+            if len(chunk_ids) != chunk.num_tokens:
                 raise ValueError(
-                    f"{chunk.req_id}: chunk has {len(chunk.token_ids)} token ids "
+                    f"{chunk.req_id}: chunk has {len(chunk_ids)} token ids (drafts included) "
                     f"for {chunk.num_tokens} scheduled tokens"
                 )
-            self.check_token_ids(chunk.token_ids)
-            input_ids.extend(chunk.token_ids)
+            if chunk.spec_token_ids and not chunk.sample:
+                raise ValueError(f"{chunk.req_id}: drafts on a chunk that does not sample")
+            self.check_token_ids(chunk_ids)
+            input_ids.extend(chunk_ids)
         self._update_states(output)
         meta = build_metadata(
             [c.num_tokens for c in chunks],
@@ -180,20 +190,31 @@ class TorchRunner:
             return ModelRunnerOutput(sampled_token_ids={}, forward_ms=0.0, simulated=False)
         t0 = time.perf_counter()
         hidden, meta = self._forward(output)
-        sample_chunks = [(i, c.req_id) for i, c in enumerate(output.chunks) if c.sample]
+        qsl = meta.query_start_loc
+        sample_chunks = [(i, c) for i, c in enumerate(output.chunks) if c.sample]
         sampled: dict[str, list[int]] = {}
         if sample_chunks:
-            rows = torch.tensor([meta.query_start_loc[i + 1] - 1 for i, _ in sample_chunks])
-            logits = self.model.compute_logits(hidden[rows.to(self.device)])
-            states = [self.sampling.get(req_id, GREEDY) for _, req_id in sample_chunks]
-            tokens = sample(logits, states)
-            sampled = {
-                req_id: [tok] for (_, req_id), tok in zip(sample_chunks, tokens, strict=True)
-            }
+            # The last position of each sampling chunk, and before it one per draft: all
+            # K + 1 verification positions come out of this one forward.
+            rows: list[int] = []
+            for i, c in sample_chunks:
+                rows.extend(range(qsl[i + 1] - 1 - len(c.spec_token_ids), qsl[i + 1]))
+            index = torch.tensor(rows).to(self.device)
+            logits = self.model.compute_logits(hidden[index])
+            states = [self.sampling.get(c.req_id, GREEDY) for _, c in sample_chunks]
+            drafts = [c.spec_token_ids for _, c in sample_chunks]
+            tokens = rejection_sample(logits, drafts, states)
+            sampled = {c.req_id: t for (_, c), t in zip(sample_chunks, tokens, strict=True)}
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         forward_ms = (time.perf_counter() - t0) * 1000.0
         return ModelRunnerOutput(sampled_token_ids=sampled, forward_ms=forward_ms, simulated=False)
+
+    def propose(
+        self, requests: Sequence[tuple[str, Sequence[int]]], num_spec_tokens: int
+    ) -> list[list[int]]:
+        """Drafts for each (req_id, token_ids) after an update: prompt-lookup n-grams."""
+        return self.drafter.propose(requests, num_spec_tokens)
 
     @torch.inference_mode()
     def compute_logits(

@@ -53,10 +53,12 @@ def chunk(
     is_new: bool,
     sample: bool = True,
     hit: int = 0,
+    spec: Iterable[int] = (),
 ) -> ScheduledChunk:
+    drafts = tuple(spec)
     return ScheduledChunk(
         req_id=req_id,
-        num_tokens=len(token_ids),
+        num_tokens=len(token_ids) + len(drafts),
         num_computed_before=start,
         is_prefill=len(token_ids) > 1,
         sample=sample,
@@ -64,6 +66,7 @@ def chunk(
         is_new=is_new,
         block_ids=tuple(block_ids),
         token_ids=tuple(token_ids),
+        spec_token_ids=drafts,
     )
 
 
