@@ -68,7 +68,14 @@ class SchedulerBase:
         old_cache = old.cache
         if dataclasses.replace(config.cache, kv_block_limit=old_cache.kv_block_limit) != old_cache:
             raise ValueError("the KV pool (cache config) cannot change while running")
-        for name in ("max_model_len", "async_scheduling", "num_speculative_tokens", "batching"):
+        for name in (
+            "max_model_len",
+            "async_scheduling",
+            "num_speculative_tokens",
+            "prompt_lookup_max",
+            "prompt_lookup_min",
+            "batching",
+        ):
             if getattr(config.scheduler, name) != getattr(old.scheduler, name):
                 raise ValueError(f"{name} cannot change while running; start a new session")
         if config.cache.kv_block_limit != old_cache.kv_block_limit:
