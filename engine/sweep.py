@@ -1,0 +1,258 @@
+"""Sweeps: run one workload under every value (or grid of values) of one or two engine
+knobs, N repeats each, in parallel worker processes, and collect each run's figures.
+
+A point is a scenario (a dict in the scenario format) with knob values written into its
+config; `run_point` runs it through `simulate` and `run_metrics`. On the SimRunner the
+same sweep gives identical numbers every time; repeats differ only when the workload is
+generated (`workload_scenario`), each repeat with its own seed.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import math
+import os
+import random
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import asdict, dataclass, field, fields
+from multiprocessing import get_context
+from typing import Any
+
+from engine.config import CacheConfig, SchedulerConfig
+from engine.run_metrics import run_metrics
+from engine.scenario import parse_scenario
+
+SWEEPABLE = sorted(
+    {f.name for f in fields(SchedulerConfig)} | {f.name for f in fields(CacheConfig)}
+)
+MAX_POINTS = 400
+
+
+class SweepError(ValueError):
+    """A sweep that cannot run: the message names the knob or value at fault."""
+
+
+@dataclass(frozen=True, slots=True)
+class Knob:
+    name: str
+    values: tuple[Any, ...]
+
+
+def parse_value(text: str) -> Any:
+    text = text.strip()
+    low = text.lower()
+    if low in ("true", "on", "yes"):
+        return True
+    if low in ("false", "off", "no"):
+        return False
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    if not math.isfinite(value):
+        raise SweepError(f"{text!r} is not a finite number")
+    return value
+
+
+def parse_knob(text: str) -> Knob:
+    """`NAME=V1,V2,...` (also `NAME=LO:HI:STEP` for integer ranges)."""
+    name, sep, raw = text.partition("=")
+    name = name.strip()
+    if not sep or not raw.strip():
+        raise SweepError(f"--knob {text!r}: expected NAME=V1,V2,...")
+    if name not in SWEEPABLE:
+        raise SweepError(f"--knob {name!r}: not an engine knob (one of {', '.join(SWEEPABLE)})")
+    if raw.count(":") == 2 and "," not in raw:
+        lo, hi, step = (parse_value(p) for p in raw.split(":"))
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (lo, hi, step)):
+            raise SweepError(f"--knob {name}: a range LO:HI:STEP takes integers")
+        if step <= 0 or hi < lo:
+            raise SweepError(f"--knob {name}: a range needs LO <= HI and STEP > 0")
+        values: tuple[Any, ...] = tuple(range(lo, hi + 1, step))
+    else:
+        values = tuple(parse_value(v) for v in raw.split(",") if v.strip())
+    if not values:
+        raise SweepError(f"--knob {name}: no values")
+    return Knob(name, values)
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPoint:
+    index: int
+    knobs: dict[str, Any]
+    repeat: int
+
+
+def plan_points(knobs: list[Knob], repeat: int) -> list[SweepPoint]:
+    if not 1 <= len(knobs) <= 2:
+        raise SweepError("sweep one knob, or two for a grid")
+    if len({k.name for k in knobs}) != len(knobs):
+        raise SweepError("the two knobs of a grid must differ")
+    if repeat < 1:
+        raise SweepError("--repeat must be >= 1")
+    combos = list(itertools.product(*(k.values for k in knobs)))
+    if len(combos) * repeat > MAX_POINTS:
+        raise SweepError(f"{len(combos) * repeat} runs: at most {MAX_POINTS} per sweep")
+    names = [k.name for k in knobs]
+    points: list[SweepPoint] = []
+    for combo in combos:
+        for r in range(repeat):
+            points.append(SweepPoint(len(points), dict(zip(names, combo, strict=True)), r))
+    return points
+
+
+def point_scenario(base: dict[str, Any], point: SweepPoint) -> dict[str, Any]:
+    """The base scenario with the point's knob values in its config (validated)."""
+    data = copy.deepcopy(base)
+    data.setdefault("config", {}).update(point.knobs)
+    if "workload" in data:
+        spec = data.pop("workload")
+        data["requests"] = workload_requests(spec, int(spec.get("seed", 0)) + point.repeat)
+    try:
+        parse_scenario(data)
+    except ValueError as exc:
+        raise SweepError(f"point {point.knobs}: {exc}") from None
+    return data
+
+
+def workload_requests(spec: dict[str, Any], seed: int) -> list[dict[str, Any]]:
+    """Requests of a generated workload, arriving by the runner's clock: `poisson` (rate
+    per second) or `bursty` (bursts of `burst` requests at `rate` bursts per second)."""
+    rng = random.Random(seed)
+    kind = spec.get("kind", "poisson")
+    rate = float(spec.get("rate", 20.0))
+    count = int(spec.get("num_requests", 200))
+    prompt_mean = int(spec.get("prompt_len_mean", 256))
+    output_mean = int(spec.get("max_tokens_mean", 64))
+    burst = int(spec.get("burst", 8)) if kind == "bursty" else 1
+    if kind not in ("poisson", "bursty") or rate <= 0 or count < 1 or burst < 1:
+        raise SweepError("workload: kind poisson|bursty, rate > 0, num_requests >= 1")
+    out: list[dict[str, Any]] = []
+    t = 0.0
+    while len(out) < count:
+        t += rng.expovariate(rate) * 1000.0
+        for _ in range(min(burst, count - len(out))):
+            plen = max(1, min(4 * prompt_mean, int(rng.expovariate(1 / prompt_mean))))
+            out.append(
+                {
+                    "id": f"w{len(out)}",
+                    "arrival_time_ms": round(t, 3),
+                    "prompt_token_ids": [rng.randint(3, 258) for _ in range(plen)],
+                    "max_tokens": max(
+                        1, min(4 * output_mean, int(rng.expovariate(1 / output_mean)))
+                    ),
+                }
+            )
+    return out
+
+
+@dataclass
+class PointResult:
+    point: SweepPoint
+    metrics: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self.point), "metrics": self.metrics, "error": self.error}
+
+
+def run_point(
+    base: dict[str, Any], point: SweepPoint, runner: str = "sim", cost_model: str | None = None
+) -> PointResult:
+    """One run (in a worker process): the point's scenario through simulate."""
+    from engine.simulate import run_scenario
+
+    data = point_scenario(base, point)
+    scenario = parse_scenario(data)
+    result = run_scenario(scenario, make_point_runner(runner, cost_model, scenario.config))
+    usable = scenario.config.cache.kv_block_limit or scenario.config.cache.num_usable_blocks
+    return PointResult(point, run_metrics(result, usable))
+
+
+def make_point_runner(runner: str, cost_model: str | None, config: Any) -> Any:
+    if runner == "sim":
+        from engine.runner.cost_model import load_cost_model
+        from engine.runner.sim import SimRunner
+
+        return SimRunner(load_cost_model(cost_model) if cost_model else None)
+    if runner == "torch":
+        from engine.runner.torch_runner import TorchRunner
+
+        return TorchRunner(config, device="cpu", num_threads=1)
+    raise SweepError(f"unknown runner {runner!r} (sim or torch)")
+
+
+def _run_point_safely(
+    base: dict[str, Any], point: SweepPoint, runner: str, cost_model: str | None
+) -> PointResult:
+    try:
+        return run_point(base, point, runner, cost_model)
+    except Exception as exc:  # one bad point must not sink the sweep
+        return PointResult(point, error=f"{type(exc).__name__}: {exc}")
+
+
+def run_sweep(
+    base: dict[str, Any],
+    knobs: list[Knob],
+    repeat: int = 1,
+    runner: str = "sim",
+    cost_model: str | None = None,
+    workers: int | None = None,
+    on_result: Callable[[PointResult, int, int], None] | None = None,
+) -> list[PointResult]:
+    """Every point, in parallel worker processes (one per core by default). Results come
+    back in point order; on KeyboardInterrupt the finished ones are returned."""
+    points = plan_points(knobs, repeat)
+    for point in points:
+        point_scenario(base, point)  # validate every point before any runs
+    workers = max(1, min(workers or os.cpu_count() or 1, len(points)))
+    done: dict[int, PointResult] = {}
+    if workers == 1:
+        try:
+            for point in points:
+                done[point.index] = _run_point_safely(base, point, runner, cost_model)
+                if on_result:
+                    on_result(done[point.index], len(done), len(points))
+        except KeyboardInterrupt:
+            pass
+        return [done[i] for i in sorted(done)]
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
+    futures: dict[Future[PointResult], SweepPoint] = {}
+    try:
+        for point in points:
+            futures[pool.submit(_run_point_safely, base, point, runner, cost_model)] = point
+        pending = set(futures)
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                res = fut.result()
+                done[res.point.index] = res
+                if on_result:
+                    on_result(res, len(done), len(points))
+    except KeyboardInterrupt:
+        for fut in futures:
+            fut.cancel()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return [done[i] for i in sorted(done)]
+
+
+def iter_rows(results: list[PointResult]) -> Iterator[dict[str, Any]]:
+    """Flat rows (knobs, repeat, metrics) for CSV/JSON output."""
+    for res in results:
+        row: dict[str, Any] = {**res.point.knobs, "repeat": res.point.repeat}
+        row.update(res.metrics)
+        if res.error:
+            row["error"] = res.error
+        yield row
+
+
+def to_json(results: list[PointResult], meta: dict[str, Any]) -> str:
+    return json.dumps({**meta, "points": [r.as_dict() for r in results]}, indent=1)
