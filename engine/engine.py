@@ -117,9 +117,20 @@ class Engine:
             "temperature": sampling_params.temperature,
             "top_p": sampling_params.top_p,
             "seed": sampling_params.seed,
+            **self._text("prompt_text", prompt_token_ids),
         }
         self.sink.emit(RequestEvent(req_id, "arrived", self.step_index, now, detail))
         return None
+
+    def _text(self, key: str, token_ids: list[int]) -> dict[str, str]:
+        """{key: decoded text} when the runner has a tokenizer (the torch runner), else {}."""
+        tokenizer = getattr(self.runner, "tokenizer", None)
+        if tokenizer is None:
+            return {}
+        try:
+            return {key: tokenizer.decode(list(token_ids))}
+        except Exception:  # a tokenizer that cannot decode these ids: ids only
+            return {}
 
     def abort(self, req_ids: Iterable[str]) -> list[str]:
         aborted = self.scheduler.finish_requests(req_ids, RequestStatus.FINISHED_ABORTED)
@@ -257,6 +268,7 @@ class Engine:
                 "num_preemptions": request.num_preemptions,
                 "num_cached_tokens": max(request.num_cached_tokens, 0),
                 "output_token_ids": request.output_token_ids,
+            **self._text("output_text", request.output_token_ids),
             }
             emit(RequestEvent(request.request_id, "finished", step, t, detail))
 
