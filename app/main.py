@@ -14,12 +14,12 @@ from fastapi.staticfiles import StaticFiles
 
 from app.db.migrate import alembic_config, current_revision, head_revision, is_memory_url
 from app.db.session import make_engine, make_sessionmaker
-from app.engine_service import EngineService
-from app.hub import EventHub
-from app.ingest import NodeRegistry
-from app.metrics import Metrics
-from app.recorder import Recorder
-from app.relay import PgRelay
+from app.live.engine_service import EngineService
+from app.live.hub import EventHub
+from app.live.metrics import Metrics
+from app.live.relay import PgRelay
+from app.nodes.ingest import NodeRegistry
+from app.records.recorder import Recorder
 from app.routes import api, ingest, metrics, records, sessions, ws
 from app.security import COOKIE, token_matches
 from app.settings import Settings, get_settings

@@ -18,7 +18,7 @@ from app.db.models import (
     RequestRecord,
     SessionRecord,
 )
-from app.state import SessionState
+from app.protocol.state import SessionState
 
 PAGE = 2000
 

@@ -17,7 +17,7 @@ from app.db.checkpoint_codec import encode_checkpoint
 from app.db.queries import state_at_seq
 from app.db.session import make_engine, make_sessionmaker
 from app.db.writes import write_batch
-from app.state import SessionState
+from app.protocol.state import SessionState
 
 TextFrame = tuple[str, str, int, str]
 

@@ -12,10 +12,10 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from app.control import ControlTarget, control_target
-from app.engine_service import SCENARIO_DIR, EngineBusy, EngineService, list_scenario_names
 from app.forms import FormError, parse_config_changes, parse_inject, parse_workload
-from app.hub import EventHub
+from app.live.engine_service import SCENARIO_DIR, EngineBusy, EngineService, list_scenario_names
+from app.live.hub import EventHub
+from app.nodes.control import ControlTarget, control_target
 from app.security import require_control, require_view
 from engine.config import ConfigError
 from engine.request import SamplingParams

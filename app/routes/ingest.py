@@ -8,11 +8,11 @@ import json
 from fastapi import APIRouter, Depends, Request, WebSocket, WebSocketDisconnect
 
 from app.db import queries
-from app.engine_service import new_session_id
-from app.hub import encode
-from app.ingest import NodeRegistry
+from app.live.engine_service import new_session_id
+from app.live.hub import encode
+from app.nodes.ingest import NodeRegistry
+from app.protocol.state import SessionState
 from app.security import has_control, require_view
-from app.state import SessionState
 
 router = APIRouter()
 ANNOUNCE_TIMEOUT_S = 10.0

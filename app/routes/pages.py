@@ -17,10 +17,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.db import queries
-from app.engine_service import SCENARIO_DIR, list_scenario_names
+from app.live.engine_service import SCENARIO_DIR, list_scenario_names
+from app.protocol.state import SessionState
 from app.routes import record_pages
 from app.security import has_control, require_view
-from app.state import SessionState
 from app.templating import templates
 from engine.scenario import ScenarioError, load_scenario
 

@@ -13,7 +13,7 @@ from fastapi.responses import Response, StreamingResponse
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.queries import NotFound
-from app.export import jsonl_lines, perfetto_trace
+from app.records.export import jsonl_lines, perfetto_trace
 from app.security import require_view
 
 router = APIRouter(prefix="/api")

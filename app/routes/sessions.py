@@ -10,14 +10,14 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import queries
-from app.engine_service import new_session_id
 from app.forms import FormError, parse_config_changes
-from app.hub import EventHub
-from app.rerun import load_arrivals, rerun_events
+from app.live.engine_service import new_session_id
+from app.live.hub import EventHub
+from app.protocol.convert import event_to_frame
+from app.protocol.state import SessionState
+from app.records.rerun import load_arrivals, rerun_events
 from app.routes.api import body_of
-from app.schemas import event_to_frame
 from app.security import require_control, require_view
-from app.state import SessionState
 from engine.config import ConfigError, EngineConfig
 
 router = APIRouter(prefix="/api")

@@ -13,8 +13,8 @@ from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from app.hub import EventHub, Subscriber, encode
-from app.replay import ReplayPlayer
+from app.live.hub import EventHub, Subscriber, encode
+from app.records.replay import ReplayPlayer
 from app.security import has_control, origin_allowed
 
 router = APIRouter()

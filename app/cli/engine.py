@@ -1,0 +1,77 @@
+"""`batchscope engine --push`: the engine headless in this process, pushing its frames to a
+dashboard's /ws/ingest (app/producer.py). Imported by app.cli; imports it lazily."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def cmd_engine(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+    import socket
+
+    from pydantic import ValidationError
+
+    from app.cli.main import CliError, make_runner_from_args
+    from app.nodes.producer import Producer, QueueSink
+    from app.settings import Settings
+    from engine.engine import Engine
+    from engine.engine_core import EngineCore
+    from engine.workload import PoissonWorkload, WorkloadSpec
+
+    if not args.push.startswith(("ws://", "wss://")):
+        raise CliError("--push: must be a ws:// or wss:// URL of a dashboard's /ws/ingest")
+    if args.buffer < 100:
+        raise CliError("--buffer: must be >= 100 frames")
+    overrides = {
+        k: getattr(args, k)
+        for k in ("runner", "model", "device", "workload")
+        if getattr(args, k) is not None
+    }
+    try:
+        settings = Settings(**overrides)
+        config = settings.engine_config()
+    except (ValidationError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    runner = make_runner_from_args(
+        argparse.Namespace(runner=settings.runner, model=settings.model, device=settings.device),
+        config,
+    )
+    node = args.node or socket.gethostname()
+    sink = QueueSink()
+    engine = Engine(config, runner, sink)
+    counter = iter(range(1, 1 << 62))
+    workload = PoissonWorkload(
+        WorkloadSpec(
+            enabled=settings.workload == "poisson",
+            rate=settings.workload_rate,
+            prompt_len_mean=settings.workload_prompt_len_mean,
+            max_tokens_mean=settings.workload_max_tokens_mean,
+        ),
+        next_id=lambda: f"{node}-p{next(counter)}",
+    )
+    core = EngineCore(
+        engine, realtime=settings.realtime, speed=settings.sim_speed, before_step=workload
+    )
+    announce = {
+        "engine": "batchscope",
+        "runner": runner.name,
+        "simulated": runner.simulated,
+        "model": str(runner.describe().get("model", "")),
+        "config": config.as_dict(),
+        "name": f"{node} ({runner.name})",
+    }
+    producer = Producer(
+        engine, sink, args.push, args.token, node, announce, buffer_frames=args.buffer, core=core
+    )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await producer.run(stop)
+
+    asyncio.run(main())
+    return 0
