@@ -7,12 +7,11 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from alembic import command
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from app.db.migrate import alembic_config, current_revision, head_revision, is_memory_url
+from app.db.migrate import prepare
 from app.db.session import make_engine, make_sessionmaker
 from app.live.engine_service import EngineService
 from app.live.hub import EventHub
@@ -25,7 +24,6 @@ from app.security import COOKIE, token_matches
 from app.settings import Settings, get_settings
 
 ROOT = Path(__file__).resolve().parents[1]
-NOT_MIGRATED = "the database is not at the latest schema: run `batchscope db upgrade` first"
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -35,14 +33,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Start order: database -> hub -> recorder -> engine thread; reverse on shutdown.
         db_engine = make_engine(settings.database_url)
-        if is_memory_url(settings.database_url):
-            # Nothing could have migrated a private in-memory database beforehand.
-            with db_engine.begin() as conn:
-                cfg = alembic_config(settings.database_url)
-                cfg.attributes["connection"] = conn
-                command.upgrade(cfg, "head")
-        elif current_revision(settings.database_url) != head_revision():
-            raise RuntimeError(NOT_MIGRATED)
+        prepare(db_engine, settings.database_url)
         app.state.db = make_sessionmaker(db_engine)
         recorder = Recorder(hub, app.state.db, database_url=settings.database_url)
         app.state.recorder = recorder

@@ -1,8 +1,4 @@
-"""`batchscope export` and `batchscope import`: recordings out to files and back.
-
-Wired into app/cli.py (COMMANDS); errors are raised as app.cli.CliError (exit 2). app.cli
-is imported inside the functions, so that it may import this module at its top.
-"""
+"""`batchscope export` and `batchscope import`: recordings out to files and back."""
 
 from __future__ import annotations
 
@@ -14,8 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
+from app.cli.common import CliError, add_database_flag, open_db
 
-def add_record_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `export` and `import` on the `batchscope` subparsers."""
     export = sub.add_parser("export", help="write a recorded session to a file (or stdout)")
     export.add_argument("session", metavar="SESSION", help="session id (see `sessions`)")
@@ -27,18 +25,18 @@ def add_record_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         "(default)",
     )
     export.add_argument("--out", metavar="FILE", help="write here instead of stdout")
-    export.add_argument("--database-url", dest="database_url")
+    add_database_flag(export)
+    export.set_defaults(run=cmd_export)
 
     imp = sub.add_parser("import", help="bring back a session exported as JSONL")
     imp.add_argument("file", metavar="FILE.jsonl")
-    imp.add_argument("--database-url", dest="database_url")
+    add_database_flag(imp)
+    imp.set_defaults(run=cmd_import)
 
 
 @contextmanager
 def _output(out: str | None) -> Iterator[TextIO]:
     """stdout, or a temporary file moved over `out` only once it is complete."""
-    from app.cli.main import CliError
-
     if not out:
         yield sys.stdout
         sys.stdout.flush()
@@ -58,11 +56,10 @@ def _output(out: str | None) -> Iterator[TextIO]:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from app.cli.main import CliError, _open_db
     from app.db.queries import NotFound, get_session
     from app.records.export import export_jsonl, perfetto_trace
 
-    with _open_db(args)() as db:
+    with open_db(args)() as db:
         try:
             get_session(db, args.session)
         except NotFound as exc:
@@ -82,10 +79,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from app.cli.main import CliError, _open_db
     from app.records.importer import ImportFormatError, import_jsonl
 
-    sessions = _open_db(args)
+    sessions = open_db(args)
     try:
         session_id = import_jsonl(sessions, args.file)
     except ImportFormatError as exc:

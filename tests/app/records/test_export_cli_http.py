@@ -3,10 +3,8 @@ files, the download, and the errors (unknown session: exit 2 / 404; bad file: ex
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,8 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.cli import main as cli
-from app.cli.records import add_record_commands, cmd_export, cmd_import
+from app.cli.main import main
 from app.db import queries
 from app.main import create_app
 from app.records.export import export_jsonl
@@ -33,18 +30,7 @@ def _url(sessions: sessionmaker[Session]) -> str:
 
 
 def run_cli(*argv: str) -> int:
-    """app.cli.main once export/import are wired into it; until then the same commands
-    through a parser of their own, with main's error handling."""
-    if {"export", "import"} <= cli.COMMANDS.keys():
-        return cli.main(list(argv))
-    parser = argparse.ArgumentParser(prog="batchscope")
-    add_record_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(list(argv))
-    try:
-        return {"export": cmd_export, "import": cmd_import}[args.command](args)
-    except cli.CliError as exc:
-        print(f"batchscope: error: {exc}", file=sys.stderr)
-        return cli.EXIT_USAGE
+    return main(list(argv))
 
 
 def _jsonl(sessions: sessionmaker[Session], sid: str) -> str:

@@ -1,9 +1,34 @@
 """`batchscope engine --push`: the engine headless in this process, pushing its frames to a
-dashboard's /ws/ingest (app/producer.py). Imported by app.cli; imports it lazily."""
+dashboard's /ws/ingest (app/nodes/producer.py)."""
 
 from __future__ import annotations
 
 import argparse
+
+from app.cli.common import CliError, make_runner_from_args
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    eng = sub.add_parser("engine", help="run the engine headless and push frames to a dashboard")
+    eng.add_argument(
+        "--push",
+        required=True,
+        metavar="WS_URL",
+        help="the dashboard's ingest socket, e.g. ws://127.0.0.1:8000/ws/ingest",
+    )
+    eng.add_argument("--token", required=True, help="the dashboard's control token")
+    eng.add_argument("--node", default=None, help="node name shown in the dashboard")
+    eng.add_argument("--runner", choices=("sim", "torch"))
+    eng.add_argument("--model", metavar="DIR")
+    eng.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    eng.add_argument("--workload", choices=("poisson", "none"))
+    eng.add_argument(
+        "--buffer",
+        type=int,
+        default=20_000,
+        help="frames kept for resending while the dashboard is away",
+    )
+    eng.set_defaults(run=cmd_engine)
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
@@ -13,7 +38,6 @@ def cmd_engine(args: argparse.Namespace) -> int:
 
     from pydantic import ValidationError
 
-    from app.cli.main import CliError, make_runner_from_args
     from app.nodes.producer import Producer, QueueSink
     from app.settings import Settings
     from engine.engine import Engine
