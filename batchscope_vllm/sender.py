@@ -23,7 +23,8 @@ from typing import Any
 from websockets.exceptions import WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from batchscope_vllm.frames import FrameBuilder, encode
+from app.protocol.envelope import envelope
+from batchscope_vllm.frames import FrameBuilder, encode_data
 
 log = logging.getLogger("batchscope_vllm")
 
@@ -105,9 +106,7 @@ class Sender:
     # ------------------------------------------------------------ frames
     def _add(self, frame_type: str, data: dict[str, Any]) -> None:
         self.seq += 1
-        envelope = {"v": 1, "type": frame_type, "session": self.session, "seq": self.seq}
-        envelope["data"] = data
-        text = encode(envelope)
+        text = envelope(frame_type, self.session, self.seq, encode_data(data))
         self.history.append((self.seq, text))
         self.history_size += len(text)
         while self.history_size > self.history_limit and len(self.history) > 1:

@@ -8,12 +8,12 @@ published once the loop catches up (never a silent hole).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import deque
 from typing import Any
 
 from app.live.hub import EventHub
 from app.protocol.convert import event_to_frame
+from app.protocol.envelope import encode
 from engine.events import Event
 
 MAX_BACKLOG = 50_000
@@ -41,7 +41,7 @@ class HubSink:
             self.dropped += 1
             self._unreported_drops += 1
             return
-        self._pending.append((frame_type, data, json.dumps(data, separators=(",", ":"))))
+        self._pending.append((frame_type, data, encode(data)))
         if not self._scheduled:
             self._scheduled = True
             try:

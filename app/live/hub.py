@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.protocol.envelope import encode, envelope
 from app.protocol.state import SessionState
 
 DEFAULT_QUEUE_FRAMES = 512
 IDLE_SWITCH_S = 2.0
-
-
-def encode(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
 
 
 @dataclass(eq=False)
@@ -150,11 +146,7 @@ class EventHub:
         info.last_frame_at = time.monotonic()
         if data_json is None:
             data_json = encode(data)
-        # The envelope around already-encoded data: each frame is encoded exactly once.
-        text = (
-            f'{{"v":1,"type":"{frame_type}","session":{encode(session)},"seq":{seq},'
-            f'"ts":{round(time.time(), 6)},"data":{data_json}}}'
-        )
+        text = envelope(frame_type, session, seq, data_json, ts=round(time.time(), 6))
         for sub in self._subscribers:
             if sub.session == session or (sub.session is None and session == self.live_session):
                 sub.offer(session, seq, text)
@@ -180,9 +172,7 @@ class EventHub:
     def snapshot_frame(self, session: str) -> tuple[int, str]:
         state = self.sessions[session].state
         snap = state.snapshot()
-        return state.seq, encode(
-            {"v": 1, "type": "snapshot", "session": session, "seq": state.seq, "data": snap}
-        )
+        return state.seq, envelope("snapshot", session, state.seq, encode(snap))
 
     # -------------------------------------------------------- subscribers
     @contextlib.asynccontextmanager

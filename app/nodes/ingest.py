@@ -17,7 +17,8 @@ from typing import Any
 from fastapi import WebSocket
 from pydantic import ValidationError
 
-from app.live.hub import EventHub, encode
+from app.live.hub import EventHub
+from app.protocol.envelope import encode
 from app.protocol.models import validate_frame
 from app.protocol.state import SessionState
 

@@ -22,6 +22,7 @@ import websockets
 
 from app.live.engine_service import new_session_id
 from app.protocol.convert import event_to_frame
+from app.protocol.envelope import encode, envelope
 from engine.commands import Abort, AddRequest, Command, Pause, Resume, Step, UpdateConfig
 from engine.engine import Engine
 from engine.engine_core import EngineCore
@@ -97,16 +98,7 @@ class Producer:
             self.seq += 1
             if len(self.history) == self.history.maxlen:
                 self.stats.dropped += 1
-            text = json.dumps(
-                {
-                    "v": 1,
-                    "type": frame_type,
-                    "session": self.session,
-                    "seq": self.seq,
-                    "data": data,
-                },
-                separators=(",", ":"),
-            )
+            text = envelope(frame_type, self.session, self.seq, encode(data))
             self.history.append((self.seq, text))
             self.stats.produced += 1
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.protocol.frames import iteration_payload, request_payload
 from engine.events import (
     ConfigEvent,
     EngineSnapshot,
@@ -16,14 +17,14 @@ from engine.events import (
 
 
 def iteration_data(ev: IterationEvent) -> dict[str, Any]:
-    return {
-        "step": ev.step,
-        "t_start": round(ev.t_start, 6),
-        "duration": round(ev.duration, 6),
-        "forward_ms": round(ev.forward_ms, 4),
-        "overhead_us": round(ev.overhead_us, 1),
-        "simulated": ev.simulated,
-        "scheduled": [
+    return iteration_payload(
+        step=ev.step,
+        t_start=ev.t_start,
+        duration=ev.duration,
+        forward_ms=ev.forward_ms,
+        overhead_us=ev.overhead_us,
+        simulated=ev.simulated,
+        scheduled=[
             {
                 "req": c.req_id,
                 "n": c.num_tokens,
@@ -34,53 +35,41 @@ def iteration_data(ev: IterationEvent) -> dict[str, Any]:
             }
             for c in ev.chunks
         ],
-        "new": list(ev.new_req_ids),
-        "resumed": list(ev.resumed_req_ids),
-        "preempted": [
+        new=ev.new_req_ids,
+        resumed=ev.resumed_req_ids,
+        preempted=[
             {"req": p.req_id, "reason": p.reason, "tokens_lost": p.tokens_lost}
             for p in ev.preempted
         ],
-        "finished": [{"req": f.req_id, "reason": f.reason} for f in ev.finished],
-        "arrived": list(ev.arrived),
-        "rejected": [{"req": r.req_id, "reason": r.reason} for r in ev.rejected],
-        "sampled": list(ev.sampled_req_ids),
-        "queues": {
-            "running": ev.num_running,
-            "waiting": ev.num_waiting,
-            "running_end": ev.num_running_end,
-            "waiting_end": ev.num_waiting_end,
-        },
-        "budget": {
-            "max_tokens": ev.max_num_batched_tokens,
-            "used": ev.num_scheduled_tokens,
-            "max_seqs": ev.max_num_seqs,
-            "prefill": ev.prefill_tokens,
-            "decode": ev.decode_tokens,
-        },
-        "kv": {
-            "total": ev.kv.total,
-            "used": ev.kv.used,
-            "cached_free": ev.kv.cached_free,
-            "hit_tokens": ev.kv.hit_tokens,
-            "used_end": ev.kv_blocks_used_end,
-        },
-        "blocks": [[b.block_id, b.state, b.owner, b.ref_cnt] for b in ev.kv_changes],
-        "waiting_reasons": dict(ev.waiting_reasons),
-        "config_version": ev.config_version,
-    }
+        finished=[{"req": f.req_id, "reason": f.reason} for f in ev.finished],
+        arrived=ev.arrived,
+        rejected=[{"req": r.req_id, "reason": r.reason} for r in ev.rejected],
+        sampled=ev.sampled_req_ids,
+        num_running=ev.num_running,
+        num_waiting=ev.num_waiting,
+        num_running_end=ev.num_running_end,
+        num_waiting_end=ev.num_waiting_end,
+        max_num_batched_tokens=ev.max_num_batched_tokens,
+        num_scheduled_tokens=ev.num_scheduled_tokens,
+        max_num_seqs=ev.max_num_seqs,
+        prefill_tokens=ev.prefill_tokens,
+        decode_tokens=ev.decode_tokens,
+        kv_total=ev.kv.total,
+        kv_used=ev.kv.used,
+        kv_cached_free=ev.kv.cached_free,
+        kv_hit_tokens=ev.kv.hit_tokens,
+        kv_used_end=ev.kv_blocks_used_end,
+        blocks=[[b.block_id, b.state, b.owner, b.ref_cnt] for b in ev.kv_changes],
+        waiting_reasons=ev.waiting_reasons,
+        config_version=ev.config_version,
+    )
 
 
 def request_data(ev: RequestEvent) -> dict[str, Any]:
     detail = dict(ev.detail)
     if "output_token_ids" in detail:
         detail["output_token_ids"] = list(detail["output_token_ids"])
-    return {
-        "req": ev.req_id,
-        "kind": ev.kind,
-        "step": ev.step,
-        "t": round(ev.t, 6),
-        "detail": detail,
-    }
+    return request_payload(ev.req_id, ev.kind, ev.step, ev.t, detail)
 
 
 def config_data(ev: ConfigEvent) -> dict[str, Any]:

@@ -7,7 +7,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-PROTOCOL_VERSION = 1
 FrameType = Literal["iteration", "request", "config", "snapshot", "gap", "session"]
 
 
@@ -109,6 +108,8 @@ class ConfigFrame(_Strict):
 
 
 class Envelope(BaseModel):
+    """What app.protocol.envelope.envelope() writes (checked by the protocol tests)."""
+
     v: Literal[1] = 1
     type: FrameType
     session: str = Field(max_length=128)

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.checkpoint_codec import encode_checkpoint
 from app.db.models import SessionRecord
 from app.db.writes import Frame, write_batch
+from app.protocol.envelope import PROTOCOL_VERSION
 from app.protocol.models import FRAME_MODELS, validate_frame
 from app.protocol.state import SessionState
 from app.records.recorder import CHECKPOINT_EVERY
@@ -131,8 +132,8 @@ class _FrameChecker:
         if missing or extra:
             which = f"missing {sorted(missing)}" if missing else f"unknown keys {sorted(extra)}"
             raise fail(f"frame envelope: {which}")
-        if frame["v"] != 1 or isinstance(frame["v"], bool):
-            raise fail(f"protocol version {frame['v']!r} (expected 1)")
+        if frame["v"] != PROTOCOL_VERSION or isinstance(frame["v"], bool):
+            raise fail(f"protocol version {frame['v']!r} (expected {PROTOCOL_VERSION})")
         ts = frame.get("ts")
         if ts is not None and (not isinstance(ts, int | float) or isinstance(ts, bool)):
             raise fail(f"ts {ts!r} is not a number")

@@ -17,11 +17,10 @@ from fastapi import WebSocket
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.queries import NotFound, get_session, iter_frames, state_at_step
-from app.live.hub import encode
+from app.protocol.envelope import encode, envelope, error_frame
 
 MAX_SPEED = 1000.0
 MAX_PAUSE_S = 1.0
-BATCH_WINDOW_S = 0.04
 
 
 class ReplayPlayer:
@@ -46,7 +45,7 @@ class ReplayPlayer:
         try:
             meta, _ = await asyncio.to_thread(self._load, -1)
         except NotFound as exc:
-            await self.ws.send_text(encode({"v": 1, "type": "error", "data": {"detail": str(exc)}}))
+            await self.ws.send_text(error_frame(str(exc)))
             await self.ws.close(code=4004, reason="unknown session")
             return False
         self.num_steps = meta["steps"]
@@ -60,17 +59,7 @@ class ReplayPlayer:
         self.num_steps = meta["steps"]
         self.seq, self.step = snap["seq"], snap["step"]
         snap["replay"] = self._status()
-        await self.ws.send_text(
-            encode(
-                {
-                    "v": 1,
-                    "type": "snapshot",
-                    "session": self.session_id,
-                    "seq": self.seq,
-                    "data": snap,
-                }
-            )
-        )
+        await self.ws.send_text(envelope("snapshot", self.session_id, self.seq, encode(snap)))
 
     def _status(self) -> dict[str, Any]:
         return {
@@ -154,7 +143,7 @@ class ReplayPlayer:
             else:
                 raise ValueError(f"unknown replay command {kind!r}")
         except (TypeError, ValueError) as exc:
-            await self.ws.send_text(encode({"v": 1, "type": "error", "data": {"detail": str(exc)}}))
+            await self.ws.send_text(error_frame(str(exc)))
 
     async def close(self) -> None:
         await self.pause()

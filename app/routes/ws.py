@@ -13,7 +13,8 @@ from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from app.live.hub import EventHub, Subscriber, encode
+from app.live.hub import EventHub, Subscriber
+from app.protocol.envelope import encode, envelope, error_frame
 from app.records.replay import ReplayPlayer
 from app.security import has_control, origin_allowed
 
@@ -28,8 +29,7 @@ async def _send_snapshot(
 ) -> tuple[str | None, int]:
     sid = session or hub.live_session
     if sid is None or sid not in hub.sessions:
-        empty = {"v": 1, "type": "snapshot", "session": None, "seq": 0, "data": None}
-        await ws.send_text(encode(empty))
+        await ws.send_text(envelope("snapshot", None, 0, "null"))
         return None, 0
     seq, text = hub.snapshot_frame(sid)
     await ws.send_text(text)
@@ -43,14 +43,8 @@ async def _sender(ws: WebSocket, hub: EventHub, sub: Subscriber, resync: asyncio
         sub.wakeup.clear()
         if sub.gap or resync.is_set():
             if sub.gap:
-                gap = {
-                    "v": 1,
-                    "type": "gap",
-                    "session": current,
-                    "seq": last_seq,
-                    "data": {"dropped": sub.dropped},
-                }
-                await ws.send_text(encode(gap))
+                gap = envelope("gap", current, last_seq, encode({"dropped": sub.dropped}))
+                await ws.send_text(gap)
             sub.gap = False
             sub.dropped = 0
             resync.clear()
@@ -83,15 +77,7 @@ async def _receiver(ws: WebSocket, sub: Subscriber, resync: asyncio.Event) -> No
             resync.set()
             sub.wakeup.set()
         else:
-            await ws.send_text(
-                encode(
-                    {
-                        "v": 1,
-                        "type": "error",
-                        "data": {"detail": "only 'hello' messages are accepted on /ws/live"},
-                    }
-                )
-            )
+            await ws.send_text(error_frame("only 'hello' messages are accepted on /ws/live"))
 
 
 async def _replay(ws: WebSocket, session: str, step: Any) -> None:
