@@ -39,10 +39,11 @@ def cmd_engine(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from app.nodes.producer import Producer, QueueSink
+    from app.protocol.session import engine_fields
     from app.settings import Settings
     from engine.engine import Engine
     from engine.engine_core import EngineCore
-    from engine.workload import PoissonWorkload, WorkloadSpec
+    from engine.workload import PoissonWorkload
 
     if not args.push.startswith(("ws://", "wss://")):
         raise CliError("--push: must be a ws:// or wss:// URL of a dashboard's /ws/ingest")
@@ -67,25 +68,12 @@ def cmd_engine(args: argparse.Namespace) -> int:
     engine = Engine(config, runner, sink)
     counter = iter(range(1, 1 << 62))
     workload = PoissonWorkload(
-        WorkloadSpec(
-            enabled=settings.workload == "poisson",
-            rate=settings.workload_rate,
-            prompt_len_mean=settings.workload_prompt_len_mean,
-            max_tokens_mean=settings.workload_max_tokens_mean,
-        ),
-        next_id=lambda: f"{node}-p{next(counter)}",
+        settings.workload_spec(), next_id=lambda: f"{node}-p{next(counter)}"
     )
     core = EngineCore(
         engine, realtime=settings.realtime, speed=settings.sim_speed, before_step=workload
     )
-    announce = {
-        "engine": "batchscope",
-        "runner": runner.name,
-        "simulated": runner.simulated,
-        "model": str(runner.describe().get("model", "")),
-        "config": config.as_dict(),
-        "name": f"{node} ({runner.name})",
-    }
+    announce = {"name": f"{node} ({runner.name})", **engine_fields(runner, config.as_dict())}
     producer = Producer(
         engine, sink, args.push, args.token, node, announce, buffer_frames=args.buffer, core=core
     )

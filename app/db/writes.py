@@ -50,12 +50,13 @@ def _session_row(db: Session, cache: dict[str, SessionRecord], session: str) -> 
 def _apply_session_meta(rec: SessionRecord, data: dict[str, Any]) -> None:
     event = data.get("event")
     if event == "opened":
+        # Sessions recorded before `model`/`device` were top-level carry them in `describe`.
         describe = data.get("describe") or {}
         rec.name = str(data.get("name") or "")[:200]
         rec.source = str(data.get("source") or "")[:64]
         rec.runner = str(data.get("runner") or "")[:32]
-        rec.model = str(describe.get("model") or data.get("model") or "")[:300]
-        rec.device = str(describe.get("device") or data.get("device") or "")[:32]
+        rec.model = str(data.get("model") or describe.get("model") or "")[:300]
+        rec.device = str(data.get("device") or describe.get("device") or "")[:32]
         rec.simulated = bool(data.get("simulated", False))
         rec.config = dict(data.get("config") or {})
         rec.meta = {k: v for k, v in data.items() if k != "event"}

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import secrets
-import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -15,6 +13,7 @@ from typing import Any
 
 from app.live.bridge import HubSink
 from app.live.hub import EventHub
+from app.protocol.session import engine_fields, new_session_id, session_meta
 from app.settings import Settings
 from engine.commands import (
     Abort,
@@ -42,10 +41,6 @@ COMMAND_TIMEOUT_S = 30.0
 
 class EngineBusy(RuntimeError):
     pass
-
-
-def new_session_id() -> str:
-    return time.strftime("s-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
 class ScenarioArrivals:
@@ -102,15 +97,8 @@ class EngineService:
         runner = self.runner_factory(config)
         self.runner = runner
         session = new_session_id()
-        meta = {
-            "name": scenario.name if scenario else "live",
-            "source": "local",
-            "runner": runner.name,
-            "simulated": runner.simulated,
-            "describe": runner.describe(),
-            "config": config.as_dict(),
-            "started_at": time.time(),
-        }
+        name = scenario.name if scenario else "live"
+        meta = session_meta(name, "local", **engine_fields(runner, config.as_dict()))
         self.hub.open_session(session, meta)
         self.sink = HubSink(self.hub, loop, session)
         engine = Engine(config, runner, self.sink)
@@ -118,13 +106,9 @@ class EngineService:
             hook: Callable[[Engine], None] | None = ScenarioArrivals(scenario)
             self.workload = None
         else:
-            spec = WorkloadSpec(
-                enabled=self.settings.workload == "poisson",
-                rate=self.settings.workload_rate,
-                prompt_len_mean=self.settings.workload_prompt_len_mean,
-                max_tokens_mean=self.settings.workload_max_tokens_mean,
+            self.workload = PoissonWorkload(
+                self.settings.workload_spec(), next_id=self.next_req_id
             )
-            self.workload = PoissonWorkload(spec, next_id=self.next_req_id)
             hook = self.workload
         self.core = EngineCore(
             engine, realtime=self.settings.realtime, speed=self.settings.sim_speed, before_step=hook

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from app.live.hub import EventHub
 from app.protocol.envelope import encode
 from app.protocol.models import validate_frame
+from app.protocol.session import node_source, session_meta
 from app.protocol.state import SessionState
 
 FRAME_TYPES = ("iteration", "request", "config", "session")
@@ -118,17 +119,18 @@ class NodeRegistry:
         info = self.hub.sessions.get(session)
         model = str(msg.get("model") or "")[:300]
         engine = str(msg.get("engine") or "batchscope")[:32]
-        meta: dict[str, Any] = {
-            "name": str(msg.get("name") or node_name)[:200],
-            "source": f"node:{node_name}",
-            "runner": str(msg.get("runner") or msg.get("engine") or "")[:32],
-            "simulated": bool(msg.get("simulated", False)),
-            "describe": {"model": model},
-            "config": msg.get("config") if isinstance(msg.get("config"), dict) else {},
-            "node": node_name,
-            "engine": engine,
-            "started_at": time.time(),
-        }
+        config = msg.get("config")
+        meta = session_meta(
+            str(msg.get("name") or node_name)[:200],
+            node_source(node_name),
+            engine=engine,
+            runner=str(msg.get("runner") or msg.get("engine") or "")[:32],
+            simulated=bool(msg.get("simulated", False)),
+            model=model,
+            device=str(msg.get("device") or "")[:32],
+            config=config if isinstance(config, dict) else {},
+            node=node_name,
+        )
         if info is None and restored is not None:
             self.hub.adopt_session(restored, meta, live=self.hub.follow_most_active)
             last = restored.seq

@@ -20,9 +20,9 @@ from typing import Any
 
 import websockets
 
-from app.live.engine_service import new_session_id
 from app.protocol.convert import event_to_frame
 from app.protocol.envelope import encode, envelope
+from app.protocol.session import new_session_id, node_opened
 from engine.commands import Abort, AddRequest, Command, Pause, Resume, Step, UpdateConfig
 from engine.engine import Engine
 from engine.engine_core import EngineCore
@@ -79,14 +79,7 @@ class Producer:
         self.stats = ProducerStats()
         self._req_ids = itertools.count(1)
         # The session's first frame, as a local session's: who we are and our knobs.
-        opened = {
-            "event": "opened",
-            "source": f"node:{node}",
-            "node": node,
-            "started_at": time.time(),
-            **announce,
-        }
-        self.sink.queue.put(("session", opened))
+        self.sink.queue.put(("session", node_opened(node, announce)))
 
     def _collect(self) -> None:
         """Move new frames from the engine thread into the bounded history."""

@@ -8,9 +8,9 @@ import json
 from fastapi import APIRouter, Depends, Request, WebSocket, WebSocketDisconnect
 
 from app.db import queries
-from app.live.engine_service import new_session_id
 from app.nodes.ingest import NodeRegistry
 from app.protocol.envelope import encode
+from app.protocol.session import new_session_id
 from app.protocol.state import SessionState
 from app.security import has_control, require_view
 

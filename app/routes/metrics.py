@@ -13,7 +13,6 @@ async def metrics(request: Request) -> PlainTextResponse:
     state = request.app.state.hub.live_state()
     model = "batchscope"
     if state is not None:
-        describe = state.meta.get("describe") or {}
-        model = str(describe.get("model") or state.meta.get("runner") or model)
+        model = str(state.meta.get("model") or state.meta.get("runner") or model)
     text = request.app.state.metrics.render(model.replace('"', "'"))
     return PlainTextResponse(text, media_type="text/plain; version=0.0.4")

@@ -11,9 +11,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import queries
 from app.forms import FormError, parse_config_changes
-from app.live.engine_service import new_session_id
 from app.live.hub import EventHub
 from app.protocol.convert import event_to_frame
+from app.protocol.session import new_session_id, session_meta
 from app.protocol.state import SessionState
 from app.records.rerun import load_arrivals, rerun_events
 from app.routes.api import body_of
@@ -163,19 +163,15 @@ async def rerun(session_id: str, request: Request) -> dict[str, Any]:
     label = name or f"rerun of {meta['name'] or session_id}: " + (
         ", ".join(f"{k}={v}" for k, v in changes.items()) or "same knobs"
     )
-    hub.open_session(
-        new_id,
-        {
-            "name": label,
-            "source": "rerun",
-            "runner": runner,
-            "simulated": runner == "sim",
-            "config": config.as_dict(),
-            "rerun_of": session_id,
-            "started_at": time.time(),
-        },
-        live=False,
+    meta = session_meta(
+        label,
+        "rerun",
+        runner=runner,
+        simulated=runner == "sim",
+        config=config.as_dict(),
+        rerun_of=session_id,
     )
+    hub.open_session(new_id, meta, live=False)
     for event in events:
         frame_type, frame = event_to_frame(event)
         if frame_type != "engine_snapshot":
