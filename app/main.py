@@ -13,13 +13,26 @@ from fastapi.staticfiles import StaticFiles
 
 from app.db.migrate import prepare
 from app.db.session import make_engine, make_sessionmaker
+from app.deps import install_error_handlers
 from app.live.engine_service import EngineService
 from app.live.hub import EventHub
 from app.live.metrics import Metrics
 from app.live.relay import PgRelay
 from app.nodes.ingest import NodeRegistry
 from app.records.recorder import Recorder
-from app.routes import api, ingest, metrics, records, sessions, ws
+from app.routes import (
+    compare,
+    control,
+    dashboard,
+    export,
+    ingest,
+    live,
+    metrics,
+    nodes,
+    scenarios,
+    sessions,
+    ws,
+)
 from app.security import COOKIE, token_matches
 from app.settings import Settings, get_settings
 
@@ -67,16 +80,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.nodes = NodeRegistry(hub)
     hub.follow_most_active = not settings.engine
 
-    app.include_router(api.router)
-    app.include_router(sessions.router)
-    app.include_router(ingest.router)
-    app.include_router(records.router)
-    app.include_router(ws.router)
-    app.include_router(metrics.router)
-    with contextlib.suppress(ImportError):
-        from app.routes import pages
-
-        app.include_router(pages.router)
+    for module in (
+        control,
+        scenarios,
+        live,
+        sessions,
+        compare,
+        export,
+        nodes,
+        ingest,
+        ws,
+        metrics,
+        dashboard,
+    ):
+        app.include_router(module.router)
+    install_error_handlers(app)
     static = ROOT / "static"
     if static.is_dir():
         app.mount("/static", StaticFiles(directory=static), name="static")

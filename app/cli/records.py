@@ -56,7 +56,8 @@ def _output(out: str | None) -> Iterator[TextIO]:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from app.db.queries import NotFound, get_session
+    from app.db.queries import get_session
+    from app.errors import NotFound
     from app.records.export import export_jsonl, perfetto_trace
 
     with open_db(args)() as db:

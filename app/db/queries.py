@@ -18,13 +18,10 @@ from app.db.models import (
     RequestRecord,
     SessionRecord,
 )
+from app.errors import NotFound
 from app.protocol.state import SessionState
 
 PAGE = 2000
-
-
-class NotFound(LookupError):
-    pass
 
 
 def session_dict(rec: SessionRecord) -> dict[str, Any]:

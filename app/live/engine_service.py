@@ -11,6 +11,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import TypedDict
+
+from app.errors import NotFound
 from app.live.bridge import HubSink
 from app.live.hub import EventHub
 from app.protocol.session import engine_fields, new_session_id, session_meta
@@ -32,7 +35,7 @@ from engine.request import SamplingParams
 from engine.runner import make_runner
 from engine.runner.base import ModelRunner
 from engine.runner.tokenizer import ByteTokenizer, Tokenizer
-from engine.scenario import Scenario, load_scenario
+from engine.scenario import Scenario, ScenarioError, load_scenario
 from engine.workload import PoissonWorkload, WorkloadSpec
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
@@ -195,11 +198,29 @@ class EngineService:
         return asdict(self.workload.spec) if self.workload else None
 
     def load_scenario(self, name: str) -> str:
-        path = SCENARIO_DIR / f"{name}.json"
+        """Start a new live session running the scenario `name` (scenarios/NAME.json)."""
         if name not in list_scenario_names():
-            raise KeyError(name)
-        return self.start(scenario=load_scenario(path))
+            raise NotFound(f"no scenario named {name!r}")
+        return self.start(scenario=load_scenario(SCENARIO_DIR / f"{name}.json"))
+
+
+class ScenarioSummary(TypedDict):
+    name: str
+    title: str
+    description: str
 
 
 def list_scenario_names() -> list[str]:
     return sorted(p.stem for p in SCENARIO_DIR.glob("*.json"))
+
+
+def scenario_summaries() -> list[ScenarioSummary]:
+    """The scenarios a live session can load (unreadable files are left out)."""
+    out: list[ScenarioSummary] = []
+    for name in list_scenario_names():
+        try:
+            sc = load_scenario(SCENARIO_DIR / f"{name}.json")
+        except (ScenarioError, OSError):
+            continue
+        out.append({"name": name, "title": sc.name or name, "description": sc.description})
+    return out

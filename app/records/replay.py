@@ -16,7 +16,8 @@ from typing import Any
 from fastapi import WebSocket
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.queries import NotFound, get_session, iter_frames, state_at_step
+from app.db.queries import get_session, iter_frames, state_at_step
+from app.errors import NotFound
 from app.protocol.envelope import encode, envelope, error_frame
 
 MAX_SPEED = 1000.0

@@ -8,6 +8,7 @@ session (source `rerun`), comparable side by side with the original.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,9 @@ from sqlalchemy.orm import Session
 
 from app.db.models import EventRecord
 from app.db.queries import get_session
+from app.live.hub import EventHub
+from app.protocol.convert import event_to_frame
+from app.protocol.session import new_session_id, session_meta
 from engine.config import EngineConfig
 from engine.engine import Engine
 from engine.events import Event, ListSink
@@ -98,3 +102,35 @@ def rerun_events(config: EngineConfig, arrivals: list[Arrival], runner_kind: str
         event = engine.step()
         clock.now += event.forward_ms / 1000.0
     return sink.events
+
+
+async def rerun_session(
+    hub: EventHub,
+    source: dict[str, Any],
+    arrivals: list[Arrival],
+    config: EngineConfig,
+    changes: dict[str, Any],
+    runner_kind: str,
+    name: str = "",
+) -> tuple[str, str]:
+    """Re-run `source`'s arrivals under `config` (off the loop) and publish the result as a
+    new, closed session (source `rerun`), recorded like any other. Returns (id, name)."""
+    events = await asyncio.to_thread(rerun_events, config, arrivals, runner_kind)
+    new_id = new_session_id()
+    knobs = ", ".join(f"{k}={v}" for k, v in changes.items()) or "same knobs"
+    label = name or f"rerun of {source['name'] or source['id']}: {knobs}"
+    meta = session_meta(
+        label,
+        "rerun",
+        runner=runner_kind,
+        simulated=runner_kind == "sim",
+        config=config.as_dict(),
+        rerun_of=source["id"],
+    )
+    hub.open_session(new_id, meta, live=False)
+    for event in events:
+        frame_type, frame = event_to_frame(event)
+        if frame_type != "engine_snapshot":
+            hub.publish(new_id, frame_type, frame)
+    hub.close_session(new_id)
+    return new_id, label

@@ -16,13 +16,11 @@ from app.cli.main import main
 from app.db import queries
 from app.main import create_app
 from app.records.export import export_jsonl
-from app.routes import records
 from app.settings import Settings
 from tests.app.records.helpers import row_counts
 
 Recorded = tuple[sessionmaker[Session], str]
 TOKEN = "records-token-123"
-EXPORT_PATH = "/api/sessions/{session_id}/export"
 
 
 def _url(sessions: sessionmaker[Session]) -> str:
@@ -103,8 +101,6 @@ def test_cli_malformed_import_is_exit_2_and_writes_nothing(
 
 def _client(url: str, host: str = "127.0.0.1") -> TestClient:
     app = create_app(Settings(runner="sim", engine=False, database_url=url, token=TOKEN, host=host))
-    if not any(getattr(r, "path", None) == EXPORT_PATH for r in app.routes):
-        app.include_router(records.router)
     return TestClient(app)
 
 

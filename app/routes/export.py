@@ -8,22 +8,15 @@ import re
 from collections.abc import Iterator
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Query
 from fastapi.responses import Response, StreamingResponse
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
-from app.db.queries import NotFound
+from app.deps import DbDep, View
 from app.records.export import jsonl_lines, perfetto_trace
-from app.security import require_view
 
 router = APIRouter(prefix="/api")
-View = [Depends(require_view)]
 CHUNK_LINES = 500
-
-
-def _db(request: Request) -> sessionmaker[Session]:
-    db: sessionmaker[Session] = request.app.state.db
-    return db
 
 
 def _attachment(session_id: str, suffix: str) -> dict[str, str]:
@@ -49,32 +42,28 @@ def _chunks(db: Session, lines: Iterator[str]) -> Iterator[str]:
 @router.get("/sessions/{session_id}/export", dependencies=View)
 async def export_session(
     session_id: str,
-    request: Request,
+    db: DbDep,
     fmt: Annotated[Literal["jsonl", "perfetto"], Query(alias="format")] = "jsonl",
 ) -> Response:
-    sessions = _db(request)
     if fmt == "perfetto":
 
         def build() -> str:
-            with sessions() as db:
-                return json.dumps(perfetto_trace(db, session_id), separators=(",", ":"))
+            with db() as s:
+                return json.dumps(perfetto_trace(s, session_id), separators=(",", ":"))
 
-        try:
-            body = await asyncio.to_thread(build)
-        except NotFound as exc:
-            raise HTTPException(404, str(exc)) from None
+        body = await asyncio.to_thread(build)
         return Response(
             body, media_type="application/json", headers=_attachment(session_id, ".perfetto.json")
         )
 
-    db = sessions()
+    s = db()
     try:
-        lines = await asyncio.to_thread(jsonl_lines, db, session_id)
-    except NotFound as exc:
-        db.close()
-        raise HTTPException(404, str(exc)) from None
+        lines = await asyncio.to_thread(jsonl_lines, s, session_id)
+    except BaseException:
+        s.close()
+        raise
     return StreamingResponse(
-        _chunks(db, lines),
+        _chunks(s, lines),
         media_type="application/x-ndjson",
         headers=_attachment(session_id, ".jsonl"),
     )

@@ -3,8 +3,7 @@
 Routes build plain data (from the live SessionState, the same data as the /api twins)
 and the templates only format it (STYLE R8). `/?session=ID` is the same page replaying a
 recording (panels then read the recorded state at the step on screen); `/?live=ID` follows
-one live session (a remote node) instead of the current one. The sessions, compare and
-nodes pages live in app/routes/record_pages.py.
+one live session (a remote node) instead of the current one.
 """
 
 from __future__ import annotations
@@ -13,19 +12,18 @@ import asyncio
 from typing import Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.db import queries
-from app.live.engine_service import SCENARIO_DIR, list_scenario_names
+from app.deps import DbDep, HubDep, ServiceDep, View
+from app.errors import NotFound
+from app.live.engine_service import scenario_summaries
 from app.protocol.state import SessionState
-from app.routes import record_pages
-from app.security import has_control, require_view
+from app.security import has_control
 from app.templating import templates
-from engine.scenario import ScenarioError, load_scenario
 
-router = APIRouter(dependencies=[Depends(require_view)])
-router.include_router(record_pages.router)
+router = APIRouter(dependencies=View, include_in_schema=False)
 
 MAX_TABLE_ROWS = 150
 ACTIVE = {"RUNNING": 0, "PREEMPTED": 1, "WAITING": 2}
@@ -38,10 +36,6 @@ KNOBS = (
     "kv_block_limit",
     "policy",
 )
-
-
-def _state(request: Request, live: str | None = None) -> Any:
-    return request.app.state.hub.live_state(live)
 
 
 def _snapshot(state: SessionState | None) -> dict[str, Any]:
@@ -59,17 +53,6 @@ def _snapshot(state: SessionState | None) -> dict[str, Any]:
         }
     snap: dict[str, Any] = state.snapshot()
     return snap
-
-
-def scenario_list() -> list[dict[str, str]]:
-    out = []
-    for name in list_scenario_names():
-        try:
-            sc = load_scenario(SCENARIO_DIR / f"{name}.json")
-        except (ScenarioError, OSError):
-            continue
-        out.append({"name": name, "title": sc.name or name, "description": sc.description})
-    return out
 
 
 def request_rows(snap: dict[str, Any], limit: int = MAX_TABLE_ROWS) -> list[dict[str, Any]]:
@@ -112,31 +95,30 @@ def _summary(state: SessionState | None) -> dict[str, Any] | None:
 
 
 async def recorded_state(
-    request: Request, session: str, step: int | None
-) -> tuple[dict[str, Any], SessionState] | None:
-    """A recording's metadata and its state at `step` (default: the last); None if unknown."""
+    db: DbDep, session: str, step: int | None
+) -> tuple[dict[str, Any], SessionState]:
+    """A recording's metadata and its state at `step` (default: the last). Raises NotFound."""
 
     def load() -> tuple[dict[str, Any], SessionState]:
-        with request.app.state.db() as db:
-            meta = queries.get_session(db, session)
+        with db() as s:
+            meta = queries.get_session(s, session)
             last = meta["steps"] - 1
             at = last if step is None else max(-1, min(step, last))
-            return meta, queries.state_at_step(db, session, at)
+            return meta, queries.state_at_step(s, session, at)
 
-    try:
-        return await asyncio.to_thread(load)
-    except queries.NotFound:
-        return None
+    return await asyncio.to_thread(load)
 
 
 async def _panel_state(
-    request: Request, replay: str | None, step: int | None, live: str | None
+    db: DbDep, hub: HubDep, replay: str | None, step: int | None, live: str | None
 ) -> SessionState | None:
-    if replay:
-        found = await recorded_state(request, replay, step)
-        return found[1] if found else None
-    state: SessionState | None = _state(request, live)
-    return state
+    """The state a panel shows: a recording's at `step` (none if unknown), else live."""
+    if not replay:
+        return hub.live_state(live)
+    try:
+        return (await recorded_state(db, replay, step))[1]
+    except NotFound:
+        return None
 
 
 def _mode(replay: str | None, live: str | None) -> dict[str, Any]:
@@ -150,24 +132,25 @@ def _panel_query(replay: str | None, live: str | None) -> str:
     return "?live=" + quote(live, safe="") if live else ""
 
 
-@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+@router.get("/", response_class=HTMLResponse)
 async def dashboard(
-    request: Request, session: str | None = None, live: str | None = None
+    request: Request,
+    db: DbDep,
+    hub: HubDep,
+    service: ServiceDep,
+    session: str | None = None,
+    live: str | None = None,
 ) -> Response:
-    hub = request.app.state.hub
     meta: dict[str, Any] = {}
+    state: SessionState | None
     if session:
-        found = await recorded_state(request, session, None)
-        if found is None:
-            return record_pages.not_found(request, f"no recorded session {session!r}")
-        meta, state = found
+        meta, state = await recorded_state(db, session, None)
         live = None
     elif live and live not in hub.sessions:
         return RedirectResponse("/?session=" + quote(live, safe=""), status_code=303)
     else:
-        state = _state(request, live)
+        state = hub.live_state(live)
     snap = _snapshot(state)
-    service = request.app.state.service
     config = meta.get("config") or snap.get("config") or {}
     return templates.TemplateResponse(
         request,
@@ -177,7 +160,7 @@ async def dashboard(
             "config": {k: snap.get("config", {}).get(k) for k in KNOBS},
             "rerun_config": config,
             "recording": meta,
-            "scenarios": scenario_list(),
+            "scenarios": scenario_summaries(),
             "token_ok": has_control(request),
             "workload": service.workload_spec() if service is not None else None,
             "rows": request_rows(snap),
@@ -188,11 +171,16 @@ async def dashboard(
     )
 
 
-@router.get("/panels/requests", response_class=HTMLResponse, include_in_schema=False)
+@router.get("/panels/requests", response_class=HTMLResponse)
 async def requests_panel(
-    request: Request, replay: str | None = None, step: int | None = None, live: str | None = None
+    request: Request,
+    db: DbDep,
+    hub: HubDep,
+    replay: str | None = None,
+    step: int | None = None,
+    live: str | None = None,
 ) -> HTMLResponse:
-    snap = _snapshot(await _panel_state(request, replay, step, live))
+    snap = _snapshot(await _panel_state(db, hub, replay, step, live))
     return templates.TemplateResponse(
         request,
         "partials/_request_table.html",
@@ -205,10 +193,9 @@ async def requests_panel(
     )
 
 
-@router.get("/panels/controls", response_class=HTMLResponse, include_in_schema=False)
-async def controls_panel(request: Request) -> HTMLResponse:
+@router.get("/panels/controls", response_class=HTMLResponse)
+async def controls_panel(request: Request, service: ServiceDep) -> HTMLResponse:
     """Re-rendered when the live session changes (a scenario has no Poisson workload)."""
-    service = request.app.state.service
     return templates.TemplateResponse(
         request,
         "partials/_controls.html",
@@ -219,11 +206,16 @@ async def controls_panel(request: Request) -> HTMLResponse:
     )
 
 
-@router.get("/panels/stats", response_class=HTMLResponse, include_in_schema=False)
+@router.get("/panels/stats", response_class=HTMLResponse)
 async def stats_panel(
-    request: Request, replay: str | None = None, step: int | None = None, live: str | None = None
+    request: Request,
+    db: DbDep,
+    hub: HubDep,
+    replay: str | None = None,
+    step: int | None = None,
+    live: str | None = None,
 ) -> HTMLResponse:
-    state = await _panel_state(request, replay, step, live)
+    state = await _panel_state(db, hub, replay, step, live)
     return templates.TemplateResponse(
         request, "partials/_stats.html", {"summary": _summary(state), **_mode(replay, live)}
     )
