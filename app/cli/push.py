@@ -33,6 +33,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 def cmd_engine(args: argparse.Namespace) -> int:
     import asyncio
+    import logging
     import signal
     import socket
 
@@ -77,6 +78,8 @@ def cmd_engine(args: argparse.Namespace) -> int:
     producer = Producer(
         engine, sink, args.push, args.token, node, announce, buffer_frames=args.buffer, core=core
     )
+
+    logging.basicConfig(level=logging.INFO, format="batchscope engine: %(message)s")
 
     async def main() -> None:
         stop = asyncio.Event()

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import logging
 import queue
 import time
 from collections import deque
@@ -28,6 +29,8 @@ from engine.engine import Engine
 from engine.engine_core import EngineCore
 from engine.events import Event
 from engine.request import SamplingParams
+
+log = logging.getLogger("batchscope.engine")
 
 SEND_INTERVAL_S = 0.03
 STATS_INTERVAL_S = 1.0
@@ -105,10 +108,10 @@ class Producer:
                     await self._session(stop)
                     backoff = 0.2
                 except (OSError, websockets.WebSocketException, TimeoutError) as exc:
-                    print(
-                        f"batchscope engine: dashboard unreachable ({exc}); "
-                        f"buffering {self.seq - self.cursor} frames",
-                        flush=True,
+                    log.warning(
+                        "dashboard unreachable (%s); buffering %d frames",
+                        exc,
+                        self.seq - self.cursor,
                     )
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), backoff)
@@ -140,10 +143,11 @@ class Producer:
                 raise OSError(f"dashboard refused: {welcome}")
             self.cursor = int(welcome.get("last_seq") or 0)
             self.stats.connects += 1
-            print(
-                f"batchscope engine: pushing session {self.session} to {self.url} "
-                f"(resuming after seq {self.cursor})",
-                flush=True,
+            log.info(
+                "pushing session %s to %s (resuming after seq %d)",
+                self.session,
+                self.url,
+                self.cursor,
             )
             receiver = asyncio.create_task(self._receive(ws))
             try:
@@ -183,7 +187,7 @@ class Producer:
                 reply = await self._command(msg)
                 await ws.send(json.dumps(reply))
             elif msg.get("type") == "error":
-                print(f"batchscope engine: dashboard says: {msg.get('detail')}", flush=True)
+                log.warning("dashboard says: %s", msg.get("detail"))
 
     async def _command(self, msg: dict[str, Any]) -> dict[str, Any]:
         kind, args = msg.get("kind"), msg.get("args") or {}
