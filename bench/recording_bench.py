@@ -99,7 +99,7 @@ def write_throughput(dbs: Databases, steps: int = 4000) -> None:
     print(f"\n(a) recording throughput: write_batch, {BATCH_FRAMES} frames per transaction")
     frames: list[Frame] = []
     hub = EventHub()
-    hub.add_listener(lambda *frame: frames.append(frame))
+    hub.add_listener(lambda *frame: frames.append(Frame(*frame)))
     workload = Workload.full_decode(64, steps)
     session = open_session(hub, "throughput", workload)
     run_steps(HubPublisher(hub, session), workload, steps)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
@@ -18,7 +18,25 @@ from app.db.models import (
     SessionRecord,
 )
 
-Frame = tuple[str, str, int, dict[str, Any], str]
+
+class Frame(NamedTuple):
+    """One frame to record: its data (parsed) and its text (stored as it was sent)."""
+
+    session: str
+    type: str
+    seq: int
+    data: dict[str, Any]
+    text: str
+
+
+class Checkpoint(NamedTuple):
+    """A session's folded state as of frame `seq` (step `step`), encoded by
+    app.db.checkpoint_codec: a seek folds at most the frames after it."""
+
+    session: str
+    seq: int
+    step: int
+    state: str
 
 
 def _session_row(db: Session, cache: dict[str, SessionRecord], session: str) -> SessionRecord:
@@ -111,16 +129,12 @@ def _apply_request(row: RequestRecord, data: dict[str, Any]) -> bool:
     return False
 
 
-def write_batch(
-    db: Session, batch: Iterable[Frame], checkpoints: Iterable[tuple[str, int, int, str]]
-) -> None:
+def write_batch(db: Session, batch: Iterable[Frame], checkpoints: Iterable[Checkpoint]) -> None:
     with db.no_autoflush:
         _write_batch(db, batch, checkpoints)
 
 
-def _write_batch(
-    db: Session, batch: Iterable[Frame], checkpoints: Iterable[tuple[str, int, int, str]]
-) -> None:
+def _write_batch(db: Session, batch: Iterable[Frame], checkpoints: Iterable[Checkpoint]) -> None:
     sessions: dict[str, SessionRecord] = {}
     requests: dict[tuple[str, str], RequestRecord] = {}
     iterations: list[dict[str, Any]] = []

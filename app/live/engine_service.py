@@ -9,7 +9,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from typing_extensions import TypedDict
 
@@ -44,6 +44,22 @@ COMMAND_TIMEOUT_S = 30.0
 
 class EngineBusy(RuntimeError):
     pass
+
+
+class NewRequest(NamedTuple):
+    """A request to inject into an engine (local or a node's)."""
+
+    prompt_token_ids: list[int]
+    params: SamplingParams
+    priority: int = 0
+
+
+class Admission(NamedTuple):
+    """What became of an injected request."""
+
+    req_id: str
+    rejected: str | None
+    """Why the engine refused it; None: queued."""
 
 
 class ScenarioArrivals:
@@ -149,20 +165,13 @@ class EngineService:
             raise EngineBusy("the engine did not answer in time") from None
 
     # ------------------------------------------------------------ commands
-    async def add_request(
-        self, prompt_token_ids: list[int], params: SamplingParams, priority: int = 0
-    ) -> tuple[str, str | None]:
-        req_id = self.next_req_id()
-        reason = await self.run(AddRequest(req_id, prompt_token_ids, params, priority))
-        return req_id, reason
-
-    async def add_requests(
-        self, items: list[tuple[list[int], SamplingParams, int]]
-    ) -> list[tuple[str, str | None]]:
+    async def add_requests(self, items: list[NewRequest]) -> list[Admission]:
         """A burst in one engine command (one hop, however many requests)."""
-        commands = tuple(AddRequest(self.next_req_id(), p, sp, prio) for p, sp, prio in items)
+        commands = tuple(
+            AddRequest(self.next_req_id(), r.prompt_token_ids, r.params, r.priority) for r in items
+        )
         reasons = await self.run(AddRequests(commands))
-        return [(c.req_id, r) for c, r in zip(commands, reasons, strict=True)]
+        return [Admission(c.req_id, r) for c, r in zip(commands, reasons, strict=True)]
 
     async def abort(self, req_id: str) -> list[str]:
         result: list[str] = await self.run(Abort((req_id,)))

@@ -20,6 +20,9 @@ from app.protocol.state import SessionState
 DEFAULT_QUEUE_FRAMES = 512
 IDLE_SWITCH_S = 2.0
 
+FrameListener = Callable[[str, str, int, dict[str, Any], str], None]
+"""fn(session, frame_type, seq, data, encoded frame): the recorder, relay and metrics."""
+
 
 @dataclass(eq=False)
 class Subscriber:
@@ -66,10 +69,10 @@ class EventHub:
         self.sessions: dict[str, SessionInfo] = {}
         self.live_session: str | None = None
         self.follow_most_active = False
-        self._relayed: set[str] = set()
         """No local engine: followers watch whichever live session was active last."""
+        self._relayed: set[str] = set()
         self._subscribers: set[Subscriber] = set()
-        self._listeners: list[Callable[[str, str, int, dict[str, Any], str], None]] = []
+        self._listeners: list[FrameListener] = []
 
     # ----------------------------------------------------------- sessions
     def open_session(
@@ -104,8 +107,8 @@ class EventHub:
         info = self.sessions.get(sid) if sid else None
         return info.state if info else None
 
-    def add_listener(self, fn: Callable[[str, str, int, dict[str, Any], str], None]) -> None:
-        """fn(session, frame_type, seq, data, encoded): called for every frame, in order."""
+    def add_listener(self, fn: FrameListener) -> None:
+        """`fn` is called for every frame, in order, after subscribers got it."""
         self._listeners.append(fn)
 
     # ------------------------------------------------------------ publish
@@ -185,7 +188,3 @@ class EventHub:
             yield sub
         finally:
             self._subscribers.discard(sub)
-
-    @property
-    def num_subscribers(self) -> int:
-        return len(self._subscribers)

@@ -5,20 +5,13 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from app.live.engine_service import EngineBusy, EngineService
+from app.live.engine_service import Admission, EngineBusy, EngineService, NewRequest
 from app.nodes.ingest import NodeUnavailable, RemoteNode
-from engine.request import SamplingParams
 from engine.runner.tokenizer import ByteTokenizer, Tokenizer
 
 
 class ControlTarget(Protocol):
-    async def add_request(
-        self, prompt_token_ids: list[int], params: SamplingParams, priority: int = 0
-    ) -> tuple[str, str | None]: ...
-
-    async def add_requests(
-        self, items: list[tuple[list[int], SamplingParams, int]]
-    ) -> list[tuple[str, str | None]]: ...
+    async def add_requests(self, items: list[NewRequest]) -> list[Admission]: ...
 
     async def abort(self, req_id: str) -> list[str]: ...
 
@@ -46,22 +39,18 @@ class RemoteControl:
         except NodeUnavailable as exc:
             raise EngineBusy(str(exc)) from None
 
-    async def add_request(
-        self, prompt_token_ids: list[int], params: SamplingParams, priority: int = 0
-    ) -> tuple[str, str | None]:
+    async def _add_request(self, item: NewRequest) -> Admission:
         result = await self._call(
             "add_request",
-            prompt_token_ids=prompt_token_ids,
-            priority=priority,
-            max_tokens=params.max_tokens,
-            temperature=params.temperature,
+            prompt_token_ids=item.prompt_token_ids,
+            priority=item.priority,
+            max_tokens=item.params.max_tokens,
+            temperature=item.params.temperature,
         )
-        return str(result["req_id"]), result.get("rejected")
+        return Admission(str(result["req_id"]), result.get("rejected"))
 
-    async def add_requests(
-        self, items: list[tuple[list[int], SamplingParams, int]]
-    ) -> list[tuple[str, str | None]]:
-        return [await self.add_request(p, sp, prio) for p, sp, prio in items]
+    async def add_requests(self, items: list[NewRequest]) -> list[Admission]:
+        return [await self._add_request(item) for item in items]
 
     async def abort(self, req_id: str) -> list[str]:
         result: list[str] = await self._call("abort", req_id=req_id)

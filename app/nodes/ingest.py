@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi import WebSocket
 from pydantic import ValidationError
+from typing_extensions import TypedDict
 
 from app.live.hub import EventHub
 from app.protocol.envelope import encode
@@ -29,6 +30,27 @@ COMMAND_TIMEOUT_S = 15.0
 
 class NodeUnavailable(RuntimeError):
     pass
+
+
+class NodeView(TypedDict):
+    """A producer as the nodes page and /api/nodes show it."""
+
+    node: str
+    session: str
+    engine: str
+    model: str
+    state: str
+    """`live` or `disconnected`."""
+    since: float
+    frames: int
+    frames_per_s: float
+    last_seq: int
+    invalid: int
+    gaps: int
+    missing: int
+    lag: int
+    """Frames the producer holds that the dashboard has not received."""
+    dropped_by_producer: int
 
 
 @dataclass
@@ -55,7 +77,7 @@ class RemoteNode:
     pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
     _ids: Any = field(default_factory=lambda: itertools.count(1))
 
-    def view(self) -> dict[str, Any]:
+    def view(self) -> NodeView:
         return {
             "node": self.node,
             "session": self.session,
@@ -104,7 +126,7 @@ class NodeRegistry:
         self.nodes: dict[str, RemoteNode] = {}
         self.by_session: dict[str, RemoteNode] = {}
 
-    def views(self) -> list[dict[str, Any]]:
+    def views(self) -> list[NodeView]:
         return [n.view() for n in self.nodes.values()]
 
     def announce(

@@ -11,7 +11,7 @@ from app.db import queries
 from app.protocol.state import SessionState
 
 
-def summary(meta: dict[str, Any], state: SessionState) -> dict[str, Any]:
+def summary(meta: queries.SessionRow, state: SessionState) -> dict[str, Any]:
     lat = state.latency_summary()
     return {
         "session": meta["id"],
@@ -40,7 +40,7 @@ def _delta(a: Any, b: Any) -> Any:
 async def compare_sessions(db: sessionmaker[Session], a: str, b: str) -> dict[str, Any]:
     """`{a, b, diff}`: the summaries and B - A of every number. Raises NotFound."""
 
-    def load(session_id: str) -> tuple[dict[str, Any], SessionState]:
+    def load(session_id: str) -> tuple[queries.SessionRow, SessionState]:
         with db() as s:
             meta = queries.get_session(s, session_id)
             return meta, queries.state_at_step(s, session_id, meta["steps"] - 1)

@@ -24,10 +24,8 @@ EXPORT_FORMAT_VERSION = 1
 def session_header(db: Session, session_id: str) -> dict[str, Any]:
     """The header line: the session row (with meta and config). Raises NotFound."""
     row = get_session(db, session_id)
-    if "meta" not in row:
-        meta = db.scalar(select(SessionRecord.meta).where(SessionRecord.id == session_id))
-        row["meta"] = meta or {}
-    return {"batchscope": EXPORT_FORMAT_VERSION, "session": row}
+    meta = db.scalar(select(SessionRecord.meta).where(SessionRecord.id == session_id))
+    return {"batchscope": EXPORT_FORMAT_VERSION, "session": {**row, "meta": meta or {}}}
 
 
 def jsonl_lines(db: Session, session_id: str) -> Iterator[str]:

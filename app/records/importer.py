@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.checkpoint_codec import encode_checkpoint
 from app.db.models import SessionRecord
-from app.db.writes import Frame, write_batch
+from app.db.writes import Checkpoint, Frame, write_batch
 from app.protocol.envelope import PROTOCOL_VERSION
 from app.protocol.models import FRAME_MODELS, validate_frame
 from app.protocol.state import SessionState
@@ -188,9 +188,7 @@ def _exists(db: Session, session_id: str) -> ImportFormatError | None:
     )
 
 
-def _write_chunk(
-    db: Session, batch: list[Frame], checkpoints: list[tuple[str, int, int, str]]
-) -> None:
+def _write_chunk(db: Session, batch: list[Frame], checkpoints: list[Checkpoint]) -> None:
     # No autoflush: write_batch looks up each new request row, and a flush before every
     # lookup costs more than the writes (rows are unique per chunk; chunks are flushed).
     with db.no_autoflush:
@@ -206,7 +204,7 @@ def _write(db: Session, path: Path, header: SessionHeader) -> None:
     checker = _FrameChecker(sid)
     state: SessionState | None = None
     batch: list[Frame] = []
-    checkpoints: list[tuple[str, int, int, str]] = []
+    checkpoints: list[Checkpoint] = []
     for number, text in lines:
         ftype, seq, data = checker.check(number, text, validate_data=False)
         if state is None:
@@ -219,11 +217,10 @@ def _write(db: Session, path: Path, header: SessionHeader) -> None:
             )
             state = SessionState(sid, meta)
         state.apply(ftype, seq, data)
-        batch.append((sid, ftype, seq, data, text))
+        batch.append(Frame(sid, ftype, seq, data, text))
         if seq % CHECKPOINT_EVERY == 0:
-            checkpoints.append(
-                (sid, seq, max(state.step, 0), encode_checkpoint(state.to_checkpoint()))
-            )
+            encoded = encode_checkpoint(state.to_checkpoint())
+            checkpoints.append(Checkpoint(sid, seq, max(state.step, 0), encoded))
         if len(batch) >= WRITE_CHUNK:
             _write_chunk(db, batch, checkpoints)
             batch, checkpoints = [], []

@@ -66,7 +66,7 @@ class Recorder:
         if self.hub.is_relayed(session):
             return  # its origin process records it
         del data  # the writer re-parses the text, off this loop (in its own process)
-        self.pending.append((session, frame_type, seq, text))
+        self.pending.append(TextFrame(session, frame_type, seq, text))
         if len(self.pending) >= 5000:
             self._wake.set()
 

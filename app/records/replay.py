@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import WebSocket
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.queries import get_session, iter_frames, state_at_step
+from app.db.queries import SessionRow, get_session, iter_frames, state_at_step
 from app.errors import NotFound
 from app.protocol.envelope import encode, envelope, error_frame
 
@@ -36,7 +36,7 @@ class ReplayPlayer:
         self.speed = 1.0
         self._player: asyncio.Task[None] | None = None
 
-    def _load(self, step: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _load(self, step: int) -> tuple[SessionRow, dict[str, Any]]:
         with self.db() as db:
             meta = get_session(db, self.session_id)
             state = state_at_step(db, self.session_id, step)

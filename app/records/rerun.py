@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.models import EventRecord
-from app.db.queries import get_session
+from app.db.queries import SessionRow, get_session
 from app.live.hub import EventHub
 from app.protocol.convert import event_to_frame
 from app.protocol.session import new_session_id, session_meta
@@ -47,7 +47,7 @@ class VirtualClock:
         return self.now
 
 
-def load_arrivals(db: Session, session_id: str) -> tuple[dict[str, Any], list[Arrival]]:
+def load_arrivals(db: Session, session_id: str) -> tuple[SessionRow, list[Arrival]]:
     meta = get_session(db, session_id)
     arrivals: list[Arrival] = []
     rows = db.scalars(
@@ -106,7 +106,7 @@ def rerun_events(config: EngineConfig, arrivals: list[Arrival], runner_kind: str
 
 async def rerun_session(
     hub: EventHub,
-    source: dict[str, Any],
+    source: SessionRow,
     arrivals: list[Arrival],
     config: EngineConfig,
     changes: dict[str, Any],

@@ -16,7 +16,7 @@ from fastapi.responses import Response
 from app.deps import BodyDep, Control, ControlDep, HubDep, LocalEngineDep, SettingsDep, answer
 from app.errors import NotFound
 from app.forms import FormError, parse_config_changes, parse_inject, parse_workload
-from app.live.engine_service import EngineBusy
+from app.live.engine_service import EngineBusy, NewRequest
 from engine.config import ConfigError
 from engine.request import SamplingParams
 
@@ -44,7 +44,7 @@ async def inject(
     try:
         params = SamplingParams(max_tokens=spec.max_tokens, temperature=spec.temperature)
         items = [
-            (
+            NewRequest(
                 prefix + (base or [rng.randint(3, 258) for _ in range(spec.prompt_len or 1)]),
                 params,
                 spec.priority,

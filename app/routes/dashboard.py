@@ -96,10 +96,10 @@ def _summary(state: SessionState | None) -> dict[str, Any] | None:
 
 async def recorded_state(
     db: DbDep, session: str, step: int | None
-) -> tuple[dict[str, Any], SessionState]:
+) -> tuple[queries.SessionRow, SessionState]:
     """A recording's metadata and its state at `step` (default: the last). Raises NotFound."""
 
-    def load() -> tuple[dict[str, Any], SessionState]:
+    def load() -> tuple[queries.SessionRow, SessionState]:
         with db() as s:
             meta = queries.get_session(s, session)
             last = meta["steps"] - 1
@@ -141,7 +141,7 @@ async def dashboard(
     session: str | None = None,
     live: str | None = None,
 ) -> Response:
-    meta: dict[str, Any] = {}
+    meta: queries.SessionRow | None = None
     state: SessionState | None
     if session:
         meta, state = await recorded_state(db, session, None)
@@ -151,7 +151,7 @@ async def dashboard(
     else:
         state = hub.live_state(live)
     snap = _snapshot(state)
-    config = meta.get("config") or snap.get("config") or {}
+    config = (meta and meta["config"]) or snap.get("config") or {}
     return templates.TemplateResponse(
         request,
         "dashboard.html",
@@ -159,7 +159,7 @@ async def dashboard(
             "snapshot": snap,
             "config": {k: snap.get("config", {}).get(k) for k in KNOBS},
             "rerun_config": config,
-            "recording": meta,
+            "recording": meta or {},
             "scenarios": scenario_summaries(),
             "token_ok": has_control(request),
             "workload": service.workload_spec() if service is not None else None,

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from app.deps import HubDep, NodesDep, View
+from app.nodes.ingest import NodeView
 from app.routes.links import session_href
 from app.templating import templates
 
@@ -16,8 +17,8 @@ router = APIRouter(dependencies=View)
 
 
 @router.get("/api/nodes")
-async def nodes(registry: NodesDep) -> list[dict[str, Any]]:
-    return [dict(view) for view in registry.views()]
+async def nodes(registry: NodesDep) -> list[NodeView]:
+    return registry.views()
 
 
 def node_rows(registry: NodesDep, hub: HubDep) -> list[dict[str, Any]]:

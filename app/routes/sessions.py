@@ -14,7 +14,7 @@ from app.deps import BodyDep, Control, DbDep, HubDep, RecorderDep, View
 from app.forms import FormError, parse_config_changes
 from app.live.hub import EventHub
 from app.records.catalog import list_sessions
-from app.records.rerun import load_arrivals, rerun_session
+from app.records.rerun import Arrival, load_arrivals, rerun_session
 from app.routes.links import replay_href, session_href
 from app.security import has_control
 from app.templating import templates
@@ -29,8 +29,8 @@ async def sessions_json(db: DbDep, hub: HubDep, q: str | None = None) -> list[di
 
 
 @router.get("/api/sessions/{session_id}", dependencies=View)
-async def get_session(session_id: str, db: DbDep) -> dict[str, Any]:
-    def load() -> dict[str, Any]:
+async def get_session(session_id: str, db: DbDep) -> queries.SessionRow:
+    def load() -> queries.SessionRow:
         with db() as s:
             return queries.get_session(s, session_id)
 
@@ -86,7 +86,7 @@ async def rerun(
         raise HTTPException(422, "runner: must be sim or torch")
     name = str(body.pop("name", "") or "")[:200]
 
-    def load() -> tuple[dict[str, Any], Any]:
+    def load() -> tuple[queries.SessionRow, list[Arrival]]:
         with db() as s:
             return load_arrivals(s, session_id)
 
