@@ -75,9 +75,14 @@ def require_service(
     return service
 
 
-def get_control(request: Request) -> ControlTarget:
+def get_control(
+    request: Request,
+    hub: Annotated[EventHub, Depends(get_hub)],
+    nodes: Annotated[NodeRegistry, Depends(get_nodes)],
+    service: Annotated[EngineService | None, Depends(get_service)],
+) -> ControlTarget:
     """The engine to drive: ?session=ID, else the live session (local or a remote node)."""
-    target = control_target(request.app.state, request.query_params.get("session"))
+    target = control_target(hub, nodes, service, request.query_params.get("session"))
     if target is None:
         raise HTTPException(409, "no engine to control for this session")
     return target

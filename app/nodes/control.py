@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from app.live.engine_service import Admission, EngineBusy, EngineService, NewRequest
-from app.nodes.ingest import NodeUnavailable, RemoteNode
+from app.live.hub import EventHub
+from app.nodes.ingest import NodeRegistry, NodeUnavailable, RemoteNode
 from engine.runner.tokenizer import ByteTokenizer, Tokenizer
 
 
@@ -76,13 +77,14 @@ class RemoteControl:
         return ByteTokenizer()
 
 
-def control_target(app_state: Any, session: str | None) -> ControlTarget | None:
+def control_target(
+    hub: EventHub, nodes: NodeRegistry, service: EngineService | None, session: str | None
+) -> ControlTarget | None:
     """The engine behind `session` (default: the live one); None if nothing can be driven."""
-    sid = session or app_state.hub.live_session
-    nodes = app_state.nodes.by_session
-    if sid in nodes:
-        return RemoteControl(nodes[sid])
-    service: EngineService | None = app_state.service
+    sid = session or hub.live_session
+    node = nodes.by_session.get(sid) if sid is not None else None
+    if node is not None:
+        return RemoteControl(node)
     if service is not None and (session is None or session == service.session):
         return service
     return None
