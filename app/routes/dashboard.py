@@ -9,10 +9,11 @@ one live session (a remote node) instead of the current one.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.db import queries
@@ -109,16 +110,33 @@ async def recorded_state(
     return await asyncio.to_thread(load)
 
 
-async def _panel_state(
-    db: DbDep, hub: HubDep, replay: str | None, step: int | None, live: str | None
-) -> SessionState | None:
-    """The state a panel shows: a recording's at `step` (none if unknown), else live."""
+@dataclass(frozen=True, slots=True)
+class Panel:
+    """What an htmx panel shows: the state of the session on screen (a recording's at
+    `?replay=ID&step=K`, none if unknown; else the live one, or `?live=ID`) and the
+    template context that points the panel's next refresh at the same session."""
+
+    state: SessionState | None
+    mode: dict[str, Any]
+
+
+async def panel(
+    db: DbDep,
+    hub: HubDep,
+    replay: str | None = None,
+    step: int | None = None,
+    live: str | None = None,
+) -> Panel:
+    mode = _mode(replay, live)
     if not replay:
-        return hub.live_state(live)
+        return Panel(hub.live_state(live), mode)
     try:
-        return (await recorded_state(db, replay, step))[1]
+        return Panel((await recorded_state(db, replay, step))[1], mode)
     except NotFound:
-        return None
+        return Panel(None, mode)
+
+
+PanelDep = Annotated[Panel, Depends(panel)]
 
 
 def _mode(replay: str | None, live: str | None) -> dict[str, Any]:
@@ -172,15 +190,8 @@ async def dashboard(
 
 
 @router.get("/panels/requests", response_class=HTMLResponse)
-async def requests_panel(
-    request: Request,
-    db: DbDep,
-    hub: HubDep,
-    replay: str | None = None,
-    step: int | None = None,
-    live: str | None = None,
-) -> HTMLResponse:
-    snap = _snapshot(await _panel_state(db, hub, replay, step, live))
+async def requests_panel(request: Request, view: PanelDep) -> HTMLResponse:
+    snap = _snapshot(view.state)
     return templates.TemplateResponse(
         request,
         "partials/_request_table.html",
@@ -188,7 +199,7 @@ async def requests_panel(
             "rows": request_rows(snap),
             "counts": _counts(snap),
             "token_ok": has_control(request),
-            **_mode(replay, live),
+            **view.mode,
         },
     )
 
@@ -207,15 +218,6 @@ async def controls_panel(request: Request, service: ServiceDep) -> HTMLResponse:
 
 
 @router.get("/panels/stats", response_class=HTMLResponse)
-async def stats_panel(
-    request: Request,
-    db: DbDep,
-    hub: HubDep,
-    replay: str | None = None,
-    step: int | None = None,
-    live: str | None = None,
-) -> HTMLResponse:
-    state = await _panel_state(db, hub, replay, step, live)
-    return templates.TemplateResponse(
-        request, "partials/_stats.html", {"summary": _summary(state), **_mode(replay, live)}
-    )
+async def stats_panel(request: Request, view: PanelDep) -> HTMLResponse:
+    context = {"summary": _summary(view.state), **view.mode}
+    return templates.TemplateResponse(request, "partials/_stats.html", context)

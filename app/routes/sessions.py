@@ -121,15 +121,19 @@ async def _page_rows(db: DbDep, hub: EventHub, q: str | None) -> list[dict[str, 
     return rows
 
 
+async def _render(
+    request: Request, template: str, db: DbDep, hub: EventHub, q: str | None
+) -> HTMLResponse:
+    rows = await _page_rows(db, hub, q)
+    context = {"rows": rows, "q": q or "", "token_ok": has_control(request)}
+    return templates.TemplateResponse(request, template, context)
+
+
 @router.get("/sessions", response_class=HTMLResponse, include_in_schema=False, dependencies=View)
 async def sessions_page(
     request: Request, db: DbDep, hub: HubDep, q: str | None = None
 ) -> HTMLResponse:
-    return templates.TemplateResponse(
-        request,
-        "sessions.html",
-        {"rows": await _page_rows(db, hub, q), "q": q or "", "token_ok": has_control(request)},
-    )
+    return await _render(request, "sessions.html", db, hub, q)
 
 
 @router.get(
@@ -138,8 +142,5 @@ async def sessions_page(
 async def sessions_rows(
     request: Request, db: DbDep, hub: HubDep, q: str | None = None
 ) -> HTMLResponse:
-    return templates.TemplateResponse(
-        request,
-        "partials/_sessions_rows.html",
-        {"rows": await _page_rows(db, hub, q), "q": q or "", "token_ok": has_control(request)},
-    )
+    """The rows alone: what the page's filter swaps in."""
+    return await _render(request, "partials/_sessions_rows.html", db, hub, q)
