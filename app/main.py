@@ -7,25 +7,36 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from alembic import command
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from app.db.migrate import alembic_config, current_revision, head_revision, is_memory_url
+from app.db.migrate import prepare
 from app.db.session import make_engine, make_sessionmaker
-from app.engine_service import EngineService
-from app.hub import EventHub
-from app.ingest import NodeRegistry
-from app.metrics import Metrics
-from app.recorder import Recorder
-from app.relay import PgRelay
-from app.routes import api, ingest, metrics, records, sessions, ws
+from app.deps import install_error_handlers
+from app.live.engine_service import EngineService
+from app.live.hub import EventHub
+from app.live.metrics import Metrics
+from app.live.relay import PgRelay
+from app.nodes.ingest import NodeRegistry
+from app.records.recorder import Recorder
+from app.routes import (
+    compare,
+    control,
+    dashboard,
+    export,
+    ingest,
+    live,
+    metrics,
+    nodes,
+    scenarios,
+    sessions,
+    ws,
+)
 from app.security import COOKIE, token_matches
 from app.settings import Settings, get_settings
 
 ROOT = Path(__file__).resolve().parents[1]
-NOT_MIGRATED = "the database is not at the latest schema: run `batchscope db upgrade` first"
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -35,14 +46,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Start order: database -> hub -> recorder -> engine thread; reverse on shutdown.
         db_engine = make_engine(settings.database_url)
-        if is_memory_url(settings.database_url):
-            # Nothing could have migrated a private in-memory database beforehand.
-            with db_engine.begin() as conn:
-                cfg = alembic_config(settings.database_url)
-                cfg.attributes["connection"] = conn
-                command.upgrade(cfg, "head")
-        elif current_revision(settings.database_url) != head_revision():
-            raise RuntimeError(NOT_MIGRATED)
+        prepare(db_engine, settings.database_url)
         app.state.db = make_sessionmaker(db_engine)
         recorder = Recorder(hub, app.state.db, database_url=settings.database_url)
         app.state.recorder = recorder
@@ -76,16 +80,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.nodes = NodeRegistry(hub)
     hub.follow_most_active = not settings.engine
 
-    app.include_router(api.router)
-    app.include_router(sessions.router)
-    app.include_router(ingest.router)
-    app.include_router(records.router)
-    app.include_router(ws.router)
-    app.include_router(metrics.router)
-    with contextlib.suppress(ImportError):
-        from app.routes import pages
-
-        app.include_router(pages.router)
+    for module in (
+        control,
+        scenarios,
+        live,
+        sessions,
+        compare,
+        export,
+        nodes,
+        ingest,
+        ws,
+        metrics,
+        dashboard,
+    ):
+        app.include_router(module.router)
+    install_error_handlers(app)
     static = ROOT / "static"
     if static.is_dir():
         app.mount("/static", StaticFiles(directory=static), name="static")

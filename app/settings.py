@@ -10,6 +10,7 @@ from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig, SchedulingPolicy
+from engine.workload import WorkloadSpec
 
 
 class Settings(BaseSettings):
@@ -77,6 +78,15 @@ class Settings(BaseSettings):
                 enable_prefix_caching=self.enable_prefix_caching,
             ),
         ).validate()
+
+    def workload_spec(self) -> WorkloadSpec:
+        """The Poisson workload a live engine starts with (local or pushing)."""
+        return WorkloadSpec(
+            enabled=self.workload == "poisson",
+            rate=self.workload_rate,
+            prompt_len_mean=self.workload_prompt_len_mean,
+            max_tokens_mean=self.workload_max_tokens_mean,
+        )
 
     @property
     def is_loopback(self) -> bool:

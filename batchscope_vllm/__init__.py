@@ -1,10 +1,12 @@
 """batchscope's vLLM adapter: `--scheduler-cls batchscope_vllm.ObservedScheduler` streams
 every scheduler step of a vLLM 0.20 v1 engine to a batchscope dashboard (/ws/ingest).
 
-Install it next to vLLM (`pip install batchscope[vllm]`); it imports only vLLM, websockets
-and the standard library. Configuration: BATCHSCOPE_URL, BATCHSCOPE_TOKEN, BATCHSCOPE_NODE
-(default: the hostname), BATCHSCOPE_NAME (the session's name), BATCHSCOPE_BUFFER_MB (frames
-kept for resending while the dashboard is away; default 64).
+Install it next to vLLM (`pip install batchscope[vllm]`); it imports only vLLM, websockets,
+the standard library and batchscope's stdlib-only protocol modules (app.protocol.envelope
+and app.protocol.frames: the envelope and payloads every producer builds the same way).
+Configuration: BATCHSCOPE_URL, BATCHSCOPE_TOKEN, BATCHSCOPE_NODE (default: the hostname),
+BATCHSCOPE_NAME (the session's name), BATCHSCOPE_BUFFER_MB (frames kept for resending while
+the dashboard is away; default 64).
 
 The scheduler classes are imported on first access, so `batchscope_vllm.sender` (the
 websocket side, no vLLM) can be used and tested without vLLM installed.

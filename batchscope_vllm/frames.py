@@ -7,9 +7,11 @@ fill the lifecycle marks (TTFT, ITL, finished details); a request is forgotten w
 finishes. Items are paired by SchedulerOutput, so async scheduling (schedule N+1 before
 update N) pairs correctly; if the queue dropped one half of a step, the step is skipped.
 
-An iteration frame's `scheduled` rows (one per running request: the bulk of the bytes)
-are formatted straight to JSON text (`Rows`), skipping a dict per row and its generic
-encoding; `encode()` splices them into the envelope.
+The payloads are laid out by app.protocol.frames, as our own engine's are (that module
+and app.protocol.envelope use the standard library only). An iteration frame's
+`scheduled` rows (one per running request: the bulk of the bytes) are formatted straight
+to JSON text (`Rows`), skipping a dict per row and its generic encoding; `encode_data()`
+splices them into the frame's data.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from app.protocol.envelope import encode
+from app.protocol.frames import iteration_payload, request_payload
 
 Frame = tuple[str, dict[str, Any]]
 ROW = '{"req":%s,"n":%d,"start":%d,"phase":"%s","prefix_hit":%d,"sample":%s}'
@@ -35,14 +40,12 @@ class Rows:
         self.text = "[" + ",".join(rows) + "]"
 
 
-def encode(envelope: dict[str, Any]) -> str:
-    """An envelope as compact JSON, with `Rows` spliced in as they are."""
-    data = envelope["data"]
+def encode_data(data: dict[str, Any]) -> str:
+    """Frame data as compact JSON, with `Rows` spliced in as they are."""
     rows = data.get("scheduled")
     if not isinstance(rows, Rows):
-        return json.dumps(envelope, separators=(",", ":"))
-    shell = {**envelope, "data": {**data, "scheduled": _PLACEHOLDER}}
-    return json.dumps(shell, separators=(",", ":")).replace(_PLACEHOLDER_JSON, rows.text, 1)
+        return encode(data)
+    return encode({**data, "scheduled": _PLACEHOLDER}).replace(_PLACEHOLDER_JSON, rows.text, 1)
 
 
 @dataclass(slots=True)
@@ -55,10 +58,6 @@ class _Req:
     cached: int | None = None  # prefix-cache hit tokens at first admission
     preempted: bool = False
     output_ids: list[int] = field(default_factory=list)
-
-
-def _t(value: float) -> float:
-    return round(value, 6)
 
 
 class FrameBuilder:
@@ -87,7 +86,7 @@ class FrameBuilder:
         self.reqs[req_id] = _Req(num_prompt, quoted, '{"req":' + quoted + ',"n":1,"start":')
         self.arrivals.setdefault(step, []).append(req_id)
         detail = {"num_prompt_tokens": num_prompt, "max_tokens": max_tokens, "priority": priority}
-        return [("request", _mark(req_id, "arrived", step, _t(t - self.t0), detail))]
+        return [("request", request_payload(req_id, "arrived", step, t - self.t0, detail))]
 
     def _step(self, item: tuple[Any, ...]) -> list[Frame]:
         _, so, outputs, t2, t3, running_end, waiting_end, free_end = item
@@ -100,51 +99,45 @@ class FrameBuilder:
         for old in [k for k in self.arrivals if k < step]:
             del self.arrivals[old]  # arrivals of steps that were dropped
         t_start, t_end = t0 - self.t0, t3 - self.t0
-        frames: list[Frame] = self._aborted(so, step, _t(t_start))
+        frames: list[Frame] = self._aborted(so, step, t_start)
         scheduled, new, resumed, split = self._scheduled(so)
         pre = [{"req": r, "reason": why, "tokens_lost": lost} for r, lost, why in preempted]
         sampled, finished, first = self._outputs(outputs)
-        iteration = {
-            "step": step,
-            "t_start": _t(t_start),
-            "duration": _t(t3 - t0),
-            "forward_ms": round(max(t2 - t1, 0.0) * 1e3, 4),
-            "overhead_us": round(((t1 - t0) + (t3 - t2)) * 1e6, 1),
-            "simulated": False,
-            "scheduled": scheduled,
-            "new": new,
-            "resumed": resumed,
-            "preempted": pre,
-            "finished": [{"req": r, "reason": why} for r, why in finished],
-            "arrived": self.arrivals.pop(step, []),
-            "rejected": [],
-            "sampled": sampled,
-            "queues": {
-                "running": running,
-                "waiting": waiting,
-                "running_end": running_end,
-                "waiting_end": waiting_end,
-            },
-            "budget": {
-                "max_tokens": self.max_tokens,
-                "used": int(so.total_num_scheduled_tokens),
-                "max_seqs": self.max_seqs,
-                "prefill": split[0],
-                "decode": split[1],
-            },
-            "kv": {
-                "total": self.total_blocks,
-                "used": max(self.total_blocks - free, 0),
-                "cached_free": 0,
-                "hit_tokens": split[2],
-                "used_end": max(self.total_blocks - free_end, 0),
-            },
-            "blocks": [],
-            "waiting_reasons": {},
-            "config_version": 0,
-        }
+        iteration = iteration_payload(
+            step=step,
+            t_start=t_start,
+            duration=t3 - t0,
+            forward_ms=max(t2 - t1, 0.0) * 1e3,
+            overhead_us=((t1 - t0) + (t3 - t2)) * 1e6,
+            simulated=False,
+            scheduled=scheduled,
+            new=new,
+            resumed=resumed,
+            preempted=pre,
+            finished=[{"req": r, "reason": why} for r, why in finished],
+            arrived=self.arrivals.pop(step, []),
+            rejected=[],
+            sampled=sampled,
+            num_running=running,
+            num_waiting=waiting,
+            num_running_end=running_end,
+            num_waiting_end=waiting_end,
+            max_num_batched_tokens=self.max_tokens,
+            num_scheduled_tokens=int(so.total_num_scheduled_tokens),
+            max_num_seqs=self.max_seqs,
+            prefill_tokens=split[0],
+            decode_tokens=split[1],
+            kv_total=self.total_blocks,
+            kv_used=max(self.total_blocks - free, 0),
+            kv_cached_free=0,
+            kv_hit_tokens=split[2],
+            kv_used_end=max(self.total_blocks - free_end, 0),
+            blocks=[],
+            waiting_reasons={},
+            config_version=0,
+        )
         frames.append(("iteration", iteration))
-        frames += self._lifecycle(step, _t(t_start), _t(t_end), iteration, preempted, first)
+        frames += self._lifecycle(step, t_start, t_end, iteration, preempted, first)
         return frames
 
     def _aborted(self, so: Any, step: int, t: float) -> list[Frame]:
@@ -154,7 +147,7 @@ class FrameBuilder:
             if req_id in self.reported_finished:
                 self.reported_finished.discard(req_id)
             elif self.reqs.pop(req_id, None) is not None:
-                frames.append(("request", _mark(req_id, "aborted", step, t, {})))
+                frames.append(("request", request_payload(req_id, "aborted", step, t, {})))
         return frames
 
     def _scheduled(self, so: Any) -> tuple[Rows, list[str], list[str], tuple[int, int, int]]:
@@ -237,17 +230,22 @@ class FrameBuilder:
         first: list[str],
     ) -> list[Frame]:
         """The request marks of one step, in our engine's order."""
-        frames: list[Frame] = [("request", _mark(r, "scheduled", step, t_start)) for r in it["new"]]
-        frames += [("request", _mark(r, "resumed", step, t_start)) for r in it["resumed"]]
+        frames: list[Frame] = [
+            ("request", request_payload(r, "scheduled", step, t_start)) for r in it["new"]
+        ]
+        frames += [("request", request_payload(r, "resumed", step, t_start)) for r in it["resumed"]]
         for req_id, lost, _ in preempted:
             rec = self.reqs.get(req_id)
             if rec is not None:
                 rec.preempted = True
                 rec.num_preemptions += 1
             frames.append(
-                ("request", _mark(req_id, "preempted", step, t_end, {"tokens_lost": lost}))
+                (
+                    "request",
+                    request_payload(req_id, "preempted", step, t_end, {"tokens_lost": lost}),
+                )
             )
-        frames += [("request", _mark(r, "first_token", step, t_end)) for r in first]
+        frames += [("request", request_payload(r, "first_token", step, t_end)) for r in first]
         for f in it["finished"]:
             req_id = f["req"]
             self.reported_finished.add(req_id)
@@ -259,9 +257,5 @@ class FrameBuilder:
                 "num_cached_tokens": rec.cached or 0,
                 "output_token_ids": rec.output_ids,
             }
-            frames.append(("request", _mark(req_id, "finished", step, t_end, detail)))
+            frames.append(("request", request_payload(req_id, "finished", step, t_end, detail)))
         return frames
-
-
-def _mark(req_id: str, kind: str, step: int, t: float, detail: Any = None) -> dict[str, Any]:
-    return {"req": req_id, "kind": kind, "step": step, "t": t, "detail": detail or {}}

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import queue
-import secrets
 import threading
 import time
 from collections import deque
@@ -23,7 +22,9 @@ from typing import Any
 from websockets.exceptions import WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from batchscope_vllm.frames import FrameBuilder, encode
+from app.protocol.envelope import envelope
+from app.protocol.session import new_session_id, node_opened
+from batchscope_vllm.frames import FrameBuilder, encode_data
 
 log = logging.getLogger("batchscope_vllm")
 
@@ -49,7 +50,7 @@ class Sender:
     ) -> None:
         self.url, self.token, self.node = url, token, node
         self.announce = announce
-        self.session = time.strftime("s-%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+        self.session = new_session_id()
         self.queue: queue.Queue[tuple[Any, ...]] = queue.Queue(maxsize=queue_size)
         self.dropped_in_queue = 0  # incremented by the engine thread only
         self.dropped_in_history = 0
@@ -68,14 +69,7 @@ class Sender:
         self._deadline = float("inf")
         self._last_problem = ""
         self._thread = threading.Thread(target=self._run, name="batchscope-sender", daemon=True)
-        opened = {
-            "event": "opened",
-            "source": f"node:{node}",
-            "node": node,
-            "started_at": time.time(),
-            **announce,
-        }
-        self._add("session", opened)
+        self._add("session", node_opened(node, announce))
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -105,9 +99,7 @@ class Sender:
     # ------------------------------------------------------------ frames
     def _add(self, frame_type: str, data: dict[str, Any]) -> None:
         self.seq += 1
-        envelope = {"v": 1, "type": frame_type, "session": self.session, "seq": self.seq}
-        envelope["data"] = data
-        text = encode(envelope)
+        text = envelope(frame_type, self.session, self.seq, encode_data(data))
         self.history.append((self.seq, text))
         self.history_size += len(text)
         while self.history_size > self.history_limit and len(self.history) > 1:

@@ -65,7 +65,7 @@ async def _client(
 
 def _stalled(port: int) -> socket.socket:
     """A client that says hello and never reads again."""
-    from tests.app.test_ws import _raw_ws_hello
+    from tests.app.routes.test_ws import _raw_ws_hello
 
     return _raw_ws_hello(port)
 

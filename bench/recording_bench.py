@@ -28,16 +28,16 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.bridge import HubSink
 from app.db import queries
 from app.db.migrate import upgrade
 from app.db.models import CheckpointRecord
 from app.db.session import make_engine, make_sessionmaker
 from app.db.writes import Frame, write_batch
-from app.export import export_jsonl
-from app.hub import EventHub
-from app.importer import import_jsonl
-from app.recorder import Recorder
+from app.live.bridge import HubSink
+from app.live.hub import EventHub
+from app.records.export import export_jsonl
+from app.records.importer import import_jsonl
+from app.records.recorder import Recorder
 from bench.recording_workload import HubPublisher, Workload, open_session, run_steps
 
 PG_ADMIN = os.environ.get(
@@ -99,7 +99,7 @@ def write_throughput(dbs: Databases, steps: int = 4000) -> None:
     print(f"\n(a) recording throughput: write_batch, {BATCH_FRAMES} frames per transaction")
     frames: list[Frame] = []
     hub = EventHub()
-    hub.add_listener(lambda *frame: frames.append(frame))
+    hub.add_listener(lambda *frame: frames.append(Frame(*frame)))
     workload = Workload.full_decode(64, steps)
     session = open_session(hub, "throughput", workload)
     run_steps(HubPublisher(hub, session), workload, steps)
@@ -153,7 +153,7 @@ async def _engine_rate(url: str | None, steps: int) -> tuple[float, int, float]:
     t_drain = time.perf_counter()
     if recorder:
         # Wait for every frame to be written before stopping: stopping mid-write races
-        # (see tests/records/test_recorder_stop.py).
+        # (see tests/app/records/test_recorder_stop.py).
         published = hub.sessions[session].state.seq
         while recorder.written < published and recorder.failures == 0:
             await asyncio.sleep(0.01)

@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.hub import EventHub
-from app.schemas import event_to_frame
+from app.live.hub import EventHub
+from app.protocol.convert import event_to_frame
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig
 from engine.engine import Engine
 from engine.events import Event, EventSink

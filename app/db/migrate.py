@@ -6,6 +6,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy import Engine
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,3 +47,33 @@ def head_revision() -> str | None:
 
 def is_memory_url(database_url: str) -> bool:
     return database_url in ("sqlite://", "sqlite:///:memory:")
+
+
+class NotMigrated(RuntimeError):
+    """The database cannot be opened, or is not at the latest schema."""
+
+
+def require_migrated(database_url: str) -> None:
+    """The one check that a database may be served from or read: reachable and at head.
+    Migrations are their own command (`batchscope db upgrade`), never run on the way."""
+    try:
+        revision = current_revision(database_url)
+    except Exception as exc:  # a bad URL, an unreachable server
+        raise NotMigrated(f"cannot open the database {database_url}: {exc}") from exc
+    if revision != head_revision():
+        raise NotMigrated(
+            f"the database {database_url} is not at the latest schema: "
+            "run `batchscope db upgrade` first (make run does)"
+        )
+
+
+def prepare(engine: Engine, database_url: str) -> None:
+    """Before serving: a private in-memory database is migrated in place (nothing could
+    have migrated it beforehand); any other must already be (require_migrated)."""
+    if not is_memory_url(database_url):
+        require_migrated(database_url)
+        return
+    with engine.begin() as conn:
+        cfg = alembic_config(database_url)
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")

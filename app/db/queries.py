@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
+from typing_extensions import TypedDict
 
 from app.db.checkpoint_codec import decode_checkpoint
 from app.db.models import (
@@ -18,16 +19,31 @@ from app.db.models import (
     RequestRecord,
     SessionRecord,
 )
-from app.state import SessionState
+from app.errors import NotFound
+from app.protocol.state import SessionState
 
 PAGE = 2000
 
 
-class NotFound(LookupError):
-    pass
+class SessionRow(TypedDict):
+    """A recorded session as the API, the pages, export and the CLI see it."""
+
+    id: str
+    name: str
+    source: str
+    runner: str
+    model: str
+    device: str
+    simulated: bool
+    config: dict[str, Any]
+    started_at: float
+    ended_at: float | None
+    steps: int
+    requests: int
+    last_seq: int
 
 
-def session_dict(rec: SessionRecord) -> dict[str, Any]:
+def session_dict(rec: SessionRecord) -> SessionRow:
     return {
         "id": rec.id,
         "name": rec.name,
@@ -45,7 +61,7 @@ def session_dict(rec: SessionRecord) -> dict[str, Any]:
     }
 
 
-def list_sessions(db: Session, text: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+def list_sessions(db: Session, text: str | None = None, limit: int = 500) -> list[SessionRow]:
     query = select(SessionRecord).order_by(SessionRecord.started_at.desc()).limit(limit)
     if text:
         pattern = f"%{text}%"
@@ -59,7 +75,7 @@ def list_sessions(db: Session, text: str | None = None, limit: int = 500) -> lis
     return [session_dict(r) for r in db.scalars(query)]
 
 
-def get_session(db: Session, session_id: str) -> dict[str, Any]:
+def get_session(db: Session, session_id: str) -> SessionRow:
     rec = db.get(SessionRecord, session_id)
     if rec is None:
         raise NotFound(f"no recorded session {session_id!r}")

@@ -10,16 +10,24 @@ from __future__ import annotations
 import json
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
+from typing import NamedTuple
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.checkpoint_codec import encode_checkpoint
 from app.db.queries import state_at_seq
 from app.db.session import make_engine, make_sessionmaker
-from app.db.writes import write_batch
-from app.state import SessionState
+from app.db.writes import Checkpoint, Frame, write_batch
+from app.protocol.state import SessionState
 
-TextFrame = tuple[str, str, int, str]
+
+class TextFrame(NamedTuple):
+    """A frame on its way to the writer: its encoded text only (parsed over there)."""
+
+    session: str
+    type: str
+    seq: int
+    text: str
 
 
 class Writer:
@@ -42,19 +50,18 @@ class Writer:
         return state
 
     def write(self, batch: list[TextFrame]) -> int:
-        frames = [(s, t, q, json.loads(text)["data"], text) for s, t, q, text in batch]
+        frames = [Frame(s, t, q, json.loads(text)["data"], text) for s, t, q, text in batch]
         with self.sessions.begin() as db:
             write_batch(db, frames, [])
-            checkpoints: list[tuple[str, int, int, str]] = []
+            checkpoints: list[Checkpoint] = []
             for session, frame_type, seq, data, _text in frames:
                 state = self._state(db, session, seq)
                 if seq <= state.seq:
                     continue
                 state.apply(frame_type, seq, data)
                 if seq - self.last_checkpoint[session] >= self.checkpoint_every:
-                    checkpoints.append(
-                        (session, seq, max(state.step, 0), encode_checkpoint(state.to_checkpoint()))
-                    )
+                    encoded = encode_checkpoint(state.to_checkpoint())
+                    checkpoints.append(Checkpoint(session, seq, max(state.step, 0), encoded))
                     self.last_checkpoint[session] = seq
             if checkpoints:
                 write_batch(db, [], checkpoints)

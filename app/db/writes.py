@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
@@ -18,7 +18,25 @@ from app.db.models import (
     SessionRecord,
 )
 
-Frame = tuple[str, str, int, dict[str, Any], str]
+
+class Frame(NamedTuple):
+    """One frame to record: its data (parsed) and its text (stored as it was sent)."""
+
+    session: str
+    type: str
+    seq: int
+    data: dict[str, Any]
+    text: str
+
+
+class Checkpoint(NamedTuple):
+    """A session's folded state as of frame `seq` (step `step`), encoded by
+    app.db.checkpoint_codec: a seek folds at most the frames after it."""
+
+    session: str
+    seq: int
+    step: int
+    state: str
 
 
 def _session_row(db: Session, cache: dict[str, SessionRecord], session: str) -> SessionRecord:
@@ -50,12 +68,13 @@ def _session_row(db: Session, cache: dict[str, SessionRecord], session: str) -> 
 def _apply_session_meta(rec: SessionRecord, data: dict[str, Any]) -> None:
     event = data.get("event")
     if event == "opened":
+        # Sessions recorded before `model`/`device` were top-level carry them in `describe`.
         describe = data.get("describe") or {}
         rec.name = str(data.get("name") or "")[:200]
         rec.source = str(data.get("source") or "")[:64]
         rec.runner = str(data.get("runner") or "")[:32]
-        rec.model = str(describe.get("model") or data.get("model") or "")[:300]
-        rec.device = str(describe.get("device") or data.get("device") or "")[:32]
+        rec.model = str(data.get("model") or describe.get("model") or "")[:300]
+        rec.device = str(data.get("device") or describe.get("device") or "")[:32]
         rec.simulated = bool(data.get("simulated", False))
         rec.config = dict(data.get("config") or {})
         rec.meta = {k: v for k, v in data.items() if k != "event"}
@@ -110,16 +129,12 @@ def _apply_request(row: RequestRecord, data: dict[str, Any]) -> bool:
     return False
 
 
-def write_batch(
-    db: Session, batch: Iterable[Frame], checkpoints: Iterable[tuple[str, int, int, str]]
-) -> None:
+def write_batch(db: Session, batch: Iterable[Frame], checkpoints: Iterable[Checkpoint]) -> None:
     with db.no_autoflush:
         _write_batch(db, batch, checkpoints)
 
 
-def _write_batch(
-    db: Session, batch: Iterable[Frame], checkpoints: Iterable[tuple[str, int, int, str]]
-) -> None:
+def _write_batch(db: Session, batch: Iterable[Frame], checkpoints: Iterable[Checkpoint]) -> None:
     sessions: dict[str, SessionRecord] = {}
     requests: dict[tuple[str, str], RequestRecord] = {}
     iterations: list[dict[str, Any]] = []

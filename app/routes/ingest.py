@@ -5,40 +5,40 @@ from __future__ import annotations
 import asyncio
 import json
 
-from fastapi import APIRouter, Depends, Request, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from app.db import queries
-from app.engine_service import new_session_id
-from app.hub import encode
-from app.ingest import NodeRegistry
-from app.security import has_control, require_view
-from app.state import SessionState
+from app.deps import DbDep, NodesDep
+from app.errors import NotFound
+from app.live.hub import EventHub
+from app.protocol.envelope import encode
+from app.protocol.session import new_session_id
+from app.protocol.state import SessionState
+from app.security import has_control
 
 router = APIRouter()
 ANNOUNCE_TIMEOUT_S = 10.0
 MAX_MESSAGE_BYTES = 4 << 20
 
 
-def _restore(ws: WebSocket, session: object) -> SessionState | None:
+def _restore(db: DbDep, hub: EventHub, session: object) -> SessionState | None:
     """The recorded state of a session this dashboard no longer holds in memory."""
-    hub = ws.app.state.hub
     if not isinstance(session, str) or session in hub.sessions:
         return None
-    with ws.app.state.db() as db:
+    with db() as s:
         try:
-            meta = queries.get_session(db, session)
-        except queries.NotFound:
+            meta = queries.get_session(s, session)
+        except NotFound:
             return None
-        return queries.state_at_seq(db, session, meta["last_seq"])
+        return queries.state_at_seq(s, session, meta["last_seq"])
 
 
 @router.websocket("/ws/ingest")
-async def ws_ingest(ws: WebSocket) -> None:
+async def ws_ingest(ws: WebSocket, registry: NodesDep, db: DbDep) -> None:
     if not has_control(ws):  # type: ignore[arg-type]
         await ws.close(code=1008, reason="ingest needs the token (Authorization: Bearer)")
         return
     await ws.accept()
-    registry: NodeRegistry = ws.app.state.nodes
     try:
         first = json.loads(await asyncio.wait_for(ws.receive_text(), ANNOUNCE_TIMEOUT_S))
     except (TimeoutError, ValueError, WebSocketDisconnect):
@@ -47,7 +47,7 @@ async def ws_ingest(ws: WebSocket) -> None:
     if not isinstance(first, dict) or first.get("type") != "announce":
         await ws.close(code=1002, reason="expected an announce message first")
         return
-    restored = await asyncio.to_thread(_restore, ws, first.get("session"))
+    restored = await asyncio.to_thread(_restore, db, registry.hub, first.get("session"))
     node = registry.announce(first, new_session_id(), restored)
     node.ws = ws
     await ws.send_text(
@@ -80,9 +80,3 @@ async def ws_ingest(ws: WebSocket) -> None:
     finally:
         if node.ws is ws:
             registry.disconnected(node)
-
-
-@router.get("/api/nodes", dependencies=[Depends(require_view)])
-async def nodes(request: Request) -> list[dict[str, object]]:
-    registry: NodeRegistry = request.app.state.nodes
-    return registry.views()

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
+
+from app.deps import HubDep, MetricsDep
 
 router = APIRouter()
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
-async def metrics(request: Request) -> PlainTextResponse:
-    state = request.app.state.hub.live_state()
+async def metrics(hub: HubDep, registry: MetricsDep) -> PlainTextResponse:
+    state = hub.live_state()
     model = "batchscope"
     if state is not None:
-        describe = state.meta.get("describe") or {}
-        model = str(describe.get("model") or state.meta.get("runner") or model)
-    text = request.app.state.metrics.render(model.replace('"', "'"))
+        model = str(state.meta.get("model") or state.meta.get("runner") or model)
+    text = registry.render(model.replace('"', "'"))
     return PlainTextResponse(text, media_type="text/plain; version=0.0.4")

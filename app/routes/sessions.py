@@ -1,227 +1,146 @@
-"""Recorded sessions: list, rename, delete, state at a step, re-run and compare."""
+"""Sessions: the list (JSON and the /sessions page with its filterable rows), one
+recording's row, rename, delete, its state at a step, and a re-run under other knobs."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request
-from sqlalchemy.orm import Session, sessionmaker
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import HTMLResponse
 
 from app.db import queries
-from app.engine_service import new_session_id
+from app.deps import BodyDep, Control, DbDep, HubDep, RecorderDep, View
 from app.forms import FormError, parse_config_changes
-from app.hub import EventHub
-from app.rerun import load_arrivals, rerun_events
-from app.routes.api import body_of
-from app.schemas import event_to_frame
-from app.security import require_control, require_view
-from app.state import SessionState
+from app.live.hub import EventHub
+from app.records.catalog import list_sessions
+from app.records.rerun import Arrival, load_arrivals, rerun_session
+from app.routes.links import replay_href, session_href
+from app.security import has_control
+from app.templating import templates
 from engine.config import ConfigError, EngineConfig
 
-router = APIRouter(prefix="/api")
-Control = [Depends(require_control)]
-View = [Depends(require_view)]
+router = APIRouter()
 
 
-def _db(request: Request) -> sessionmaker[Session]:
-    db: sessionmaker[Session] = request.app.state.db
-    return db
+@router.get("/api/sessions", dependencies=View)
+async def sessions_json(db: DbDep, hub: HubDep, q: str | None = None) -> list[dict[str, Any]]:
+    return await list_sessions(db, hub, q)
 
 
-def _hub(request: Request) -> EventHub:
-    hub: EventHub = request.app.state.hub
-    return hub
+@router.get("/api/sessions/{session_id}", dependencies=View)
+async def get_session(session_id: str, db: DbDep) -> queries.SessionRow:
+    def load() -> queries.SessionRow:
+        with db() as s:
+            return queries.get_session(s, session_id)
+
+    return await asyncio.to_thread(load)
 
 
-def _not_found(exc: queries.NotFound) -> HTTPException:
-    return HTTPException(404, str(exc))
-
-
-@router.get("/sessions", dependencies=View)
-async def list_sessions(request: Request, q: str | None = None) -> list[dict[str, Any]]:
-    def load() -> list[dict[str, Any]]:
-        with _db(request)() as db:
-            return queries.list_sessions(db, q)
-
-    rows = await asyncio.to_thread(load)
-    hub = _hub(request)
-    known = {r["id"] for r in rows}
-    for row in rows:
-        info = hub.sessions.get(row["id"])
-        row["live"] = bool(info and info.live)
-    needle = (q or "").lower()
-    for sid, info in hub.sessions.items():
-        label = f"{sid} {info.meta.get('name', '')} {info.meta.get('source', '')}".lower()
-        if sid not in known and info.live and needle in label:
-            rows.insert(
-                0,
-                {
-                    "id": sid,
-                    "name": info.meta.get("name", ""),
-                    "live": True,
-                    "source": info.meta.get("source", ""),
-                    "steps": info.state.step + 1,
-                    "requests": len(info.state.requests),
-                    "started_at": info.meta.get("started_at", time.time()),
-                },
-            )
-    return rows
-
-
-@router.get("/sessions/{session_id}", dependencies=View)
-async def get_session(session_id: str, request: Request) -> dict[str, Any]:
-    def load() -> dict[str, Any]:
-        with _db(request)() as db:
-            return queries.get_session(db, session_id)
-
-    try:
-        return await asyncio.to_thread(load)
-    except queries.NotFound as exc:
-        raise _not_found(exc) from None
-
-
-@router.patch("/sessions/{session_id}", dependencies=Control)
-async def rename(session_id: str, request: Request) -> dict[str, Any]:
-    data = await body_of(request)
-    name = data.get("name")
+@router.patch("/api/sessions/{session_id}", dependencies=Control)
+async def rename(session_id: str, db: DbDep, body: BodyDep) -> dict[str, Any]:
+    name = body.get("name")
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
         raise HTTPException(422, "name: 1 to 200 characters")
 
     def write() -> None:
-        with _db(request).begin() as db:
-            queries.rename_session(db, session_id, name.strip())
+        with db.begin() as s:
+            queries.rename_session(s, session_id, name.strip())
 
-    try:
-        await asyncio.to_thread(write)
-    except queries.NotFound as exc:
-        raise _not_found(exc) from None
+    await asyncio.to_thread(write)
     return {"id": session_id, "name": name.strip()}
 
 
-@router.delete("/sessions/{session_id}", dependencies=Control)
-async def delete(session_id: str, request: Request) -> dict[str, Any]:
-    info = _hub(request).sessions.get(session_id)
+@router.delete("/api/sessions/{session_id}", dependencies=Control)
+async def delete(session_id: str, db: DbDep, hub: HubDep) -> dict[str, Any]:
+    info = hub.sessions.get(session_id)
     if info is not None and info.live:
         raise HTTPException(409, "this session is live; stop it before deleting its recording")
 
     def write() -> None:
-        with _db(request).begin() as db:
-            queries.delete_session(db, session_id)
+        with db.begin() as s:
+            queries.delete_session(s, session_id)
 
-    try:
-        await asyncio.to_thread(write)
-    except queries.NotFound as exc:
-        raise _not_found(exc) from None
-    _hub(request).sessions.pop(session_id, None)
+    await asyncio.to_thread(write)
+    hub.sessions.pop(session_id, None)
     return {"deleted": session_id}
 
 
-@router.get("/sessions/{session_id}/state", dependencies=View)
-async def state_at(session_id: str, request: Request, step: int | None = None) -> dict[str, Any]:
+@router.get("/api/sessions/{session_id}/state", dependencies=View)
+async def state_at(session_id: str, db: DbDep, step: int | None = None) -> dict[str, Any]:
     def load() -> dict[str, Any]:
-        with _db(request)() as db:
-            meta = queries.get_session(db, session_id)
+        with db() as s:
+            meta = queries.get_session(s, session_id)
             target = meta["steps"] - 1 if step is None else step
-            return queries.state_at_step(db, session_id, target).snapshot()
+            return queries.state_at_step(s, session_id, target).snapshot()
 
-    try:
-        return await asyncio.to_thread(load)
-    except queries.NotFound as exc:
-        raise _not_found(exc) from None
+    return await asyncio.to_thread(load)
 
 
-@router.post("/sessions/{session_id}/rerun", dependencies=Control)
-async def rerun(session_id: str, request: Request) -> dict[str, Any]:
-    data = await body_of(request)
-    runner = str(data.pop("runner", "sim") or "sim")
+@router.post("/api/sessions/{session_id}/rerun", dependencies=Control)
+async def rerun(
+    session_id: str, db: DbDep, hub: HubDep, recorder: RecorderDep, body: BodyDep
+) -> dict[str, Any]:
+    runner = str(body.pop("runner", "sim") or "sim")
     if runner not in ("sim", "torch"):
         raise HTTPException(422, "runner: must be sim or torch")
-    name = str(data.pop("name", "") or "")[:200]
+    name = str(body.pop("name", "") or "")[:200]
 
-    def load() -> tuple[dict[str, Any], Any]:
-        with _db(request)() as db:
-            return load_arrivals(db, session_id)
+    def load() -> tuple[queries.SessionRow, list[Arrival]]:
+        with db() as s:
+            return load_arrivals(s, session_id)
 
+    meta, arrivals = await asyncio.to_thread(load)
     try:
-        meta, arrivals = await asyncio.to_thread(load)
         base = EngineConfig().with_updates(**meta["config"]) if meta["config"] else EngineConfig()
-        changes = parse_config_changes(data, rerun=True) if data else {}
+        changes = parse_config_changes(body, rerun=True) if body else {}
         config = base.with_updates(**changes)
-    except queries.NotFound as exc:
-        raise _not_found(exc) from None
     except FormError as exc:
         raise HTTPException(422, str(exc)) from None
     except ConfigError as exc:
         raise HTTPException(422, f"{exc.field}: {exc.message}") from None
     if not arrivals:
         raise HTTPException(422, "this recording has no re-runnable arrivals")
-    events = await asyncio.to_thread(rerun_events, config, arrivals, runner)
-    hub = _hub(request)
-    new_id = new_session_id()
-    label = name or f"rerun of {meta['name'] or session_id}: " + (
-        ", ".join(f"{k}={v}" for k, v in changes.items()) or "same knobs"
-    )
-    hub.open_session(
-        new_id,
-        {
-            "name": label,
-            "source": "rerun",
-            "runner": runner,
-            "simulated": runner == "sim",
-            "config": config.as_dict(),
-            "rerun_of": session_id,
-            "started_at": time.time(),
-        },
-        live=False,
-    )
-    for event in events:
-        frame_type, frame = event_to_frame(event)
-        if frame_type != "engine_snapshot":
-            hub.publish(new_id, frame_type, frame)
-    hub.close_session(new_id)
-    await request.app.state.recorder.flush()
+    new_id, label = await rerun_session(hub, meta, arrivals, config, changes, runner, name)
+    if recorder is not None:
+        await recorder.flush()
     return {"session": new_id, "name": label, "steps": hub.sessions[new_id].state.step + 1}
 
 
-@router.get("/compare", dependencies=View)
-async def compare(a: str, b: str, request: Request) -> dict[str, Any]:
-    def load(session_id: str) -> tuple[dict[str, Any], SessionState]:
-        with _db(request)() as db:
-            meta = queries.get_session(db, session_id)
-            return meta, queries.state_at_step(db, session_id, meta["steps"] - 1)
-
-    try:
-        (ma, sa), (mb, sb) = await asyncio.to_thread(load, a), await asyncio.to_thread(load, b)
-    except queries.NotFound as exc:
-        raise _not_found(exc) from None
-    left, right = summary(ma, sa), summary(mb, sb)
-    diff = {k: _delta(left[k], right[k]) for k in left if isinstance(left[k], int | float)}
-    return {"a": left, "b": right, "diff": diff}
+# ---------------------------------------------------------------- the page
+async def _page_rows(db: DbDep, hub: EventHub, q: str | None) -> list[dict[str, Any]]:
+    text = (q or "").strip()
+    rows = await list_sessions(db, hub, text or None)
+    if text:
+        # The database matches with LIKE: keep only plain substring matches, as live ones.
+        needle = text.lower()
+        rows = [r for r in rows if needle in f"{r['id']} {r['name']} {r['source']}".lower()]
+    for row in rows:
+        row["href"] = session_href(hub, row["id"], bool(row.get("live")))
+        row["replay_href"] = replay_href(row["id"])
+    return rows
 
 
-def summary(meta: dict[str, Any], state: SessionState) -> dict[str, Any]:
-    lat = state.latency_summary()
-    return {
-        "session": meta["id"],
-        "name": meta["name"],
-        "steps": lat["steps"],
-        "finished": lat["finished"],
-        "throughput_tok_s": lat["throughput_tok_s"],
-        "ttft_p50": lat["ttft"]["p50"],
-        "ttft_p99": lat["ttft"]["p99"],
-        "itl_p50": lat["itl"]["p50"],
-        "itl_p99": lat["itl"]["p99"],
-        "e2e_p50": lat["e2e"]["p50"],
-        "e2e_p99": lat["e2e"]["p99"],
-        "preemptions": lat["preemptions"],
-        "kv_peak": lat["kv_peak"],
-        "config": state.config or meta["config"],
-    }
+async def _render(
+    request: Request, template: str, db: DbDep, hub: EventHub, q: str | None
+) -> HTMLResponse:
+    rows = await _page_rows(db, hub, q)
+    context = {"rows": rows, "q": q or "", "token_ok": has_control(request)}
+    return templates.TemplateResponse(request, template, context)
 
 
-def _delta(a: Any, b: Any) -> Any:
-    if a is None or b is None:
-        return None
-    return round(b - a, 6)
+@router.get("/sessions", response_class=HTMLResponse, include_in_schema=False, dependencies=View)
+async def sessions_page(
+    request: Request, db: DbDep, hub: HubDep, q: str | None = None
+) -> HTMLResponse:
+    return await _render(request, "sessions.html", db, hub, q)
+
+
+@router.get(
+    "/panels/sessions", response_class=HTMLResponse, include_in_schema=False, dependencies=View
+)
+async def sessions_rows(
+    request: Request, db: DbDep, hub: HubDep, q: str | None = None
+) -> HTMLResponse:
+    """The rows alone: what the page's filter swaps in."""
+    return await _render(request, "partials/_sessions_rows.html", db, hub, q)

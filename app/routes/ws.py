@@ -13,8 +13,10 @@ from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from app.hub import EventHub, Subscriber, encode
-from app.replay import ReplayPlayer
+from app.deps import DbDep, HubDep, RecorderDep, SettingsDep
+from app.live.hub import EventHub, Subscriber
+from app.protocol.envelope import encode, envelope, error_frame
+from app.records.replay import ReplayPlayer
 from app.security import has_control, origin_allowed
 
 router = APIRouter()
@@ -28,8 +30,7 @@ async def _send_snapshot(
 ) -> tuple[str | None, int]:
     sid = session or hub.live_session
     if sid is None or sid not in hub.sessions:
-        empty = {"v": 1, "type": "snapshot", "session": None, "seq": 0, "data": None}
-        await ws.send_text(encode(empty))
+        await ws.send_text(envelope("snapshot", None, 0, "null"))
         return None, 0
     seq, text = hub.snapshot_frame(sid)
     await ws.send_text(text)
@@ -43,14 +44,8 @@ async def _sender(ws: WebSocket, hub: EventHub, sub: Subscriber, resync: asyncio
         sub.wakeup.clear()
         if sub.gap or resync.is_set():
             if sub.gap:
-                gap = {
-                    "v": 1,
-                    "type": "gap",
-                    "session": current,
-                    "seq": last_seq,
-                    "data": {"dropped": sub.dropped},
-                }
-                await ws.send_text(encode(gap))
+                gap = envelope("gap", current, last_seq, encode({"dropped": sub.dropped}))
+                await ws.send_text(gap)
             sub.gap = False
             sub.dropped = 0
             resync.clear()
@@ -83,22 +78,13 @@ async def _receiver(ws: WebSocket, sub: Subscriber, resync: asyncio.Event) -> No
             resync.set()
             sub.wakeup.set()
         else:
-            await ws.send_text(
-                encode(
-                    {
-                        "v": 1,
-                        "type": "error",
-                        "data": {"detail": "only 'hello' messages are accepted on /ws/live"},
-                    }
-                )
-            )
+            await ws.send_text(error_frame("only 'hello' messages are accepted on /ws/live"))
 
 
-async def _replay(ws: WebSocket, session: str, step: Any) -> None:
-    player = ReplayPlayer(ws, ws.app.state.db, session)
+async def _replay(ws: WebSocket, db: DbDep, recorder: RecorderDep, session: str, step: Any) -> None:
+    player = ReplayPlayer(ws, db, session)
     # Replay reads the recording: first write what is still buffered (a session that is
     # live, or just ended, may have its last frames in the recorder's batch).
-    recorder = getattr(ws.app.state, "recorder", None)
     if recorder is not None:
         await recorder.flush()
     try:
@@ -119,8 +105,9 @@ async def _replay(ws: WebSocket, session: str, step: Any) -> None:
 
 
 @router.websocket("/ws/live")
-async def ws_live(ws: WebSocket) -> None:
-    settings = ws.app.state.settings
+async def ws_live(
+    ws: WebSocket, settings: SettingsDep, hub: HubDep, db: DbDep, recorder: RecorderDep
+) -> None:
     if not origin_allowed(ws):
         await ws.close(code=1008, reason="foreign origin")
         return
@@ -141,9 +128,8 @@ async def ws_live(ws: WebSocket) -> None:
     if session is not None and not isinstance(session, str):
         await ws.close(code=1002, reason="session must be a string or null")
         return
-    hub: EventHub = ws.app.state.hub
     if session is not None and (session not in hub.sessions or hello.get("mode") == "replay"):
-        await _replay(ws, session, hello.get("step"))
+        await _replay(ws, db, recorder, session, hello.get("step"))
         return
     resync = asyncio.Event()
     async with hub.subscribe(session, settings.ws_queue_frames) as sub:

@@ -1,10 +1,12 @@
 """Browser-test fixtures: a real uvicorn server (`batchscope serve`, sim runner, no
 workload) on a free loopback port in a subprocess, and Debian's headless Chromium
-driven by Playwright. Skipped when /usr/bin/chromium or playwright is missing.
+driven by Playwright. Without /usr/bin/chromium or playwright every test here skips,
+except under CI (env CI set), where each one fails (as the PostgreSQL tests do).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +24,26 @@ from tests.browser.harness import (
     stop_process,
 )
 
-playwright_api = pytest.importorskip("playwright.sync_api")
-if not os.path.exists(CHROMIUM):
-    pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
+
+def _missing() -> str | None:
+    """Why these tests cannot run here, or None."""
+    if importlib.util.find_spec("playwright") is None:
+        return "playwright is not installed (pip install playwright)"
+    if not os.path.exists(CHROMIUM):
+        return f"{CHROMIUM} is missing (apt-get install chromium; make browser)"
+    return None
+
+
+MISSING = _missing()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _needs_a_browser() -> None:
+    if MISSING is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"browser tests cannot run in CI: {MISSING}")
+    pytest.skip(MISSING)
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +65,9 @@ def server(tmp_path: Path, migrated_db: Path) -> Iterator[Server]:
 
 @pytest.fixture(scope="package")  # torn down before other packages use asyncio.run
 def browser() -> Iterator[Any]:
-    with playwright_api.sync_playwright() as pw:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
         b.close()

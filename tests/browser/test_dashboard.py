@@ -154,8 +154,8 @@ def test_loading_the_seed_scenario_shows_the_article_table(page: Any, console: C
 def test_the_client_fold_of_frames_matches_the_server_snapshot(
     page: Any, server: Server, console: Console
 ) -> None:
-    """live.js/model.js mirror app/state.py: after waiting, chunked prefill, decode runs and
-    preemptions, the browser's picture equals a fresh server snapshot."""
+    """live.js/model.js mirror app/protocol/state.py: after waiting, chunked prefill, decode runs
+    and preemptions, the browser's picture equals a fresh server snapshot."""
     assert server.api("POST", "/api/config", json={"kv_block_limit": 40}).status_code == 200
     resp = server.api(
         "POST", "/api/requests", json={"prompt_len": 200, "max_tokens": 300, "count": 10}

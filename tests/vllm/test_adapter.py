@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 from app.db.queries import iter_frames
 from app.db.session import make_engine
 from batchscope_vllm.sender import REFUSAL, Sender
-from tests.app.test_ingest import _serve, _stop, _wait
+from tests.app.nodes.test_ingest import _serve, _stop, _wait
 from tests.conftest import ROOT, TOKEN, free_port
 
 SCENARIOS = ("kv_pressure", "shared_prefixes", "priority")

@@ -1,0 +1,1 @@
+"""The `batchscope` command line (entry point: app.cli.main:main; `python -m app.cli`)."""

@@ -1,0 +1,92 @@
+"""`batchscope engine --push`: the engine headless in this process, pushing its frames to a
+dashboard's /ws/ingest (app/nodes/producer.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from app.cli.common import CliError, make_runner_from_args
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    eng = sub.add_parser("engine", help="run the engine headless and push frames to a dashboard")
+    eng.add_argument(
+        "--push",
+        required=True,
+        metavar="WS_URL",
+        help="the dashboard's ingest socket, e.g. ws://127.0.0.1:8000/ws/ingest",
+    )
+    eng.add_argument("--token", required=True, help="the dashboard's control token")
+    eng.add_argument("--node", default=None, help="node name shown in the dashboard")
+    eng.add_argument("--runner", choices=("sim", "torch"))
+    eng.add_argument("--model", metavar="DIR")
+    eng.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    eng.add_argument("--workload", choices=("poisson", "none"))
+    eng.add_argument(
+        "--buffer",
+        type=int,
+        default=20_000,
+        help="frames kept for resending while the dashboard is away",
+    )
+    eng.set_defaults(run=cmd_engine)
+
+
+def cmd_engine(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+    import signal
+    import socket
+
+    from pydantic import ValidationError
+
+    from app.nodes.producer import Producer, QueueSink
+    from app.protocol.session import engine_fields
+    from app.settings import Settings
+    from engine.engine import Engine
+    from engine.engine_core import EngineCore
+    from engine.workload import PoissonWorkload
+
+    if not args.push.startswith(("ws://", "wss://")):
+        raise CliError("--push: must be a ws:// or wss:// URL of a dashboard's /ws/ingest")
+    if args.buffer < 100:
+        raise CliError("--buffer: must be >= 100 frames")
+    overrides = {
+        k: getattr(args, k)
+        for k in ("runner", "model", "device", "workload")
+        if getattr(args, k) is not None
+    }
+    try:
+        settings = Settings(**overrides)
+        config = settings.engine_config()
+    except (ValidationError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    runner = make_runner_from_args(
+        argparse.Namespace(runner=settings.runner, model=settings.model, device=settings.device),
+        config,
+    )
+    node = args.node or socket.gethostname()
+    sink = QueueSink()
+    engine = Engine(config, runner, sink)
+    counter = iter(range(1, 1 << 62))
+    workload = PoissonWorkload(
+        settings.workload_spec(), next_id=lambda: f"{node}-p{next(counter)}"
+    )
+    core = EngineCore(
+        engine, realtime=settings.realtime, speed=settings.sim_speed, before_step=workload
+    )
+    announce = {"name": f"{node} ({runner.name})", **engine_fields(runner, config.as_dict())}
+    producer = Producer(
+        engine, sink, args.push, args.token, node, announce, buffer_frames=args.buffer, core=core
+    )
+
+    logging.basicConfig(level=logging.INFO, format="batchscope engine: %(message)s")
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await producer.run(stop)
+
+    asyncio.run(main())
+    return 0

@@ -1,0 +1,73 @@
+"""`batchscope simulate` (a scenario file step by step) and `batchscope calibrate` (fit the
+SimRunner's cost model on the torch runner): the engine offline, no dashboard."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from app.cli.common import CliError, add_runner_flags, make_runner_from_args
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sim = sub.add_parser("simulate", help="run a scenario file step by step")
+    sim.add_argument("file", help="scenario JSON (see docs/scenarios.md)")
+    sim.add_argument("--out", metavar="RESULT.json", help="write the step-by-step result here")
+    sim.add_argument("--table", action="store_true", help="print the seed-style step table")
+    sim.add_argument("--cost-model", metavar="FILE", help="SimRunner cost model (from calibrate)")
+    add_runner_flags(sim, default="sim")
+    sim.set_defaults(run=cmd_simulate)
+
+    cal = sub.add_parser("calibrate", help="fit the SimRunner's cost model on the torch runner")
+    cal.add_argument("--out", metavar="FILE", default="data/cost_model.json")
+    cal.add_argument("--model", metavar="DIR", help="local Llama-family checkpoint directory")
+    cal.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    cal.add_argument("--repeats", type=int, default=3)
+    cal.set_defaults(run=cmd_calibrate)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from engine.config import CacheConfig, EngineConfig, SchedulerConfig
+    from engine.runner.calibrate import calibrate
+
+    if args.repeats < 1:
+        raise CliError("--repeats: must be >= 1")
+    config = EngineConfig(
+        SchedulerConfig(max_num_batched_tokens=4096, max_num_seqs=64, max_model_len=4096),
+        CacheConfig(block_size=16, num_gpu_blocks=1025),
+    )
+    args.runner = "torch"
+    runner = make_runner_from_args(args, config)
+    model = calibrate(runner, repeats=args.repeats)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    payload = {**asdict(model), "runner": runner.describe()}
+    out.write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
+    print(f"cost model written to {out}: {asdict(model)}")
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from engine.scenario import ScenarioError, load_scenario
+    from engine.simulate import format_table, run_scenario
+
+    try:
+        scenario = load_scenario(args.file)
+    except ScenarioError as exc:
+        raise CliError(str(exc)) from None
+    runner = make_runner_from_args(args, scenario.config)
+    result = run_scenario(scenario, runner)
+    if args.out:
+        out = Path(args.out)
+        tmp = out.with_name(out.name + ".tmp")
+        try:
+            tmp.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+            tmp.replace(out)
+        except OSError as exc:
+            raise CliError(f"cannot write {out}: {exc.strerror}") from None
+    if args.table or not args.out:
+        print(format_table(result))
+    return 0

@@ -1,0 +1,190 @@
+"""EventHub: assigns seq, encodes each frame once, folds it into the session's state and
+fans it out to subscribers through bounded queues. It never awaits a client.
+
+A subscriber whose queue overflows loses its queued frames and is flagged; its sender
+then sends a `gap` frame and a fresh snapshot instead of a silently incomplete stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.protocol.envelope import encode, envelope
+from app.protocol.state import SessionState
+
+DEFAULT_QUEUE_FRAMES = 512
+IDLE_SWITCH_S = 2.0
+
+FrameListener = Callable[[str, str, int, dict[str, Any], str], None]
+"""fn(session, frame_type, seq, data, encoded frame): the recorder, relay and metrics."""
+
+
+@dataclass(eq=False)
+class Subscriber:
+    """One consumer: a bounded queue of encoded frames for one session (or 'follow')."""
+
+    session: str | None
+    """None: follow whichever session is live now."""
+    maxsize: int = DEFAULT_QUEUE_FRAMES
+    queue: asyncio.Queue[tuple[str, int, str]] = field(init=False)
+    gap: bool = False
+    dropped: int = 0
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.queue = asyncio.Queue(self.maxsize)
+
+    def offer(self, session: str, seq: int, text: str) -> None:
+        if self.gap:
+            self.dropped += 1
+            return
+        try:
+            self.queue.put_nowait((session, seq, text))
+        except asyncio.QueueFull:
+            # Drop what is queued: the next thing this client gets is a snapshot.
+            self.dropped += self.queue.qsize() + 1
+            while not self.queue.empty():
+                self.queue.get_nowait()
+            self.gap = True
+        self.wakeup.set()
+
+
+@dataclass
+class SessionInfo:
+    session: str
+    meta: dict[str, Any]
+    state: SessionState
+    live: bool = True
+    last_frame_at: float = field(default_factory=time.monotonic)
+    frames: int = 0
+
+
+class EventHub:
+    def __init__(self) -> None:
+        self.sessions: dict[str, SessionInfo] = {}
+        self.live_session: str | None = None
+        self.follow_most_active = False
+        """No local engine: followers watch whichever live session was active last."""
+        self._relayed: set[str] = set()
+        self._subscribers: set[Subscriber] = set()
+        self._listeners: list[FrameListener] = []
+
+    # ----------------------------------------------------------- sessions
+    def open_session(
+        self, session: str, meta: dict[str, Any], live: bool = True, announce: bool = True
+    ) -> SessionState:
+        """Register a session; `live` ones become the one followers watch. `announce`
+        publishes its `opened` mark (an ingesting producer sends its own)."""
+        state = SessionState(session, meta)
+        self.sessions[session] = SessionInfo(session, dict(meta), state)
+        if not live:
+            if announce:
+                self.publish(session, "session", {"event": "opened", **meta})
+            return state
+        self.live_session = session
+        for sub in self._subscribers:
+            if sub.session is None:
+                # Followers switch sessions through a fresh snapshot.
+                sub.gap = True
+                sub.wakeup.set()
+        if announce:
+            self.publish(session, "session", {"event": "opened", **meta})
+        return state
+
+    def close_session(self, session: str) -> None:
+        info = self.sessions.get(session)
+        if info is not None and info.live:
+            self.publish(session, "session", {"event": "closed"})
+            info.live = False
+
+    def live_state(self, session: str | None = None) -> SessionState | None:
+        sid = session or self.live_session
+        info = self.sessions.get(sid) if sid else None
+        return info.state if info else None
+
+    def add_listener(self, fn: FrameListener) -> None:
+        """`fn` is called for every frame, in order, after subscribers got it."""
+        self._listeners.append(fn)
+
+    # ------------------------------------------------------------ publish
+    def mark_relayed(self, session: str) -> None:
+        """Frames of this session come from another dashboard process (not ours to record)."""
+        self._relayed.add(session)
+
+    def is_relayed(self, session: str) -> bool:
+        return session in self._relayed
+
+    def adopt_session(self, state: SessionState, meta: dict[str, Any], live: bool) -> None:
+        """Continue a recorded session (a node reconnecting after a dashboard restart)."""
+        self.sessions[state.session] = SessionInfo(state.session, dict(meta), state)
+        if live and self.live_session is None:
+            self.live_session = state.session
+
+    def publish(
+        self,
+        session: str,
+        frame_type: str,
+        data: dict[str, Any],
+        seq: int | None = None,
+        data_json: str | None = None,
+    ) -> int:
+        """Sync and non-blocking: fold, encode once, enqueue everywhere. Returns seq.
+
+        `seq` is given only for ingested frames, whose producer owns the numbering; a
+        jump there is a real, visible gap (clients resync through a snapshot)."""
+        info = self.sessions[session]
+        if self.follow_most_active and session != self.live_session and info.live:
+            self._maybe_follow(session)
+        if seq is None:
+            seq = info.state.seq + 1
+        elif seq <= info.state.seq:
+            raise ValueError(f"seq {seq} is not after {info.state.seq}")
+        info.state.apply(frame_type, seq, data)
+        info.frames += 1
+        info.last_frame_at = time.monotonic()
+        if data_json is None:
+            data_json = encode(data)
+        text = envelope(frame_type, session, seq, data_json, ts=round(time.time(), 6))
+        for sub in self._subscribers:
+            if sub.session == session or (sub.session is None and session == self.live_session):
+                sub.offer(session, seq, text)
+        for fn in self._listeners:
+            fn(session, frame_type, seq, data, text)
+        return seq
+
+    def _maybe_follow(self, session: str) -> None:
+        current = self.sessions.get(self.live_session) if self.live_session else None
+        idle = (
+            current is None
+            or not current.live
+            or (time.monotonic() - current.last_frame_at > IDLE_SWITCH_S)
+        )
+        if not idle:
+            return
+        self.live_session = session
+        for sub in self._subscribers:
+            if sub.session is None:
+                sub.gap = True
+                sub.wakeup.set()
+
+    def snapshot_frame(self, session: str) -> tuple[int, str]:
+        state = self.sessions[session].state
+        snap = state.snapshot()
+        return state.seq, envelope("snapshot", session, state.seq, encode(snap))
+
+    # -------------------------------------------------------- subscribers
+    @contextlib.asynccontextmanager
+    async def subscribe(
+        self, session: str | None, maxsize: int = DEFAULT_QUEUE_FRAMES
+    ) -> AsyncIterator[Subscriber]:
+        sub = Subscriber(session, maxsize)
+        self._subscribers.add(sub)
+        try:
+            yield sub
+        finally:
+            self._subscribers.discard(sub)

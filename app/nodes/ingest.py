@@ -1,0 +1,238 @@
+"""Remote producers (our `batchscope engine --push`, or vLLM through the adapter) stream
+protocol frames into the hub over /ws/ingest. One RemoteNode per connected producer.
+
+Producer seq numbers detect loss and duplicates; the hub assigns its own seq per session,
+so a producer's gap becomes a visible `session` frame ({"event": "gap"}) in the stream.
+Control commands travel back over the same socket and are answered by id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import WebSocket
+from pydantic import ValidationError
+from typing_extensions import TypedDict
+
+from app.live.hub import EventHub
+from app.protocol.envelope import encode
+from app.protocol.models import validate_frame
+from app.protocol.session import node_source, session_meta
+from app.protocol.state import SessionState
+
+FRAME_TYPES = ("iteration", "request", "config", "session")
+COMMAND_TIMEOUT_S = 15.0
+
+
+class NodeUnavailable(RuntimeError):
+    pass
+
+
+class NodeView(TypedDict):
+    """A producer as the nodes page and /api/nodes show it."""
+
+    node: str
+    session: str
+    engine: str
+    model: str
+    state: str
+    """`live` or `disconnected`."""
+    since: float
+    frames: int
+    frames_per_s: float
+    last_seq: int
+    invalid: int
+    gaps: int
+    missing: int
+    lag: int
+    """Frames the producer holds that the dashboard has not received."""
+    dropped_by_producer: int
+
+
+@dataclass
+class RemoteNode:
+    """A producer: its session, liveness and counters (the nodes view)."""
+
+    node: str
+    session: str
+    engine: str
+    model: str
+    connected: bool = True
+    since: float = field(default_factory=time.time)
+    last_seq: int = 0
+    frames: int = 0
+    invalid: int = 0
+    gaps: int = 0
+    missing: int = 0
+    producer_buffered: int = 0
+    producer_dropped: int = 0
+    rate: float = 0.0
+    _rate_t: float = field(default_factory=time.monotonic)
+    _rate_n: int = 0
+    ws: WebSocket | None = None
+    pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
+    _ids: Any = field(default_factory=lambda: itertools.count(1))
+
+    def view(self) -> NodeView:
+        return {
+            "node": self.node,
+            "session": self.session,
+            "engine": self.engine,
+            "model": self.model,
+            "state": "live" if self.connected else "disconnected",
+            "since": self.since,
+            "frames": self.frames,
+            "frames_per_s": round(self.rate, 2),
+            "last_seq": self.last_seq,
+            "invalid": self.invalid,
+            "gaps": self.gaps,
+            "missing": self.missing,
+            "lag": self.producer_buffered,
+            "dropped_by_producer": self.producer_dropped,
+        }
+
+    def tick(self) -> None:
+        self._rate_n += 1
+        now = time.monotonic()
+        if now - self._rate_t >= 1.0:
+            self.rate = self._rate_n / (now - self._rate_t)
+            self._rate_t, self._rate_n = now, 0
+
+    async def command(self, kind: str, **args: Any) -> Any:
+        """Send a control command to the producer and await its reply."""
+        if not self.connected or self.ws is None:
+            raise NodeUnavailable(f"node {self.node!r} is disconnected")
+        cid = next(self._ids)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending[cid] = future
+        try:
+            await self.ws.send_text(
+                encode({"type": "command", "id": cid, "kind": kind, "args": args})
+            )
+            return await asyncio.wait_for(future, COMMAND_TIMEOUT_S)
+        except TimeoutError:
+            raise NodeUnavailable(f"node {self.node!r} did not answer in time") from None
+        finally:
+            self.pending.pop(cid, None)
+
+
+class NodeRegistry:
+    def __init__(self, hub: EventHub) -> None:
+        self.hub = hub
+        self.nodes: dict[str, RemoteNode] = {}
+        self.by_session: dict[str, RemoteNode] = {}
+
+    def views(self) -> list[NodeView]:
+        return [n.view() for n in self.nodes.values()]
+
+    def announce(
+        self, msg: dict[str, Any], new_id: str, restored: SessionState | None = None
+    ) -> RemoteNode:
+        """Register a producer. `restored`: its session as recorded, when this dashboard
+        restarted since (the session continues with the producer's numbering)."""
+        node_name = str(msg.get("node") or "node")[:100]
+        session = msg.get("session")
+        if not isinstance(session, str) or not session or len(session) > 128:
+            session = new_id
+        info = self.hub.sessions.get(session)
+        model = str(msg.get("model") or "")[:300]
+        engine = str(msg.get("engine") or "batchscope")[:32]
+        config = msg.get("config")
+        meta = session_meta(
+            str(msg.get("name") or node_name)[:200],
+            node_source(node_name),
+            engine=engine,
+            runner=str(msg.get("runner") or msg.get("engine") or "")[:32],
+            simulated=bool(msg.get("simulated", False)),
+            model=model,
+            device=str(msg.get("device") or "")[:32],
+            config=config if isinstance(config, dict) else {},
+            node=node_name,
+        )
+        if info is None and restored is not None:
+            self.hub.adopt_session(restored, meta, live=self.hub.follow_most_active)
+            last = restored.seq
+        elif info is None:
+            self.hub.open_session(session, meta, live=self.hub.follow_most_active, announce=False)
+            last = self.hub.sessions[session].state.seq
+        else:
+            info.live = True
+            last = info.state.seq
+        node = self.by_session.get(session)
+        if node is None:
+            node = RemoteNode(node_name, session, engine, model)
+        node.connected, node.since, node.last_seq = True, time.time(), last
+        self.nodes[node_name] = node
+        self.by_session[session] = node
+        return node
+
+    def receive(self, node: RemoteNode, msg: dict[str, Any]) -> dict[str, Any] | None:
+        """Handle one producer message; returns an error reply or None."""
+        kind = msg.get("type")
+        if kind == "reply":
+            future = node.pending.get(int(msg.get("id", -1)))
+            if future is not None and not future.done():
+                if msg.get("ok"):
+                    future.set_result(msg.get("result"))
+                else:
+                    future.set_exception(ValueError(str(msg.get("detail") or "refused")))
+            return None
+        if kind == "stats":
+            node.producer_buffered = int(msg.get("buffered", 0))
+            node.producer_dropped = int(msg.get("dropped", 0))
+            return None
+        if kind not in FRAME_TYPES:
+            node.invalid += 1
+            return {"type": "error", "detail": f"unknown message type {kind!r}"}
+        seq = msg.get("seq")
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+            node.invalid += 1
+            return {"type": "error", "detail": "seq: must be a positive integer"}
+        if msg.get("session") not in (None, node.session):
+            node.invalid += 1
+            return {"type": "error", "seq": seq, "detail": "session: not this connection's"}
+        if seq <= node.last_seq:
+            return None  # a resend after reconnecting: already have it
+        data = msg.get("data")
+        try:
+            if kind == "session":
+                if not isinstance(data, dict):
+                    raise ValueError("data: must be an object")
+                clean = data
+            else:
+                clean = validate_frame(kind, data)
+        except (ValidationError, ValueError) as exc:
+            node.invalid += 1
+            return {"type": "error", "seq": seq, "detail": f"{kind} frame: {_first_error(exc)}"}
+        if seq > node.last_seq + 1:
+            # Frames the producer dropped: mark the hole with a frame of its own, using
+            # the first missing seq (the producer will never send that number again).
+            node.gaps += 1
+            node.missing += seq - node.last_seq - 1
+            gap = {"event": "gap", "from_seq": node.last_seq + 1, "to_seq": seq - 1}
+            self.hub.publish(node.session, "session", gap, seq=node.last_seq + 1)
+        node.last_seq = seq
+        node.frames += 1
+        node.tick()
+        self.hub.publish(node.session, kind, clean, seq=seq)
+        return None
+
+    def disconnected(self, node: RemoteNode) -> None:
+        node.connected, node.since, node.ws = False, time.time(), None
+        for future in node.pending.values():
+            if not future.done():
+                future.set_exception(NodeUnavailable(f"node {node.node!r} disconnected"))
+        # No frame is added to the session: the producer owns its numbering. The nodes
+        # view shows the disconnection; a reconnect resumes after node.last_seq.
+
+
+def _first_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        return f"{where}: {err['msg']}"
+    return str(exc)

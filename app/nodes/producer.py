@@ -1,0 +1,223 @@
+"""`batchscope engine --push`: run the engine headless and push its frames to a dashboard.
+
+The engine thread only puts converted frames on a SimpleQueue (never blocks). The asyncio
+side keeps a bounded history of recent frames: while the dashboard is away it buffers,
+counts what falls out of the buffer, and on reconnect resends everything after the seq
+the dashboard says it has. Control commands come back over the same socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import queue
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import websockets
+
+from app.protocol.convert import event_to_frame
+from app.protocol.envelope import encode, envelope
+from app.protocol.session import new_session_id, node_opened
+from engine.commands import Abort, AddRequest, Command, Pause, Resume, Step, UpdateConfig
+from engine.engine import Engine
+from engine.engine_core import EngineCore
+from engine.events import Event
+from engine.request import SamplingParams
+
+log = logging.getLogger("batchscope.engine")
+
+SEND_INTERVAL_S = 0.03
+STATS_INTERVAL_S = 1.0
+
+
+class QueueSink:
+    """EventSink for the engine thread: convert and enqueue, nothing else."""
+
+    def __init__(self) -> None:
+        self.queue: queue.SimpleQueue[tuple[str, dict[str, Any]]] = queue.SimpleQueue()
+
+    def emit(self, event: Event) -> None:
+        frame_type, data = event_to_frame(event)
+        if frame_type != "engine_snapshot":
+            self.queue.put((frame_type, data))
+
+
+@dataclass
+class ProducerStats:
+    produced: int = 0
+    sent: int = 0
+    dropped: int = 0
+    connects: int = 0
+
+
+class Producer:
+    def __init__(
+        self,
+        engine: Engine,
+        sink: QueueSink,
+        url: str,
+        token: str,
+        node: str,
+        announce: dict[str, Any],
+        buffer_frames: int = 20_000,
+        core: EngineCore | None = None,
+    ) -> None:
+        self.engine = engine
+        self.sink = sink
+        self.url = url
+        self.token = token
+        self.node = node
+        self.announce = announce
+        self.session = new_session_id()
+        self.core = core or EngineCore(engine)
+        self.history: deque[tuple[int, str]] = deque(maxlen=buffer_frames)
+        self.seq = 0
+        self.cursor = 0
+        self.stats = ProducerStats()
+        self._req_ids = itertools.count(1)
+        # The session's first frame, as a local session's: who we are and our knobs.
+        self.sink.queue.put(("session", node_opened(node, announce)))
+
+    def _collect(self) -> None:
+        """Move new frames from the engine thread into the bounded history."""
+        while True:
+            try:
+                frame_type, data = self.sink.queue.get_nowait()
+            except queue.Empty:
+                return
+            self.seq += 1
+            if len(self.history) == self.history.maxlen:
+                self.stats.dropped += 1
+            text = envelope(frame_type, self.session, self.seq, encode(data))
+            self.history.append((self.seq, text))
+            self.stats.produced += 1
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self.core.start()
+        backoff = 0.2
+        collector = asyncio.create_task(self._collect_forever(stop))
+        try:
+            while not stop.is_set():
+                try:
+                    await self._session(stop)
+                    backoff = 0.2
+                except (OSError, websockets.WebSocketException, TimeoutError) as exc:
+                    log.warning(
+                        "dashboard unreachable (%s); buffering %d frames",
+                        exc,
+                        self.seq - self.cursor,
+                    )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), backoff)
+                backoff = min(backoff * 2, 5.0)
+        finally:
+            collector.cancel()
+            self.core.stop()
+
+    async def _collect_forever(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            self._collect()
+            await asyncio.sleep(SEND_INTERVAL_S)
+
+    async def _session(self, stop: asyncio.Event) -> None:
+        headers = {"Authorization": f"Bearer {self.token}"}
+        async with websockets.connect(self.url, additional_headers=headers, max_size=8 << 20) as ws:
+            await ws.send(
+                json.dumps(
+                    {
+                        "type": "announce",
+                        "session": self.session,
+                        "node": self.node,
+                        **self.announce,
+                    }
+                )
+            )
+            welcome = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            if welcome.get("type") != "welcome":
+                raise OSError(f"dashboard refused: {welcome}")
+            self.cursor = int(welcome.get("last_seq") or 0)
+            self.stats.connects += 1
+            log.info(
+                "pushing session %s to %s (resuming after seq %d)",
+                self.session,
+                self.url,
+                self.cursor,
+            )
+            receiver = asyncio.create_task(self._receive(ws))
+            try:
+                await self._send_loop(ws, stop, receiver)
+            finally:
+                receiver.cancel()
+
+    async def _send_loop(self, ws: Any, stop: asyncio.Event, receiver: asyncio.Task[None]) -> None:
+        last_stats = 0.0
+        while not stop.is_set() and not receiver.done():
+            self._collect()
+            batch = [text for seq, text in self.history if seq > self.cursor]
+            if batch:
+                await ws.send("[" + ",".join(batch) + "]")
+                self.cursor = self.history[-1][0]
+                self.stats.sent += len(batch)
+            now = time.monotonic()
+            if now - last_stats >= STATS_INTERVAL_S:
+                await ws.send(
+                    json.dumps(
+                        {
+                            "type": "stats",
+                            "buffered": self.seq - self.cursor,
+                            "dropped": self.stats.dropped,
+                        }
+                    )
+                )
+                last_stats = now
+            await asyncio.sleep(SEND_INTERVAL_S)
+        if receiver.done() and receiver.exception():
+            raise OSError(str(receiver.exception()))
+
+    async def _receive(self, ws: Any) -> None:
+        async for text in ws:
+            msg = json.loads(text)
+            if msg.get("type") == "command":
+                reply = await self._command(msg)
+                await ws.send(json.dumps(reply))
+            elif msg.get("type") == "error":
+                log.warning("dashboard says: %s", msg.get("detail"))
+
+    async def _command(self, msg: dict[str, Any]) -> dict[str, Any]:
+        kind, args = msg.get("kind"), msg.get("args") or {}
+        try:
+            command, result_of = self._to_command(kind, args)
+            result = await asyncio.wrap_future(self.core.submit(command))
+            return {"type": "reply", "id": msg.get("id"), "ok": True, "result": result_of(result)}
+        except Exception as exc:
+            field = getattr(exc, "field", None)
+            detail = f"{field}: {getattr(exc, 'message', exc)}" if field else str(exc)
+            return {"type": "reply", "id": msg.get("id"), "ok": False, "detail": detail}
+
+    def _to_command(self, kind: Any, args: dict[str, Any]) -> tuple[Command, Any]:
+        if kind == "add_request":
+            req_id = f"{self.node}-{next(self._req_ids)}"
+            params = SamplingParams(
+                max_tokens=int(args["max_tokens"]), temperature=float(args.get("temperature", 0.0))
+            )
+            cmd = AddRequest(
+                req_id,
+                [int(t) for t in args["prompt_token_ids"]],
+                params,
+                int(args.get("priority", 0)),
+            )
+            return cmd, lambda reason: {"req_id": req_id, "rejected": reason}
+        if kind == "abort":
+            return Abort((str(args["req_id"]),)), lambda ids: list(ids)
+        if kind == "update_config":
+            return UpdateConfig(dict(args["changes"])), lambda cfg: cfg.as_dict()
+        simple: dict[str, Command] = {"pause": Pause(), "resume": Resume(), "step": Step(1)}
+        if kind in simple:
+            return simple[kind], lambda _: None
+        raise ValueError(f"unknown command {kind!r}")

@@ -1,0 +1,106 @@
+"""Engine events to frame data (docs/protocol.md), field by field, on purpose: renaming an
+engine field breaks here, loudly, instead of silently changing what the browser receives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.protocol.frames import iteration_payload, request_payload
+from engine.events import (
+    ConfigEvent,
+    EngineSnapshot,
+    Event,
+    IterationEvent,
+    RequestEvent,
+)
+
+
+def iteration_data(ev: IterationEvent) -> dict[str, Any]:
+    return iteration_payload(
+        step=ev.step,
+        t_start=ev.t_start,
+        duration=ev.duration,
+        forward_ms=ev.forward_ms,
+        overhead_us=ev.overhead_us,
+        simulated=ev.simulated,
+        scheduled=[
+            {
+                "req": c.req_id,
+                "n": c.num_tokens,
+                "start": c.num_computed_before,
+                "phase": "prefill" if c.is_prefill else "decode",
+                "prefix_hit": c.num_prefix_hit_tokens,
+                "sample": c.sample,
+            }
+            for c in ev.chunks
+        ],
+        new=ev.new_req_ids,
+        resumed=ev.resumed_req_ids,
+        preempted=[
+            {"req": p.req_id, "reason": p.reason, "tokens_lost": p.tokens_lost}
+            for p in ev.preempted
+        ],
+        finished=[{"req": f.req_id, "reason": f.reason} for f in ev.finished],
+        arrived=ev.arrived,
+        rejected=[{"req": r.req_id, "reason": r.reason} for r in ev.rejected],
+        sampled=ev.sampled_req_ids,
+        num_running=ev.num_running,
+        num_waiting=ev.num_waiting,
+        num_running_end=ev.num_running_end,
+        num_waiting_end=ev.num_waiting_end,
+        max_num_batched_tokens=ev.max_num_batched_tokens,
+        num_scheduled_tokens=ev.num_scheduled_tokens,
+        max_num_seqs=ev.max_num_seqs,
+        prefill_tokens=ev.prefill_tokens,
+        decode_tokens=ev.decode_tokens,
+        kv_total=ev.kv.total,
+        kv_used=ev.kv.used,
+        kv_cached_free=ev.kv.cached_free,
+        kv_hit_tokens=ev.kv.hit_tokens,
+        kv_used_end=ev.kv_blocks_used_end,
+        blocks=[[b.block_id, b.state, b.owner, b.ref_cnt] for b in ev.kv_changes],
+        waiting_reasons=ev.waiting_reasons,
+        config_version=ev.config_version,
+    )
+
+
+def request_data(ev: RequestEvent) -> dict[str, Any]:
+    detail = dict(ev.detail)
+    if "output_token_ids" in detail:
+        detail["output_token_ids"] = list(detail["output_token_ids"])
+    return request_payload(ev.req_id, ev.kind, ev.step, ev.t, detail)
+
+
+def config_data(ev: ConfigEvent) -> dict[str, Any]:
+    return {
+        "step": ev.step,
+        "config_version": ev.config_version,
+        "changes": dict(ev.changes),
+        "config": dict(ev.config),
+    }
+
+
+def engine_snapshot_data(snap: EngineSnapshot) -> dict[str, Any]:
+    """The engine's own view (used to seed a session's state and for checks)."""
+    return {
+        "step": snap.step,
+        "config": dict(snap.config),
+        "config_version": snap.config_version,
+        "paused": snap.paused,
+        "simulated": snap.simulated,
+        "running": list(snap.running),
+        "waiting": list(snap.waiting),
+        "blocks": [[b.block_id, b.state, b.owner, b.ref_cnt] for b in snap.blocks],
+    }
+
+
+def event_to_frame(ev: Event) -> tuple[str, dict[str, Any]]:
+    """(frame type, frame data) for an engine event."""
+    if isinstance(ev, IterationEvent):
+        return "iteration", iteration_data(ev)
+    if isinstance(ev, RequestEvent):
+        return "request", request_data(ev)
+    if isinstance(ev, ConfigEvent):
+        return "config", config_data(ev)
+    return "engine_snapshot", engine_snapshot_data(ev)

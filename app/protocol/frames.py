@@ -1,0 +1,100 @@
+"""Frame payloads every producer builds the same way (docs/protocol.md): an `iteration`
+and a `request` mark. Our engine's converter (app.protocol.convert) and the vLLM adapter
+(batchscope_vllm.frames) both call these, so the layout, the key names and the rounding
+live here once. Standard library only: the vLLM adapter imports it next to vLLM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def _t(seconds: float) -> float:
+    return round(seconds, 6)
+
+
+def iteration_payload(
+    *,
+    step: int,
+    t_start: float,
+    duration: float,
+    forward_ms: float,
+    overhead_us: float,
+    simulated: bool,
+    scheduled: Any,
+    new: Iterable[str],
+    resumed: Iterable[str],
+    preempted: list[dict[str, Any]],
+    finished: list[dict[str, Any]],
+    arrived: Iterable[str],
+    rejected: list[dict[str, Any]],
+    sampled: Iterable[str],
+    num_running: int,
+    num_waiting: int,
+    num_running_end: int,
+    num_waiting_end: int,
+    max_num_batched_tokens: int,
+    num_scheduled_tokens: int,
+    max_num_seqs: int,
+    prefill_tokens: int,
+    decode_tokens: int,
+    kv_total: int,
+    kv_used: int,
+    kv_cached_free: int,
+    kv_hit_tokens: int,
+    kv_used_end: int,
+    blocks: list[list[Any]],
+    waiting_reasons: Mapping[str, str],
+    config_version: int,
+) -> dict[str, Any]:
+    """One step's `iteration` data. Times in seconds since the session started
+    (`forward_ms` in ms, `overhead_us` in µs). `scheduled`: the `[{req, n, start, phase,
+    prefix_hit, sample}]` rows, or an object the producer's encoder splices in as text."""
+    return {
+        "step": step,
+        "t_start": _t(t_start),
+        "duration": _t(duration),
+        "forward_ms": round(forward_ms, 4),
+        "overhead_us": round(overhead_us, 1),
+        "simulated": simulated,
+        "scheduled": scheduled,
+        "new": list(new),
+        "resumed": list(resumed),
+        "preempted": preempted,
+        "finished": finished,
+        "arrived": list(arrived),
+        "rejected": rejected,
+        "sampled": list(sampled),
+        "queues": {
+            "running": num_running,
+            "waiting": num_waiting,
+            "running_end": num_running_end,
+            "waiting_end": num_waiting_end,
+        },
+        "budget": {
+            "max_tokens": max_num_batched_tokens,
+            "used": num_scheduled_tokens,
+            "max_seqs": max_num_seqs,
+            "prefill": prefill_tokens,
+            "decode": decode_tokens,
+        },
+        "kv": {
+            "total": kv_total,
+            "used": kv_used,
+            "cached_free": kv_cached_free,
+            "hit_tokens": kv_hit_tokens,
+            "used_end": kv_used_end,
+        },
+        "blocks": blocks,
+        "waiting_reasons": dict(waiting_reasons),
+        "config_version": config_version,
+    }
+
+
+def request_payload(
+    req_id: str, kind: str, step: int, t: float, detail: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A `request` lifecycle mark (arrived, scheduled, first_token, preempted, resumed,
+    finished, aborted, rejected) of request `req_id` at `step`, `t` seconds in."""
+    return {"req": req_id, "kind": kind, "step": step, "t": _t(t), "detail": dict(detail or {})}

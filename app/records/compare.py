@@ -1,0 +1,51 @@
+"""Two recordings side by side: each one's summary at its last step, and B - A."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db import queries
+from app.protocol.state import SessionState
+
+
+def summary(meta: queries.SessionRow, state: SessionState) -> dict[str, Any]:
+    lat = state.latency_summary()
+    return {
+        "session": meta["id"],
+        "name": meta["name"],
+        "steps": lat["steps"],
+        "finished": lat["finished"],
+        "throughput_tok_s": lat["throughput_tok_s"],
+        "ttft_p50": lat["ttft"]["p50"],
+        "ttft_p99": lat["ttft"]["p99"],
+        "itl_p50": lat["itl"]["p50"],
+        "itl_p99": lat["itl"]["p99"],
+        "e2e_p50": lat["e2e"]["p50"],
+        "e2e_p99": lat["e2e"]["p99"],
+        "preemptions": lat["preemptions"],
+        "kv_peak": lat["kv_peak"],
+        "config": state.config or meta["config"],
+    }
+
+
+def _delta(a: Any, b: Any) -> Any:
+    if a is None or b is None:
+        return None
+    return round(b - a, 6)
+
+
+async def compare_sessions(db: sessionmaker[Session], a: str, b: str) -> dict[str, Any]:
+    """`{a, b, diff}`: the summaries and B - A of every number. Raises NotFound."""
+
+    def load(session_id: str) -> tuple[queries.SessionRow, SessionState]:
+        with db() as s:
+            meta = queries.get_session(s, session_id)
+            return meta, queries.state_at_step(s, session_id, meta["steps"] - 1)
+
+    (ma, sa), (mb, sb) = await asyncio.to_thread(load, a), await asyncio.to_thread(load, b)
+    left, right = summary(ma, sa), summary(mb, sb)
+    diff = {k: _delta(left[k], right[k]) for k in left if isinstance(left[k], int | float)}
+    return {"a": left, "b": right, "diff": diff}

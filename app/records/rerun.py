@@ -1,0 +1,136 @@
+"""Re-run a recording's arrivals through a fresh engine under other knobs.
+
+Arrivals keep their recorded times; the engine runs on a virtual clock that advances by
+each step's runner time, so changing a knob (say the chunk size) changes step times and
+therefore who is waiting when, exactly as it would live. The result is a new recorded
+session (source `rerun`), comparable side by side with the original.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.db.models import EventRecord
+from app.db.queries import SessionRow, get_session
+from app.live.hub import EventHub
+from app.protocol.convert import event_to_frame
+from app.protocol.session import new_session_id, session_meta
+from engine.config import EngineConfig
+from engine.engine import Engine
+from engine.events import Event, ListSink
+from engine.request import SamplingParams
+from engine.runner import make_runner
+
+MAX_RERUN_STEPS = 200_000
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    t: float
+    req_id: str
+    prompt_token_ids: list[int]
+    params: SamplingParams
+    priority: int
+
+
+class VirtualClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def load_arrivals(db: Session, session_id: str) -> tuple[SessionRow, list[Arrival]]:
+    meta = get_session(db, session_id)
+    arrivals: list[Arrival] = []
+    rows = db.scalars(
+        select(EventRecord.frame)
+        .where(EventRecord.session_id == session_id, EventRecord.type == "request")
+        .order_by(EventRecord.seq)
+    )
+    for text in rows:
+        data = json.loads(text)["data"]
+        if data["kind"] != "arrived":
+            continue
+        d = data["detail"]
+        if "prompt_token_ids" not in d:
+            continue  # recorded by a producer that did not send prompts: cannot re-run
+        params = SamplingParams(
+            max_tokens=int(d["max_tokens"]),
+            temperature=float(d.get("temperature") or 0.0),
+            top_p=float(d.get("top_p") or 1.0),
+            seed=d.get("seed"),
+        )
+        arrivals.append(
+            Arrival(
+                float(data["t"]),
+                data["req"],
+                list(d["prompt_token_ids"]),
+                params,
+                int(d.get("priority", 0)),
+            )
+        )
+    return meta, arrivals
+
+
+def rerun_events(config: EngineConfig, arrivals: list[Arrival], runner_kind: str) -> list[Event]:
+    """Run to completion on a virtual clock; returns every engine event in order."""
+    sink = ListSink()
+    clock = VirtualClock()
+    runner = make_runner(runner_kind, config)
+    engine = Engine(config, runner, sink, clock=clock)
+    pending = sorted(arrivals, key=lambda a: a.t)
+    i = 0
+    while engine.step_index < MAX_RERUN_STEPS:
+        if not engine.has_unfinished_requests() and i < len(pending):
+            clock.now = max(clock.now, pending[i].t)
+        while i < len(pending) and pending[i].t <= clock.now:
+            a = pending[i]
+            engine.add_request(a.req_id, a.prompt_token_ids, a.params, a.priority)
+            i += 1
+        if not engine.has_unfinished_requests():
+            if i >= len(pending):
+                break
+            continue
+        event = engine.step()
+        clock.now += event.forward_ms / 1000.0
+    return sink.events
+
+
+async def rerun_session(
+    hub: EventHub,
+    source: SessionRow,
+    arrivals: list[Arrival],
+    config: EngineConfig,
+    changes: dict[str, Any],
+    runner_kind: str,
+    name: str = "",
+) -> tuple[str, str]:
+    """Re-run `source`'s arrivals under `config` (off the loop) and publish the result as a
+    new, closed session (source `rerun`), recorded like any other. Returns (id, name)."""
+    events = await asyncio.to_thread(rerun_events, config, arrivals, runner_kind)
+    new_id = new_session_id()
+    knobs = ", ".join(f"{k}={v}" for k, v in changes.items()) or "same knobs"
+    label = name or f"rerun of {source['name'] or source['id']}: {knobs}"
+    meta = session_meta(
+        label,
+        "rerun",
+        runner=runner_kind,
+        simulated=runner_kind == "sim",
+        config=config.as_dict(),
+        rerun_of=source["id"],
+    )
+    hub.open_session(new_id, meta, live=False)
+    for event in events:
+        frame_type, frame = event_to_frame(event)
+        if frame_type != "engine_snapshot":
+            hub.publish(new_id, frame_type, frame)
+    hub.close_session(new_id)
+    return new_id, label

@@ -1,0 +1,138 @@
+"""Control of the engine behind a session (?session=ID, else the live one; local or a
+remote node): inject requests, abort one, change knobs, pause/resume/step, and the local
+engine's Poisson workload. Bodies may be JSON or form data; with `HX-Request: true` the
+answer is the flash fragment instead of JSON (app.deps.answer).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from app.deps import BodyDep, Control, ControlDep, HubDep, LocalEngineDep, SettingsDep, answer
+from app.errors import NotFound
+from app.forms import FormError, parse_config_changes, parse_inject, parse_workload
+from app.live.engine_service import EngineBusy, NewRequest
+from engine.config import ConfigError
+from engine.request import SamplingParams
+
+router = APIRouter(prefix="/api", dependencies=Control)
+
+SHARED_PREFIXES = {
+    "system": [3 + (7 * i) % 256 for i in range(64)],
+    "long": [3 + (13 * i + 5) % 256 for i in range(384)],
+}
+
+
+@router.post("/requests")
+async def inject(
+    request: Request, target: ControlDep, settings: SettingsDep, body: BodyDep
+) -> Response:
+    try:
+        spec = parse_inject(body, settings)
+    except FormError as exc:
+        return answer(request, False, str(exc), 422)
+    base = target.tokenizer().encode(spec.prompt) if spec.prompt is not None else []
+    prefix = SHARED_PREFIXES.get(spec.shared_prefix, [])
+    ids: list[str] = []
+    rejected: list[str] = []
+    rng = random.Random()
+    try:
+        params = SamplingParams(max_tokens=spec.max_tokens, temperature=spec.temperature)
+        items = [
+            NewRequest(
+                prefix + (base or [rng.randint(3, 258) for _ in range(spec.prompt_len or 1)]),
+                params,
+                spec.priority,
+            )
+            for _ in range(spec.count)
+        ]
+        for req_id, reason in await target.add_requests(items):
+            if reason is None:
+                ids.append(req_id)
+            else:
+                rejected.append(f"{req_id}: {reason}")
+    except EngineBusy as exc:
+        return answer(request, False, str(exc), 503)
+    if not ids:
+        message = "rejected: " + "; ".join(rejected[:3])
+        return answer(request, False, message, 422, {"rejected": rejected})
+    message = f"queued {', '.join(ids[:5])}{' …' if len(ids) > 5 else ''}"
+    if rejected:
+        message += f" ({len(rejected)} rejected)"
+    return answer(request, True, message, 201, {"req_ids": ids, "rejected": rejected})
+
+
+@router.post("/requests/{req_id}/abort")
+async def abort(req_id: str, request: Request, target: ControlDep) -> Response:
+    try:
+        aborted = await target.abort(req_id)
+    except EngineBusy as exc:
+        return answer(request, False, str(exc), 503)
+    if not aborted:
+        raise NotFound(f"no live request {req_id!r}")
+    return answer(request, True, f"aborted {req_id}", 200, {"aborted": aborted})
+
+
+@router.post("/config")
+async def update_config(
+    request: Request, target: ControlDep, hub: HubDep, body: BodyDep
+) -> Response:
+    try:
+        changes = parse_config_changes(body)
+        config = await target.update_config(changes)
+    except FormError as exc:
+        return answer(request, False, str(exc), 422)
+    except ConfigError as exc:
+        return answer(request, False, f"{exc.field}: {exc.message}", 422)
+    except ValueError as exc:
+        return answer(request, False, str(exc), 422)
+    except EngineBusy as exc:
+        return answer(request, False, str(exc), 503)
+    state = hub.live_state()
+    version = state.config_version if state else 0
+    summary = ", ".join(f"{k}={v}" for k, v in changes.items())
+    payload = {"config": config, "config_version": version}
+    return answer(request, True, f"applied {summary}", 200, payload)
+
+
+@router.post("/pause")
+async def pause(request: Request, target: ControlDep) -> Response:
+    return await _run(request, target.pause, "paused")
+
+
+@router.post("/resume")
+async def resume(request: Request, target: ControlDep) -> Response:
+    return await _run(request, target.resume, "resumed")
+
+
+@router.post("/step")
+async def single_step(request: Request, target: ControlDep) -> Response:
+    return await _run(request, target.step, "stepped one iteration")
+
+
+async def _run(request: Request, action: Callable[[], Awaitable[None]], message: str) -> Response:
+    try:
+        await action()
+    except EngineBusy as exc:
+        return answer(request, False, str(exc), 503)
+    except ValueError as exc:  # a remote node refused the command
+        return answer(request, False, str(exc), 422)
+    return answer(request, True, message, 200)
+
+
+@router.post("/workload")
+async def workload(request: Request, service: LocalEngineDep, body: BodyDep) -> Response:
+    try:
+        spec = service.set_workload(**parse_workload(body))
+    except FormError as exc:
+        return answer(request, False, str(exc), 422)
+    except EngineBusy as exc:
+        return answer(request, False, str(exc), 409)
+    state = "on" if spec.enabled else "off"
+    message = f"workload {state}, {spec.rate:g} req/s"
+    return answer(request, True, message, 200, {"workload": asdict(spec)})

@@ -1,0 +1,223 @@
+"""The dashboard page and its htmx panels (request table, latency summary).
+
+Routes build plain data (from the live SessionState, the same data as the /api twins)
+and the templates only format it (STYLE R8). `/?session=ID` is the same page replaying a
+recording (panels then read the recorded state at the step on screen); `/?live=ID` follows
+one live session (a remote node) instead of the current one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from app.db import queries
+from app.deps import DbDep, HubDep, ServiceDep, View
+from app.errors import NotFound
+from app.live.engine_service import scenario_summaries
+from app.protocol.state import SessionState
+from app.security import has_control
+from app.templating import templates
+
+router = APIRouter(dependencies=View, include_in_schema=False)
+
+MAX_TABLE_ROWS = 150
+ACTIVE = {"RUNNING": 0, "PREEMPTED": 1, "WAITING": 2}
+KNOBS = (
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "long_prefill_token_threshold",
+    "enable_chunked_prefill",
+    "scheduler_reserve_full_isl",
+    "kv_block_limit",
+    "policy",
+)
+
+
+def _snapshot(state: SessionState | None) -> dict[str, Any]:
+    if state is None:
+        return {
+            "session": None,
+            "step": -1,
+            "config": {},
+            "requests": [],
+            "history": [],
+            "paused": False,
+            "simulated": False,
+            "meta": {},
+            "totals": {},
+        }
+    snap: dict[str, Any] = state.snapshot()
+    return snap
+
+
+def request_rows(snap: dict[str, Any], limit: int = MAX_TABLE_ROWS) -> list[dict[str, Any]]:
+    """Live requests first (running, preempted, waiting), then the latest finished ones;
+    each with TTFT and mean ITL in seconds (None until known)."""
+    t_of = {h["step"]: h["t"] for h in snap.get("history", [])}
+    now = snap.get("t", 0.0)
+    rows = []
+    for i, r in enumerate(snap.get("requests", [])):
+        row = dict(r)
+        arrived, first = r.get("arrived_t"), r.get("first_token_t")
+        row["ttft"] = first - arrived if first is not None and arrived is not None else None
+        outputs = max(0, r.get("num_tokens", 0) - r.get("num_prompt_tokens", 0))
+        row["num_output_tokens"] = outputs
+        end = t_of.get(r["finish_step"]) if r.get("finish_step") is not None else now
+        if first is not None and end is not None and outputs > 1:
+            row["itl"] = max(0.0, end - first) / (outputs - 1)
+        else:
+            row["itl"] = None
+        row["_order"] = (ACTIVE.get(r.get("status", ""), 3), -i)
+        rows.append(row)
+    rows.sort(key=lambda x: x["_order"])
+    return rows[:limit]
+
+
+def _counts(snap: dict[str, Any]) -> dict[str, int]:
+    counts: dict[str, int] = {"total": 0}
+    for r in snap.get("requests", []):
+        status = r.get("status", "WAITING")
+        counts[status] = counts.get(status, 0) + 1
+        counts["total"] += 1
+    return counts
+
+
+def _summary(state: SessionState | None) -> dict[str, Any] | None:
+    if state is None:
+        return None
+    summary: dict[str, Any] = state.latency_summary()
+    return summary
+
+
+async def recorded_state(
+    db: DbDep, session: str, step: int | None
+) -> tuple[queries.SessionRow, SessionState]:
+    """A recording's metadata and its state at `step` (default: the last). Raises NotFound."""
+
+    def load() -> tuple[queries.SessionRow, SessionState]:
+        with db() as s:
+            meta = queries.get_session(s, session)
+            last = meta["steps"] - 1
+            at = last if step is None else max(-1, min(step, last))
+            return meta, queries.state_at_step(s, session, at)
+
+    return await asyncio.to_thread(load)
+
+
+@dataclass(frozen=True, slots=True)
+class Panel:
+    """What an htmx panel shows: the state of the session on screen (a recording's at
+    `?replay=ID&step=K`, none if unknown; else the live one, or `?live=ID`) and the
+    template context that points the panel's next refresh at the same session."""
+
+    state: SessionState | None
+    mode: dict[str, Any]
+
+
+async def panel(
+    db: DbDep,
+    hub: HubDep,
+    replay: str | None = None,
+    step: int | None = None,
+    live: str | None = None,
+) -> Panel:
+    mode = _mode(replay, live)
+    if not replay:
+        return Panel(hub.live_state(live), mode)
+    try:
+        return Panel((await recorded_state(db, replay, step))[1], mode)
+    except NotFound:
+        return Panel(None, mode)
+
+
+PanelDep = Annotated[Panel, Depends(panel)]
+
+
+def _mode(replay: str | None, live: str | None) -> dict[str, Any]:
+    """Template context that points the htmx panels at the session on screen."""
+    return {"replay": replay, "follow": live, "panel_query": _panel_query(replay, live)}
+
+
+def _panel_query(replay: str | None, live: str | None) -> str:
+    if replay:
+        return "?replay=" + quote(replay, safe="")
+    return "?live=" + quote(live, safe="") if live else ""
+
+
+@router.get("/", response_class=HTMLResponse)
+async def dashboard(
+    request: Request,
+    db: DbDep,
+    hub: HubDep,
+    service: ServiceDep,
+    session: str | None = None,
+    live: str | None = None,
+) -> Response:
+    meta: queries.SessionRow | None = None
+    state: SessionState | None
+    if session:
+        meta, state = await recorded_state(db, session, None)
+        live = None
+    elif live and live not in hub.sessions:
+        return RedirectResponse("/?session=" + quote(live, safe=""), status_code=303)
+    else:
+        state = hub.live_state(live)
+    snap = _snapshot(state)
+    config = (meta and meta["config"]) or snap.get("config") or {}
+    return templates.TemplateResponse(
+        request,
+        "dashboard.html",
+        {
+            "snapshot": snap,
+            "config": {k: snap.get("config", {}).get(k) for k in KNOBS},
+            "rerun_config": config,
+            "recording": meta or {},
+            "scenarios": scenario_summaries(),
+            "token_ok": has_control(request),
+            "workload": service.workload_spec() if service is not None else None,
+            "rows": request_rows(snap),
+            "counts": _counts(snap),
+            "summary": _summary(state),
+            **_mode(session, live),
+        },
+    )
+
+
+@router.get("/panels/requests", response_class=HTMLResponse)
+async def requests_panel(request: Request, view: PanelDep) -> HTMLResponse:
+    snap = _snapshot(view.state)
+    return templates.TemplateResponse(
+        request,
+        "partials/_request_table.html",
+        {
+            "rows": request_rows(snap),
+            "counts": _counts(snap),
+            "token_ok": has_control(request),
+            **view.mode,
+        },
+    )
+
+
+@router.get("/panels/controls", response_class=HTMLResponse)
+async def controls_panel(request: Request, service: ServiceDep) -> HTMLResponse:
+    """Re-rendered when the live session changes (a scenario has no Poisson workload)."""
+    return templates.TemplateResponse(
+        request,
+        "partials/_controls.html",
+        {
+            "token_ok": has_control(request),
+            "workload": service.workload_spec() if service is not None else None,
+        },
+    )
+
+
+@router.get("/panels/stats", response_class=HTMLResponse)
+async def stats_panel(request: Request, view: PanelDep) -> HTMLResponse:
+    context = {"summary": _summary(view.state), **view.mode}
+    return templates.TemplateResponse(request, "partials/_stats.html", context)

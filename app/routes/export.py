@@ -1,0 +1,69 @@
+"""Download a recording: GET /api/sessions/{id}/export?format=jsonl|perfetto."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Iterator
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.responses import Response, StreamingResponse
+from sqlalchemy.orm import Session
+
+from app.deps import DbDep, View
+from app.records.export import jsonl_lines, perfetto_trace
+
+router = APIRouter(prefix="/api")
+CHUNK_LINES = 500
+
+
+def _attachment(session_id: str, suffix: str) -> dict[str, str]:
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", session_id)
+    return {"Content-Disposition": f'attachment; filename="{safe}{suffix}"'}
+
+
+def _chunks(db: Session, lines: Iterator[str]) -> Iterator[str]:
+    """Group lines (fewer, larger writes) and close the session when the stream ends."""
+    try:
+        buf: list[str] = []
+        for line in lines:
+            buf.append(line)
+            if len(buf) >= CHUNK_LINES:
+                yield "".join(buf)
+                buf.clear()
+        if buf:
+            yield "".join(buf)
+    finally:
+        db.close()
+
+
+@router.get("/sessions/{session_id}/export", dependencies=View)
+async def export_session(
+    session_id: str,
+    db: DbDep,
+    fmt: Annotated[Literal["jsonl", "perfetto"], Query(alias="format")] = "jsonl",
+) -> Response:
+    if fmt == "perfetto":
+
+        def build() -> str:
+            with db() as s:
+                return json.dumps(perfetto_trace(s, session_id), separators=(",", ":"))
+
+        body = await asyncio.to_thread(build)
+        return Response(
+            body, media_type="application/json", headers=_attachment(session_id, ".perfetto.json")
+        )
+
+    s = db()
+    try:
+        lines = await asyncio.to_thread(jsonl_lines, s, session_id)
+    except BaseException:
+        s.close()
+        raise
+    return StreamingResponse(
+        _chunks(s, lines),
+        media_type="application/x-ndjson",
+        headers=_attachment(session_id, ".jsonl"),
+    )

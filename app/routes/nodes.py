@@ -1,0 +1,42 @@
+"""Nodes (producers pushing to /ws/ingest): GET /api/nodes and its page, /nodes, with the
+table partial it refreshes every 2 s."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from app.deps import HubDep, NodesDep, View
+from app.nodes.ingest import NodeView
+from app.routes.links import session_href
+from app.templating import templates
+
+router = APIRouter(dependencies=View)
+
+
+@router.get("/api/nodes")
+async def nodes(registry: NodesDep) -> list[NodeView]:
+    return registry.views()
+
+
+def node_rows(registry: NodesDep, hub: HubDep) -> list[dict[str, Any]]:
+    rows = []
+    for view in sorted(registry.views(), key=lambda v: v["node"]):
+        row: dict[str, Any] = dict(view)
+        row["href"] = session_href(hub, row["session"], row["state"] == "live")
+        rows.append(row)
+    return rows
+
+
+@router.get("/nodes", response_class=HTMLResponse, include_in_schema=False)
+async def nodes_page(request: Request, registry: NodesDep, hub: HubDep) -> HTMLResponse:
+    return templates.TemplateResponse(request, "nodes.html", {"rows": node_rows(registry, hub)})
+
+
+@router.get("/panels/nodes", response_class=HTMLResponse, include_in_schema=False)
+async def nodes_panel(request: Request, registry: NodesDep, hub: HubDep) -> HTMLResponse:
+    return templates.TemplateResponse(
+        request, "partials/_nodes_table.html", {"rows": node_rows(registry, hub)}
+    )

@@ -1,0 +1,23 @@
+"""The scenario files a live session can load (scenarios/*.json), and loading one into a
+new live session of the local engine."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from app.deps import Control, LocalEngineDep, View, answer
+from app.live.engine_service import ScenarioSummary, scenario_summaries
+
+router = APIRouter(prefix="/api/scenarios")
+
+
+@router.get("", dependencies=View)
+async def scenarios() -> list[ScenarioSummary]:
+    return scenario_summaries()
+
+
+@router.post("/{name}/load", dependencies=Control)
+async def load(name: str, request: Request, service: LocalEngineDep) -> Response:
+    session = service.load_scenario(name)
+    return answer(request, True, f"loaded scenario {name}", 200, {"session": session})

@@ -1,0 +1,40 @@
+"""SessionState keeps long sessions bounded and resumes exactly from a checkpoint."""
+
+from __future__ import annotations
+
+import json
+
+from app.protocol.convert import event_to_frame
+from app.protocol.state import MAX_DONE_ROWS, SessionState
+from engine.engine import Engine
+from engine.events import ListSink
+from engine.request import SamplingParams
+from engine.runner.sim import SimRunner
+from tests.engine.helpers import make_config
+
+
+def _frames(n_requests: int) -> list[tuple[str, dict]]:  # type: ignore[type-arg]
+    sink = ListSink()
+    engine = Engine(make_config(max_num_seqs=64, max_num_batched_tokens=512), SimRunner(), sink)
+    for i in range(n_requests):
+        engine.add_request(f"r{i}", [5 + i % 7, 9, 11], SamplingParams(max_tokens=2))
+    while engine.has_unfinished_requests():
+        engine.step()
+    return [f for f in (event_to_frame(e) for e in sink.events) if f[0] != "engine_snapshot"]
+
+
+def test_old_finished_rows_are_dropped_and_checkpoints_resume_identically() -> None:
+    frames = _frames(MAX_DONE_ROWS + 300)
+    full = SessionState("s")
+    half = len(frames) // 2
+    for seq, (kind, data) in enumerate(frames[:half], 1):
+        full.apply(kind, seq, data)
+    resumed = SessionState.from_checkpoint(json.loads(json.dumps(full.to_checkpoint())))
+    for seq, (kind, data) in enumerate(frames[half:], half + 1):
+        full.apply(kind, seq, data)
+        resumed.apply(kind, seq, data)
+    assert len(full.requests) == MAX_DONE_ROWS
+    assert full.snapshot()["totals"]["dropped_rows"] == 300
+    assert "r0" not in full.requests and f"r{MAX_DONE_ROWS + 299}" in full.requests
+    assert resumed.snapshot() == full.snapshot()
+    assert resumed.latency_summary() == full.latency_summary()

@@ -1,0 +1,107 @@
+"""Make real recordings without a server: the engine's events go through event_to_frame and
+hub.publish in the same thread, and a Recorder listening on the hub writes them."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db import models
+from app.live.hub import EventHub
+from app.protocol.convert import event_to_frame
+from app.records.recorder import Recorder
+from engine.config import CacheConfig, EngineConfig, SchedulerConfig
+from engine.engine import Engine
+from engine.events import Event
+from engine.request import SamplingParams
+from engine.runner.sim import SimRunner
+
+TABLES = (
+    models.SessionRecord,
+    models.IterationRecord,
+    models.EventRecord,
+    models.RequestRecord,
+    models.ConfigChangeRecord,
+    models.CheckpointRecord,
+)
+
+
+class HubPublisher:
+    """EventSink that publishes straight into the hub (no thread hop)."""
+
+    def __init__(self, hub: EventHub, session: str) -> None:
+        self.hub = hub
+        self.session = session
+
+    def emit(self, event: Event) -> None:
+        frame_type, data = event_to_frame(event)
+        if frame_type != "engine_snapshot":
+            self.hub.publish(self.session, frame_type, data)
+
+
+def busy_config() -> EngineConfig:
+    """Small budget and KV pool: chunked prefills, preemptions and prefix hits happen."""
+    return EngineConfig(
+        SchedulerConfig(max_num_batched_tokens=96, max_num_seqs=8, max_model_len=512),
+        CacheConfig(block_size=8, num_gpu_blocks=48),
+    ).validate()
+
+
+def record_session(
+    sessions: sessionmaker[Session],
+    session: str,
+    steps: int = 300,
+    seed: int = 0,
+    name: str = "records test",
+) -> EventHub:
+    """Record `steps` engine steps (arrivals, a config change, an abort, a rejection)."""
+    rng = random.Random(seed)
+    hub = EventHub()
+    recorder = Recorder(hub, sessions)
+    config = busy_config()
+    runner = SimRunner()
+    hub.open_session(
+        session,
+        {
+            "name": name,
+            "source": "local",
+            "runner": runner.name,
+            "simulated": True,
+            "describe": runner.describe(),
+            "config": config.as_dict(),
+            "started_at": time.time(),
+        },
+    )
+    engine = Engine(config, runner, HubPublisher(hub, session))
+    shared = [rng.randint(3, 258) for _ in range(24)]
+    for i in range(steps):
+        if rng.random() < 0.3:
+            prompt = shared + [rng.randint(3, 258) for _ in range(rng.randint(1, 120))]
+            engine.add_request(
+                f"r{i}",
+                prompt,
+                SamplingParams(max_tokens=rng.randint(1, 40)),
+                priority=rng.randint(0, 2),
+            )
+        if i == 5:
+            engine.add_request("too-long", [5] * 600, SamplingParams(max_tokens=4))
+        if i == steps // 3:
+            engine.update_config(max_num_batched_tokens=64)
+        if i == steps // 2 and engine.scheduler.running:
+            engine.abort([engine.scheduler.running[0].request_id])
+        engine.step()
+    hub.close_session(session)
+    asyncio.run(recorder.flush())
+    assert recorder.lag == 0 and recorder.failures == 0, recorder.last_error
+    return hub
+
+
+def row_counts(sessions: sessionmaker[Session]) -> dict[str, int]:
+    with sessions() as db:
+        return {
+            t.__tablename__: db.scalar(select(func.count()).select_from(t)) or 0 for t in TABLES
+        }

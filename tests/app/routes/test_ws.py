@@ -1,0 +1,179 @@
+"""Real uvicorn + real websockets: snapshot first, ordered frames, gaps for stalled clients."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import socket
+from typing import Any
+
+import pytest
+import websockets
+
+from app.protocol.models import validate_frame
+from tests.conftest import LiveServer, server_process
+
+
+async def _hello(ws: Any, session: str | None = None) -> dict[str, Any]:
+    await ws.send(json.dumps({"type": "hello", "session": session, "last_seq": None}))
+    snap: dict[str, Any] = json.loads(await ws.recv())
+    return snap
+
+
+async def _frames(ws: Any, timeout: float = 5.0) -> list[dict[str, Any]]:
+    msg = json.loads(await asyncio.wait_for(ws.recv(), timeout))
+    return msg if isinstance(msg, list) else [msg]
+
+
+def _inject(live: LiveServer, n: int, prompt_len: int = 40, max_tokens: int = 30) -> None:
+    with live.client() as c:
+        r = c.post(
+            "/api/requests", json={"prompt_len": prompt_len, "max_tokens": max_tokens, "count": n}
+        )
+        assert r.status_code == 201, r.text
+
+
+async def test_snapshot_then_frames_in_seq_order_without_gaps(live_server: LiveServer) -> None:
+    async with websockets.connect(live_server.ws_url + "/ws/live") as ws:
+        snap = await _hello(ws)
+        assert snap["type"] == "snapshot" and snap["data"]["session"] == snap["session"]
+        last = snap["seq"]
+        await asyncio.to_thread(_inject, live_server, 6)
+        seen_types: set[str] = set()
+        steps: list[int] = []
+        while len(steps) < 30:
+            for frame in await _frames(ws):
+                assert frame["seq"] == last + 1
+                last = frame["seq"]
+                seen_types.add(frame["type"])
+                if frame["type"] in ("iteration", "request", "config"):
+                    validate_frame(frame["type"], frame["data"])
+                if frame["type"] == "iteration":
+                    steps.append(frame["data"]["step"])
+        assert steps == list(range(steps[0], steps[0] + len(steps)))
+        assert {"iteration", "request"} <= seen_types
+
+
+async def test_a_stalled_client_gets_gap_and_snapshot_while_others_keep_going() -> None:
+    # Its own process: the engine, the hub and this test's clients do not share a GIL.
+    with server_process(ws_queue_frames=256, sim_speed=4) as live:
+        await _stalled_client_scenario(live)
+
+
+def _raw_ws_hello(port: int) -> socket.socket:
+    """A websocket client at the socket level: handshake, send hello, then never read.
+    Its tiny receive buffer makes the server's writes back up, like a stalled tab."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall(
+        f"GET /ws/live HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+        "Sec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(1)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    payload = json.dumps({"type": "hello", "session": None, "last_seq": None}).encode()
+    mask = os.urandom(4)
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    sock.sendall(bytes([0x81, 0x80 | len(payload)]) + mask + masked)
+    return sock
+
+
+async def _read_raw_frames(sock: socket.socket, until_seq: int) -> tuple[bool, int]:
+    """Read the stalled client's backlog: (saw a gap frame, last seq seen)."""
+    sock.setblocking(True)
+    sock.settimeout(10)
+    buf = b""
+    saw_gap, last = False, 0
+
+    def recv_exact(n: int) -> bytes:
+        nonlocal buf
+        while len(buf) < n:
+            chunk = sock.recv(65536)
+            assert chunk, "connection closed"
+            buf += chunk
+        out, buf = buf[:n], buf[n:]
+        return out
+
+    message = b""
+    while last < until_seq:
+        b0, b1 = recv_exact(2)
+        length = b1 & 0x7F
+        if length == 126:
+            length = int.from_bytes(recv_exact(2), "big")
+        elif length == 127:
+            length = int.from_bytes(recv_exact(8), "big")
+        payload = await asyncio.to_thread(recv_exact, length)
+        if b0 & 0x0F in (0x9, 0xA):  # ping / pong
+            continue
+        message += payload
+        if not b0 & 0x80:  # a fragment: the message continues in the next frame
+            continue
+        data, message = json.loads(message), b""
+        for frame in data if isinstance(data, list) else [data]:
+            if frame["type"] == "gap":
+                saw_gap = True
+            elif frame["type"] == "snapshot":
+                last = frame["seq"]
+            else:
+                assert frame["seq"] == last + 1
+                last = frame["seq"]
+    return saw_gap, last
+
+
+async def _stalled_client_scenario(live: LiveServer) -> None:
+    slow = await asyncio.to_thread(_raw_ws_hello, int(live.url.rsplit(":", 1)[1]))
+    async with websockets.connect(live.ws_url + "/ws/live") as fast:
+        await _hello(fast)
+        # Wide batches make big frames (~10 KB), so the stall shows within seconds even
+        # through the kernel's socket buffers.
+        with live.client() as c:
+            r = c.post("/api/config", json={"max_num_batched_tokens": 4096, "max_num_seqs": 128})
+            assert r.status_code == 200
+        for _ in range(4):
+            await asyncio.to_thread(_inject, live, 32, 30, 900)
+            await _frames(fast)
+        fast_last = 0
+        fast_frames = 0
+        finished = 0
+        while finished < 128:
+            for frame in await _frames(fast):
+                assert frame["type"] != "gap", "the fast client fell behind"
+                if fast_last:
+                    assert frame["seq"] == fast_last + 1
+                fast_last = frame["seq"]
+                fast_frames += 1
+                if frame["type"] == "request" and frame["data"]["kind"] == "finished":
+                    finished += 1
+    # Now drain the stalled client: it was told about the gap and handed a fresh
+    # snapshot, after which its stream is gap-free again up to the end.
+    saw_gap, last = await _read_raw_frames(slow, fast_last)
+    slow.close()
+    assert saw_gap
+    assert last >= fast_last
+    with live.client() as c:
+        assert c.get("/api/state").json()["step"] > 800
+    assert fast_frames > 1000
+
+
+async def test_foreign_origin_is_refused(live_server: LiveServer) -> None:
+    with pytest.raises(websockets.InvalidStatus) as info:
+        async with websockets.connect(
+            live_server.ws_url + "/ws/live", origin="http://evil.example"
+        ):
+            pass
+    assert info.value.response.status_code == 403
+
+
+async def test_the_client_must_say_hello_first(live_server: LiveServer) -> None:
+    async with websockets.connect(live_server.ws_url + "/ws/live") as ws:
+        await ws.send(json.dumps({"type": "subscribe"}))
+        with pytest.raises(websockets.ConnectionClosed) as info:
+            await ws.recv()
+        assert info.value.rcvd is not None and info.value.rcvd.code == 1002
