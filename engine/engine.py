@@ -268,7 +268,7 @@ class Engine:
                 "num_preemptions": request.num_preemptions,
                 "num_cached_tokens": max(request.num_cached_tokens, 0),
                 "output_token_ids": request.output_token_ids,
-            **self._text("output_text", request.output_token_ids),
+                **self._text("output_text", request.output_token_ids),
             }
             emit(RequestEvent(request.request_id, "finished", step, t, detail))
 

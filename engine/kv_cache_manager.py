@@ -110,7 +110,7 @@ class KVCacheManager:
             req_blocks = self.req_to_blocks[request_id] = []
 
         # Fast path for the common case (a running request): only new blocks count.
-        num_new_blocks = -(-num_tokens_need_slot // self.block_size) - len(req_blocks)
+        num_new_blocks = cdiv(num_tokens_need_slot, self.block_size) - len(req_blocks)
         new_blocks: list[KVCacheBlock] = []
         if num_new_blocks > 0:
             if num_new_blocks > pool.free_block_queue.num_free_blocks:

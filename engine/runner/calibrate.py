@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from engine.kv_cache_manager import cdiv
 from engine.outputs import ModelRunnerOutput, ScheduledChunk, SchedulerOutput
 from engine.runner.cost_model import ModelSpec, RooflineCostModel
 from engine.runner.sim import CostModel
@@ -63,7 +64,7 @@ class _Planner:
 
     def _chunk(self, start: int, num_tokens: int) -> ScheduledChunk:
         bs, usable = self.runner.block_size, self.runner.num_gpu_blocks - 1
-        nblocks = -(-(start + num_tokens) // bs)
+        nblocks = cdiv(start + num_tokens, bs)
         # Distinct blocks while the pool lasts, then wrapped: harmless for timing.
         table = tuple(1 + (self.next_block + j) % usable for j in range(nblocks))
         self.next_block += nblocks

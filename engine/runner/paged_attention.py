@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from engine.kv_cache_manager import cdiv
+
 
 @dataclass(frozen=True)
 class PrefillPlan:
@@ -68,10 +70,10 @@ def build_metadata(
     if not (num_reqs == len(context_lens) == len(block_tables)) or num_reqs == 0:
         raise ValueError("build_metadata: need one query_len, context_len and table per request")
     max_ctx = max(context_lens)
-    width = -(-max_ctx // block_size)
+    width = cdiv(max_ctx, block_size)
     tables = torch.zeros((num_reqs, width), dtype=torch.long)
     for i, (table, ctx, n) in enumerate(zip(block_tables, context_lens, query_lens, strict=True)):
-        needed = -(-ctx // block_size)
+        needed = cdiv(ctx, block_size)
         if not 0 < n <= ctx or len(table) < needed:
             raise ValueError(
                 f"request {i}: {n} new tokens, context {ctx}, needs {needed} blocks "
