@@ -37,12 +37,19 @@ def make_engine(url: str) -> Engine:
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            # SQLAlchemy, not pysqlite, says when a transaction begins: SAVEPOINTs (the
+            # recorder isolates a bad frame with them) then nest inside a real BEGIN.
+            dbapi_conn.isolation_level = None
             cur = dbapi_conn.cursor()
             if database and database != ":memory:":
                 cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _sqlite_begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN")
 
     return engine
 

@@ -3,22 +3,35 @@ store periodic checkpoints. It runs in a separate process when the database is a
 a server (database writes, JSON parsing and checkpoint serialisation then use another
 core, never the engine's GIL), or in a thread for an in-memory database. Frames travel as
 their encoded text only.
+
+A frame the database refuses is set aside alone (app.db.quarantine) and reported back;
+the process ignores the terminal's SIGINT and a group SIGTERM (the web process drains it
+first, then ends it), and exits by itself if the web process dies.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
+import os
+import signal
+import socket
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import NamedTuple
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.checkpoint_codec import encode_checkpoint
+from app.db.quarantine import Rejected, describe, is_transient, write_isolated
 from app.db.queries import state_at_seq
 from app.db.session import make_engine, make_sessionmaker
 from app.db.writes import Checkpoint, Frame, write_batch
 from app.protocol.state import SessionState
+
+log = logging.getLogger("batchscope.writer")
 
 
 class TextFrame(NamedTuple):
@@ -30,11 +43,21 @@ class TextFrame(NamedTuple):
     text: str
 
 
+class WriteResult(NamedTuple):
+    written: int
+    rejected: list[Rejected]
+    """Frames set aside: the database would not take them (the rest was written)."""
+
+
 class Writer:
     """Owns a fold of every session it writes, to checkpoint it every N frames."""
 
-    def __init__(self, sessions: sessionmaker[Session], checkpoint_every: int) -> None:
+    def __init__(
+        self, sessions: sessionmaker[Session], checkpoint_every: int, recorder: str | None = None
+    ) -> None:
+        """`recorder`: `host:pid` of the web process, kept on the rows of its sessions."""
         self.sessions = sessions
+        self.recorder = recorder
         self.checkpoint_every = checkpoint_every
         self.states: dict[str, SessionState] = {}
         self.last_checkpoint: dict[str, int] = {}
@@ -49,37 +72,90 @@ class Writer:
             self.last_checkpoint[session] = state.seq
         return state
 
-    def write(self, batch: list[TextFrame]) -> int:
-        frames = [Frame(s, t, q, json.loads(text)["data"], text) for s, t, q, text in batch]
-        with self.sessions.begin() as db:
-            write_batch(db, frames, [])
-            checkpoints: list[Checkpoint] = []
-            for session, frame_type, seq, data, _text in frames:
+    def write(self, batch: list[TextFrame]) -> WriteResult:
+        frames: list[Frame] = []
+        rejected: list[Rejected] = []
+        for session, frame_type, seq, text in batch:
+            try:
+                data = json.loads(text)["data"]
+                if not isinstance(data, dict):
+                    raise ValueError("data is not an object")
+            except (ValueError, KeyError, TypeError) as exc:
+                rejected.append(Rejected(session, seq, f"unreadable frame: {exc}"[:300]))
+                continue
+            frames.append(Frame(session, frame_type, seq, data, text))
+        try:
+            with self.sessions.begin() as db:
+                refused = write_isolated(db, frames, self._write_frames)
+                if refused:
+                    keys = {(r.session, r.seq) for r in refused}
+                    frames = [f for f in frames if (f.session, f.seq) not in keys]
+                    rejected += refused
+                self._checkpoint(db, frames)
+        except Exception:
+            # Nothing of this batch was stored: folds that went past it start over.
+            for session in {f.session for f in frames}:
+                self.states.pop(session, None)
+            raise
+        return WriteResult(len(frames), rejected)
+
+    def _write_frames(self, db: Session, frames: list[Frame]) -> None:
+        write_batch(db, frames, [], self.recorder)
+        db.flush()
+
+    def _checkpoint(self, db: Session, frames: list[Frame]) -> None:
+        checkpoints: list[Checkpoint] = []
+        for session, frame_type, seq, data, _text in frames:
+            try:
                 state = self._state(db, session, seq)
                 if seq <= state.seq:
                     continue
                 state.apply(frame_type, seq, data)
-                if seq - self.last_checkpoint[session] >= self.checkpoint_every:
-                    encoded = encode_checkpoint(state.to_checkpoint())
-                    checkpoints.append(Checkpoint(session, seq, max(state.step, 0), encoded))
-                    self.last_checkpoint[session] = seq
-            if checkpoints:
-                write_batch(db, [], checkpoints)
-        return len(frames)
+            except Exception as exc:
+                if is_transient(exc):
+                    raise
+                # A frame the fold cannot read: checkpoints of this session resume from
+                # the database's own fold next time (the frame itself is stored).
+                log.warning("checkpoint fold of %s at seq %s: %s", session, seq, describe(exc))
+                self.states.pop(session, None)
+                continue
+            if seq - self.last_checkpoint[session] >= self.checkpoint_every:
+                encoded = encode_checkpoint(state.to_checkpoint())
+                checkpoints.append(Checkpoint(session, seq, max(state.step, 0), encoded))
+                self.last_checkpoint[session] = seq
+        if checkpoints:
+            write_batch(db, [], checkpoints)
 
 
 _writer: Writer | None = None
 
 
-def _init(database_url: str, checkpoint_every: int) -> None:
+def _watch_parent(parent: int) -> None:
+    """The web process died without ending us (SIGKILL): nothing will come; exit."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(0)
+
+
+def _init(database_url: str, checkpoint_every: int, recorder: str) -> None:
     global _writer
-    _writer = Writer(make_sessionmaker(make_engine(database_url)), checkpoint_every)
+    # Ctrl-C in a terminal (and systemd's stop) signal the whole process group: the web
+    # process then drains what is pending into this process, and ends it itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    _writer = Writer(make_sessionmaker(make_engine(database_url)), checkpoint_every, recorder)
 
 
-def write_texts(batch: list[TextFrame]) -> int:
+def write_texts(batch: list[TextFrame]) -> WriteResult:
     """In the writer process: write one batch (one transaction)."""
     assert _writer is not None, "writer process not initialised"
     return _writer.write(batch)
+
+
+def recorder_id() -> str:
+    """This server process, as the sessions it records name it."""
+    return f"{socket.gethostname()}:{os.getpid()}"[:128]
 
 
 def start_writer(database_url: str, checkpoint_every: int) -> ProcessPoolExecutor:
@@ -87,5 +163,5 @@ def start_writer(database_url: str, checkpoint_every: int) -> ProcessPoolExecuto
         max_workers=1,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_init,
-        initargs=(database_url, checkpoint_every),
+        initargs=(database_url, checkpoint_every, recorder_id()),
     )

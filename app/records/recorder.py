@@ -2,8 +2,13 @@
 and written in batches off the loop: by a writer process when the database is a file or a
 server (so writes, and the fold that makes periodic checkpoints, never compete with the
 engine thread for the GIL), else by a worker thread. Neither the engine thread nor the
-loop waits on the database. Nothing is dropped: a failed write is retried, and `lag` says
-how many frames are waiting.
+loop waits on the database.
+
+Nothing is dropped silently: while the database is away the batch is kept and retried
+with backoff; a frame the database refuses is set aside alone (quarantined), counted and
+reported to whoever listens (`on_rejected`: the node registry tells the producer), and
+never holds back any other frame. `health()` says what is waiting, counting the batch
+being written, and for how long.
 """
 
 from __future__ import annotations
@@ -11,20 +16,38 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.migrate import is_memory_url
-from app.db.writer_process import TextFrame, Writer, start_writer, write_texts
+from app.db.quarantine import Rejected
+from app.db.writer_process import (
+    TextFrame,
+    Writer,
+    WriteResult,
+    recorder_id,
+    start_writer,
+    write_texts,
+)
 from app.live.hub import EventHub
 
 log = logging.getLogger("batchscope.recorder")
 
 CHECKPOINT_EVERY = 250
 """Frames between checkpoints: a seek folds at most this many after the nearest one."""
-FLUSH_INTERVAL_S = 0.5
+FLUSH_INTERVAL_S = 0.25
+MAX_BATCH = 5000
+STALE_AFTER_S = 10.0
+"""Unhealthy when a frame has waited this long to be written."""
+MAX_BACKOFF_S = 5.0
+
+RejectListener = Callable[[Rejected], None]
 
 
 class Recorder:
@@ -39,16 +62,25 @@ class Recorder:
         """With `database_url` (not an in-memory one), writes go to a writer process."""
         self.hub = hub
         self.sessions = sessions
+        self.database_url = database_url
         self._writer: ProcessPoolExecutor | None = None
-        self._local = Writer(sessions, checkpoint_every)
+        self._local = Writer(sessions, checkpoint_every, recorder_id())
         if database_url is not None and not is_memory_url(database_url):
             self._writer = start_writer(database_url, checkpoint_every)
         self.checkpoint_every = checkpoint_every
         self.flush_interval = flush_interval
         self.pending: list[TextFrame] = []
+        self._pending_since: deque[float] = deque()
+        self.in_flight: list[TextFrame] = []
+        self._in_flight_since = 0.0
         self.written = 0
         self.failures = 0
+        self.consecutive_failures = 0
         self.last_error: str | None = None
+        self.rejected: deque[Rejected] = deque(maxlen=100)
+        self.num_rejected = 0
+        self.on_rejected: list[RejectListener] = []
+        self.sessions_seen: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._stopping = False
@@ -57,8 +89,15 @@ class Recorder:
 
     @property
     def lag(self) -> int:
-        """Frames received but not yet in the database."""
-        return len(self.pending)
+        """Frames received but not yet in the database, the batch being written included."""
+        return len(self.pending) + len(self.in_flight)
+
+    def lag_s(self) -> float:
+        """How long the oldest frame not yet in the database has waited."""
+        now = time.monotonic()
+        if self.in_flight:
+            return now - self._in_flight_since
+        return now - self._pending_since[0] if self.pending and self._pending_since else 0.0
 
     def on_frame(
         self, session: str, frame_type: str, seq: int, data: dict[str, Any], text: str
@@ -66,27 +105,39 @@ class Recorder:
         if self.hub.is_relayed(session):
             return  # its origin process records it
         del data  # the writer re-parses the text, off this loop (in its own process)
+        if not self.pending:
+            self._pending_since.clear()
+            self._pending_since.append(time.monotonic())
         self.pending.append(TextFrame(session, frame_type, seq, text))
-        if len(self.pending) >= 5000:
+        self.sessions_seen.add(session)
+        if len(self.pending) >= MAX_BATCH:
             self._wake.set()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="recorder")
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float | None = None) -> bool:
         """Stop the periodic flusher without interrupting a write in progress (its thread
-        would go on writing), then write everything still pending."""
+        would go on writing), then write everything still pending (retrying a database
+        that is away, for up to `timeout` seconds). True if nothing is left unwritten."""
         if self._task is not None:
             self._stopping = True
             self._wake.set()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        async with self._lock:
-            await self._flush_locked()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            async with self._lock:
+                await self._flush_locked()
+            if not self.pending or (deadline is not None and time.monotonic() > deadline):
+                break
+            if deadline is None and self.consecutive_failures >= 3:
+                break
         if self._writer is not None:
             self._writer.shutdown(wait=True)
             self._writer = None
+        return not self.pending
 
     async def _run(self) -> None:
         while not self._stopping:
@@ -101,29 +152,72 @@ class Recorder:
             await self._flush_locked()
 
     async def _flush_locked(self) -> None:
-        if not self.pending:
-            return
-        batch, self.pending = self.pending, []
+        while self.pending:
+            batch = self.pending[:MAX_BATCH]
+            del self.pending[:MAX_BATCH]
+            self.in_flight, self._in_flight_since = batch, self._pending_since[0]
+            self._pending_since.clear()
+            if self.pending:
+                self._pending_since.append(time.monotonic())
+            try:
+                result = await self._write(batch)
+            except Exception as exc:  # the database is away: keep the frames, retry later
+                self.failures += 1
+                self.consecutive_failures += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"[:500]
+                log.warning(
+                    "recording write failed (%s frames kept for retry): %s",
+                    len(batch),
+                    self.last_error,
+                )
+                self.pending[:0] = batch
+                self._pending_since.clear()
+                self._pending_since.append(self._in_flight_since)
+                self.in_flight = []
+                backoff = 0.2 * 2 ** min(self.consecutive_failures, 5)
+                await asyncio.sleep(min(MAX_BACKOFF_S, backoff))
+                return
+            self.in_flight = []
+            self.consecutive_failures = 0
+            self.written += result.written
+            for item in result.rejected:
+                self._reject(item)
+
+    async def _write(self, batch: list[TextFrame]) -> WriteResult:
+        if self._writer is None:
+            return await asyncio.to_thread(self._local.write, batch)
+        loop = asyncio.get_running_loop()
         try:
-            if self._writer is not None:
-                loop = asyncio.get_running_loop()
-                await loop.run_in_executor(self._writer, write_texts, batch)
-            else:
-                await asyncio.to_thread(self._local.write, batch)
-            self.written += len(batch)
-        except Exception as exc:  # keep the frames and retry next time
-            self.failures += 1
-            self.last_error = f"{type(exc).__name__}: {exc}"
-            log.warning(
-                "recording write failed (%s frames kept for retry): %s", len(batch), self.last_error
-            )
-            self.pending[:0] = batch
-            await asyncio.sleep(min(5.0, 0.2 * self.failures))
+            return await loop.run_in_executor(self._writer, write_texts, batch)
+        except BrokenProcessPool:
+            # The writer process died (killed, out of memory): start a new one; the batch
+            # is retried (its transaction never committed or was the last thing it did).
+            assert self.database_url is not None
+            self._writer.shutdown(wait=False)
+            self._writer = start_writer(self.database_url, self.checkpoint_every)
+            raise
+
+    def _reject(self, item: Rejected) -> None:
+        self.num_rejected += 1
+        self.rejected.append(item)
+        log.warning("frame %s of %s set aside: %s", item.seq, item.session, item.reason)
+        for fn in self.on_rejected:
+            fn(item)
+
+    # --------------------------------------------------------------- health
+    def healthy(self) -> bool:
+        return self.consecutive_failures == 0 and self.lag_s() < STALE_AFTER_S
 
     def status(self) -> dict[str, Any]:
+        """What /healthz shows: real lag (the batch being written included) and failures."""
         return {
+            "ok": self.healthy(),
             "written": self.written,
             "lag": self.lag,
+            "lag_s": round(self.lag_s(), 3),
             "failures": self.failures,
+            "consecutive_failures": self.consecutive_failures,
             "last_error": self.last_error,
+            "rejected": self.num_rejected,
+            "last_rejected": [r._asdict() for r in list(self.rejected)[-5:]],
         }
