@@ -9,18 +9,20 @@ Control commands travel back over the same socket and are answered by id.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from fastapi import WebSocket
 from pydantic import ValidationError
 from typing_extensions import TypedDict
 
+from app.db.quarantine import Rejected
 from app.live.hub import EventHub
 from app.protocol.envelope import encode
-from app.protocol.models import validate_frame
+from app.protocol.models import INT32_MAX, validate_frame
 from app.protocol.session import node_source, session_meta
 from app.protocol.state import SessionState
 
@@ -51,6 +53,9 @@ class NodeView(TypedDict):
     lag: int
     """Frames the producer holds that the dashboard has not received."""
     dropped_by_producer: int
+    unstored: int
+    """Frames accepted but refused by the database (set aside; see last_error)."""
+    last_error: str | None
 
 
 @dataclass
@@ -70,6 +75,8 @@ class RemoteNode:
     missing: int = 0
     producer_buffered: int = 0
     producer_dropped: int = 0
+    unstored: int = 0
+    last_error: str | None = None
     rate: float = 0.0
     _rate_t: float = field(default_factory=time.monotonic)
     _rate_n: int = 0
@@ -93,6 +100,8 @@ class RemoteNode:
             "missing": self.missing,
             "lag": self.producer_buffered,
             "dropped_by_producer": self.producer_dropped,
+            "unstored": self.unstored,
+            "last_error": self.last_error,
         }
 
     def tick(self) -> None:
@@ -125,19 +134,34 @@ class NodeRegistry:
         self.hub = hub
         self.nodes: dict[str, RemoteNode] = {}
         self.by_session: dict[str, RemoteNode] = {}
+        self.owned: dict[str, str] = {}
+        """Key hashes of the sessions producers created (app.nodes.ownership)."""
+        self._sends: set[asyncio.Task[None]] = set()
+
+    def on_rejected(self, item: Rejected) -> None:
+        """The recorder set a frame aside: count it on the node and tell its producer."""
+        node = self.by_session.get(item.session)
+        if node is None:
+            return
+        node.unstored += 1
+        node.last_error = f"frame {item.seq} not recorded: {item.reason}"
+        ws = node.ws
+        if ws is not None and node.connected:
+            text = encode({"type": "error", "seq": item.seq, "detail": node.last_error})
+            task = asyncio.get_running_loop().create_task(_send_quietly(ws, text))
+            self._sends.add(task)
+            task.add_done_callback(self._sends.discard)
 
     def views(self) -> list[NodeView]:
         return [n.view() for n in self.nodes.values()]
 
     def announce(
-        self, msg: dict[str, Any], new_id: str, restored: SessionState | None = None
+        self, msg: dict[str, Any], session: str, restored: SessionState | None = None
     ) -> RemoteNode:
-        """Register a producer. `restored`: its session as recorded, when this dashboard
-        restarted since (the session continues with the producer's numbering)."""
-        node_name = str(msg.get("node") or "node")[:100]
-        session = msg.get("session")
-        if not isinstance(session, str) or not session or len(session) > 128:
-            session = new_id
+        """Register a producer on `session` (app.nodes.ownership.claim gave it). `restored`:
+        its session as recorded, when this dashboard restarted since (the session
+        continues with the producer's numbering)."""
+        node_name = node_name_of(msg)
         info = self.hub.sessions.get(session)
         model = str(msg.get("model") or "")[:300]
         engine = str(msg.get("engine") or "batchscope")[:32]
@@ -174,40 +198,51 @@ class NodeRegistry:
         """Handle one producer message; returns an error reply or None."""
         kind = msg.get("type")
         if kind == "reply":
-            future = node.pending.get(int(msg.get("id", -1)))
+            cid = msg.get("id")
+            if not _is_count(cid):
+                node.invalid += 1
+                return {"type": "error", "detail": "reply: id must be a non-negative integer"}
+            future = node.pending.get(cid)
             if future is not None and not future.done():
-                if msg.get("ok"):
+                if msg.get("ok") is True:
                     future.set_result(msg.get("result"))
                 else:
-                    future.set_exception(ValueError(str(msg.get("detail") or "refused")))
+                    detail = msg.get("detail")
+                    future.set_exception(ValueError(str(detail or "refused")[:2000]))
             return None
         if kind == "stats":
-            node.producer_buffered = int(msg.get("buffered", 0))
-            node.producer_dropped = int(msg.get("dropped", 0))
+            buffered, dropped = msg.get("buffered", 0), msg.get("dropped", 0)
+            if not (_is_count(buffered) and _is_count(dropped)):
+                node.invalid += 1
+                return {
+                    "type": "error",
+                    "detail": f"stats: buffered and dropped must be integers 0-{INT32_MAX}",
+                }
+            node.producer_buffered, node.producer_dropped = buffered, dropped
             return None
         if kind not in FRAME_TYPES:
             node.invalid += 1
             return {"type": "error", "detail": f"unknown message type {kind!r}"}
         seq = msg.get("seq")
-        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+        if not _is_count(seq) or seq < 1:
             node.invalid += 1
-            return {"type": "error", "detail": "seq: must be a positive integer"}
+            return {"type": "error", "detail": f"seq: must be an integer 1-{INT32_MAX}"}
         if msg.get("session") not in (None, node.session):
             node.invalid += 1
             return {"type": "error", "seq": seq, "detail": "session: not this connection's"}
         if seq <= node.last_seq:
             return None  # a resend after reconnecting: already have it
-        data = msg.get("data")
         try:
-            if kind == "session":
-                if not isinstance(data, dict):
-                    raise ValueError("data: must be an object")
-                clean = data
-            else:
-                clean = validate_frame(kind, data)
+            clean = validate_frame(kind, msg.get("data"))
         except (ValidationError, ValueError) as exc:
             node.invalid += 1
             return {"type": "error", "seq": seq, "detail": f"{kind} frame: {_first_error(exc)}"}
+        last_step = self.hub.sessions[node.session].state.step
+        if kind == "iteration" and clean["step"] <= last_step:
+            # Whatever is accepted must be storable: a step is recorded once.
+            node.invalid += 1
+            detail = f"iteration frame: step {clean['step']} is not after step {last_step}"
+            return {"type": "error", "seq": seq, "detail": detail}
         if seq > node.last_seq + 1:
             # Frames the producer dropped: mark the hole with a frame of its own, using
             # the first missing seq (the producer will never send that number again).
@@ -228,6 +263,19 @@ class NodeRegistry:
                 future.set_exception(NodeUnavailable(f"node {node.node!r} disconnected"))
         # No frame is added to the session: the producer owns its numbering. The nodes
         # view shows the disconnection; a reconnect resumes after node.last_seq.
+
+
+def node_name_of(msg: dict[str, Any]) -> str:
+    return str(msg.get("node") or "node")[:100]
+
+
+def _is_count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT32_MAX
+
+
+async def _send_quietly(ws: WebSocket, text: str) -> None:
+    with contextlib.suppress(Exception):
+        await ws.send_text(text)
 
 
 def _first_error(exc: Exception) -> str:

@@ -3,84 +3,104 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 FrameType = Literal["iteration", "request", "config", "snapshot", "gap", "session"]
 
+INT32_MAX = 2**31 - 1
+Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
+"""Every count, step and id number: what an INTEGER column holds on every backend."""
+Name = Annotated[str, Field(max_length=256)]
+
 
 # ---------------------------------------------------------------- wire models
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # No NaN or Infinity: they are not JSON, and a browser's JSON.parse rejects them.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ScheduledItem(_Strict):
     req: str = Field(max_length=256)
-    n: int = Field(gt=0)
-    start: int = Field(ge=0)
+    n: Annotated[int, Field(gt=0, le=INT32_MAX)]
+    start: Count
     phase: Literal["prefill", "decode"]
-    prefix_hit: int = Field(ge=0)
+    prefix_hit: Count
     sample: bool
 
 
 class PreemptedItem(_Strict):
-    req: str
-    reason: str
-    tokens_lost: int = Field(ge=0)
+    req: Name
+    reason: Name
+    tokens_lost: Count
 
 
 class ReqReason(_Strict):
-    req: str
-    reason: str
+    req: Name
+    reason: Annotated[str, Field(max_length=2000)]
 
 
 class Queues(_Strict):
-    running: int = Field(ge=0)
-    waiting: int = Field(ge=0)
-    running_end: int = Field(ge=0)
-    waiting_end: int = Field(ge=0)
+    running: Count
+    waiting: Count
+    running_end: Count
+    waiting_end: Count
 
 
 class Budget(_Strict):
-    max_tokens: int = Field(ge=0)
-    used: int = Field(ge=0)
-    max_seqs: int = Field(ge=0)
-    prefill: int = Field(ge=0)
-    decode: int = Field(ge=0)
+    max_tokens: Count
+    used: Count
+    max_seqs: Count
+    prefill: Count
+    decode: Count
 
 
 class KVFrame(_Strict):
-    total: int = Field(ge=0)
-    used: int = Field(ge=0)
-    cached_free: int = Field(ge=0)
-    hit_tokens: int = Field(ge=0)
-    used_end: int = Field(ge=0)
+    total: Count
+    used: Count
+    cached_free: Count
+    hit_tokens: Count
+    used_end: Count
 
 
 class IterationFrame(_Strict):
-    step: int = Field(ge=0)
+    step: Count
     t_start: float
     duration: float = Field(ge=0)
     forward_ms: float = Field(ge=0)
     overhead_us: float = Field(ge=0)
     simulated: bool
     scheduled: list[ScheduledItem]
-    new: list[str]
-    resumed: list[str]
+    new: list[Name]
+    resumed: list[Name]
     preempted: list[PreemptedItem]
     finished: list[ReqReason]
-    arrived: list[str]
+    arrived: list[Name]
     rejected: list[ReqReason]
-    sampled: list[str]
+    sampled: list[Name]
     queues: Queues
     budget: Budget
     kv: KVFrame
     blocks: list[
-        tuple[int, Literal["free", "cached", "used", "shared", "withheld"], str | None, int]
+        tuple[Count, Literal["free", "cached", "used", "shared", "withheld"], Name | None, Count]
     ]
-    waiting_reasons: dict[str, str]
-    config_version: int = Field(ge=0)
+    waiting_reasons: dict[Name, Annotated[str, Field(max_length=2000)]]
+    config_version: Count
+
+
+class RequestDetail(BaseModel):
+    """What a request mark may carry; the numbers the recording stores are typed."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+    num_prompt_tokens: Count | None = None
+    max_tokens: Count | None = None
+    priority: Annotated[int, Field(ge=-INT32_MAX, le=INT32_MAX)] | None = None
+    num_output_tokens: Count | None = None
+    num_cached_tokens: Count | None = None
+    reason: Annotated[str, Field(max_length=2000)] | None = None
+    prompt_token_ids: list[Count] | None = None
 
 
 class RequestFrame(_Strict):
@@ -95,16 +115,35 @@ class RequestFrame(_Strict):
         "finished",
         "aborted",
     ]
-    step: int = Field(ge=0)
+    step: Count
     t: float
-    detail: dict[str, Any] = Field(default_factory=dict)
+    detail: RequestDetail = Field(default_factory=lambda: RequestDetail())
 
 
 class ConfigFrame(_Strict):
-    step: int = Field(ge=0)
-    config_version: int = Field(ge=0)
+    step: Count
+    config_version: Count
     changes: dict[str, Any]
     config: dict[str, Any]
+
+
+class SessionFrame(BaseModel):
+    """A `session` mark (opened, closed, state, gap...): the fields the recording and the
+    fold read are typed; others pass through."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+    event: Annotated[str, Field(min_length=1, max_length=32)]
+    name: Annotated[str, Field(max_length=200)] | None = None
+    source: Annotated[str, Field(max_length=64)] | None = None
+    runner: Annotated[str, Field(max_length=32)] | None = None
+    model: Annotated[str, Field(max_length=300)] | None = None
+    device: Annotated[str, Field(max_length=32)] | None = None
+    simulated: bool | None = None
+    paused: bool | None = None
+    config: dict[str, Any] | None = None
+    describe: dict[str, Any] | None = None
+    started_at: Annotated[float, Field(ge=0, le=1e11)] | None = None
 
 
 class Envelope(BaseModel):
@@ -123,6 +162,7 @@ FRAME_MODELS: dict[str, type[BaseModel]] = {
     "iteration": IterationFrame,
     "request": RequestFrame,
     "config": ConfigFrame,
+    "session": SessionFrame,
 }
 
 
@@ -131,4 +171,10 @@ def validate_frame(frame_type: str, data: Any) -> dict[str, Any]:
     model = FRAME_MODELS.get(frame_type)
     if model is None:
         raise ValueError(f"unknown frame type {frame_type!r}")
-    return model.model_validate(data).model_dump(mode="json")
+    if not isinstance(data, dict):
+        raise ValueError("data: must be an object")
+    # Absent optional fields stay absent (a `state` mark must not blank the name).
+    out = model.model_validate(data).model_dump(mode="json", exclude_unset=True)
+    if model is RequestFrame:
+        out.setdefault("detail", {})
+    return out
