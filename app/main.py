@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -11,9 +12,12 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from app.db.lifecycle import describe_orphan, mark_ended, mark_orphans
 from app.db.migrate import prepare
 from app.db.session import make_engine, make_sessionmaker
 from app.deps import install_error_handlers
+from app.edge.hosts import AllowedHosts
+from app.edge.middleware import EdgeMiddleware
 from app.live.engine_service import EngineService
 from app.live.hub import EventHub
 from app.live.metrics import Metrics
@@ -37,6 +41,9 @@ from app.security import COOKIE, token_matches
 from app.settings import Settings, get_settings
 
 ROOT = Path(__file__).resolve().parents[1]
+SHUTDOWN_DRAIN_S = 20.0
+"""How long a shutdown keeps retrying a database that is away before giving up."""
+log = logging.getLogger("batchscope")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -48,7 +55,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         db_engine = make_engine(settings.database_url)
         prepare(db_engine, settings.database_url)
         app.state.db = make_sessionmaker(db_engine)
+        for orphan in await asyncio.to_thread(mark_orphans, app.state.db):
+            log.warning("%s", describe_orphan(orphan))
         recorder = Recorder(hub, app.state.db, database_url=settings.database_url)
+        recorder.on_rejected.append(app.state.nodes.on_rejected)
         app.state.recorder = recorder
         recorder.start()
         relay = None
@@ -63,12 +73,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            # Ordered shutdown (SIGINT/SIGTERM; uvicorn has closed the sockets): stop
+            # intake, drain the writer, then mark what was live as ended.
             if service is not None:
                 service.stop()
-            await asyncio.sleep(0)  # let the engine thread's last hops land
+            for _ in range(50):
+                await asyncio.sleep(0)  # let the engine thread's last hops land
             if relay is not None:
                 await relay.stop()
-            await recorder.stop()
+            if not await recorder.stop(timeout=SHUTDOWN_DRAIN_S):
+                log.error("shutdown: %d frames could not be written", recorder.lag)
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(
+                    mark_ended, app.state.db, recorder.sessions_seen, "shutdown"
+                )
             db_engine.dispose()
 
     app = FastAPI(title="batchscope", lifespan=lifespan)
@@ -95,6 +113,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ):
         app.include_router(module.router)
     install_error_handlers(app)
+    app.add_middleware(EdgeMiddleware, hosts=AllowedHosts(settings.host, settings.allowed_hosts))
     static = ROOT / "static"
     if static.is_dir():
         app.mount("/static", StaticFiles(directory=static), name="static")

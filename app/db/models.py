@@ -30,6 +30,12 @@ class SessionRecord(Base):
     num_steps: Mapped[int] = mapped_column(Integer, default=0)
     num_requests: Mapped[int] = mapped_column(Integer, default=0)
     last_seq: Mapped[int] = mapped_column(Integer, default=0)
+    end_reason: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    """Why `ended_at` is set: `closed` (its producer closed it), `shutdown` (the server
+    stopped in order while it was live) or `orphaned` (the server died; marked at the next
+    start). Only `closed` is final: frames arriving later reopen the others."""
+    recorder: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    """`host:pid` of the server process that recorded it last (for orphan detection)."""
 
 
 class IterationRecord(Base):
@@ -106,3 +112,15 @@ class CheckpointRecord(Base):
     seq: Mapped[int] = mapped_column(Integer, primary_key=True)
     step: Mapped[int] = mapped_column(Integer)
     state: Mapped[str] = mapped_column(Text)
+
+
+class SessionOwnerRecord(Base):
+    """The producer that created a session over /ws/ingest: only the holder of the key it
+    was issued (stored hashed) may resume it. Sessions without a row cannot be claimed."""
+
+    __tablename__ = "session_owners"
+
+    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    key_hash: Mapped[str] = mapped_column(String(64))
+    node: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[float] = mapped_column(Float)

@@ -80,7 +80,7 @@ def _apply_session_meta(rec: SessionRecord, data: dict[str, Any]) -> None:
         rec.meta = {k: v for k, v in data.items() if k != "event"}
         rec.started_at = float(data.get("started_at") or rec.started_at)
     elif event == "closed":
-        rec.ended_at = time.time()
+        rec.ended_at, rec.end_reason = time.time(), "closed"
 
 
 def _request_row(
@@ -129,12 +129,20 @@ def _apply_request(row: RequestRecord, data: dict[str, Any]) -> bool:
     return False
 
 
-def write_batch(db: Session, batch: Iterable[Frame], checkpoints: Iterable[Checkpoint]) -> None:
+def write_batch(
+    db: Session,
+    batch: Iterable[Frame],
+    checkpoints: Iterable[Checkpoint],
+    recorder: str | None = None,
+) -> None:
+    """`recorder`: the `host:pid` of the server recording (kept on each session row)."""
     with db.no_autoflush:
-        _write_batch(db, batch, checkpoints)
+        _write_batch(db, batch, checkpoints, recorder)
 
 
-def _write_batch(db: Session, batch: Iterable[Frame], checkpoints: Iterable[Checkpoint]) -> None:
+def _write_batch(
+    db: Session, batch: Iterable[Frame], checkpoints: Iterable[Checkpoint], recorder: str | None
+) -> None:
     sessions: dict[str, SessionRecord] = {}
     requests: dict[tuple[str, str], RequestRecord] = {}
     iterations: list[dict[str, Any]] = []
@@ -142,6 +150,12 @@ def _write_batch(db: Session, batch: Iterable[Frame], checkpoints: Iterable[Chec
     for session, frame_type, seq, data, text in batch:
         rec = _session_row(db, sessions, session)
         rec.last_seq = max(rec.last_seq, seq)
+        if recorder is not None and rec.recorder != recorder:
+            rec.recorder = recorder
+        if rec.ended_at is not None and rec.end_reason != "closed":
+            # Marked ended by a shutdown or as an orphan, and now continued (a producer
+            # resuming after the restart): live again.
+            rec.ended_at = rec.end_reason = None
         if frame_type == "iteration":
             step = data["step"]
             iterations.append(
