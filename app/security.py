@@ -21,6 +21,13 @@ def presented_token(conn: Request | WebSocket) -> str | None:
     return conn.cookies.get(COOKIE)
 
 
+def bearer_matches(conn: Request | WebSocket) -> bool:
+    """The token in an Authorization header (programs: ingest), never from the cookie."""
+    auth = conn.headers.get("authorization", "")
+    given = auth[7:].strip() if auth.lower().startswith("bearer ") else None
+    return token_matches(conn.app.state.settings.token, given)
+
+
 def origin_allowed(conn: Request | WebSocket) -> bool:
     """No Origin (non-browser clients) or an Origin whose host:port is the Host we serve."""
     origin = conn.headers.get("origin")

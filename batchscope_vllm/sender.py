@@ -51,6 +51,8 @@ class Sender:
         self.url, self.token, self.node = url, token, node
         self.announce = announce
         self.session = new_session_id()
+        self.resume_key: str | None = None
+        """Issued by the dashboard with the first welcome: resuming the session needs it."""
         self.queue: queue.Queue[tuple[Any, ...]] = queue.Queue(maxsize=queue_size)
         self.dropped_in_queue = 0  # incremented by the engine thread only
         self.dropped_in_history = 0
@@ -153,11 +155,14 @@ class Sender:
             self.url, additional_headers=headers, open_timeout=5, close_timeout=2, max_size=None
         ) as ws:
             hello = {"type": "announce", "session": self.session, "node": self.node}
-            ws.send(json.dumps({**hello, **self.announce}))
+            if self.resume_key:
+                hello["resume_key"] = self.resume_key
+            ws.send(json.dumps({**self.announce, **hello}))
             welcome = json.loads(ws.recv(timeout=10))
             if not isinstance(welcome, dict) or welcome.get("type") != "welcome":
                 raise ValueError(f"dashboard refused: {welcome}")
             self.sent_seq = int(welcome.get("last_seq") or 0)
+            self.resume_key = welcome.get("resume_key") or self.resume_key
             self.outbox = [(s, text) for s, text in self.history if s > self.sent_seq]
             self.connected = True
             self.connects += 1

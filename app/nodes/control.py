@@ -82,9 +82,11 @@ def control_target(
 ) -> ControlTarget | None:
     """The engine behind `session` (default: the live one); None if nothing can be driven."""
     sid = session or hub.live_session
+    if service is not None and sid is not None and sid == service.session:
+        return service  # the local engine's session is never a node's
     node = nodes.by_session.get(sid) if sid is not None else None
     if node is not None:
         return RemoteControl(node)
-    if service is not None and (session is None or session == service.session):
+    if service is not None and session is None:
         return service
     return None

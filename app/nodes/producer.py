@@ -75,6 +75,8 @@ class Producer:
         self.node = node
         self.announce = announce
         self.session = new_session_id()
+        self.resume_key: str | None = None
+        """Issued by the dashboard with the first welcome: resuming the session needs it."""
         self.core = core or EngineCore(engine)
         self.history: deque[tuple[int, str]] = deque(maxlen=buffer_frames)
         self.seq = 0
@@ -128,20 +130,15 @@ class Producer:
     async def _session(self, stop: asyncio.Event) -> None:
         headers = {"Authorization": f"Bearer {self.token}"}
         async with websockets.connect(self.url, additional_headers=headers, max_size=8 << 20) as ws:
-            await ws.send(
-                json.dumps(
-                    {
-                        "type": "announce",
-                        "session": self.session,
-                        "node": self.node,
-                        **self.announce,
-                    }
-                )
-            )
+            hello = {"type": "announce", "session": self.session, "node": self.node}
+            if self.resume_key:
+                hello["resume_key"] = self.resume_key
+            await ws.send(json.dumps({**self.announce, **hello}))
             welcome = json.loads(await asyncio.wait_for(ws.recv(), 10))
             if welcome.get("type") != "welcome":
                 raise OSError(f"dashboard refused: {welcome}")
             self.cursor = int(welcome.get("last_seq") or 0)
+            self.resume_key = welcome.get("resume_key") or self.resume_key
             self.stats.connects += 1
             log.info(
                 "pushing session %s to %s (resuming after seq %d)",

@@ -1,82 +1,86 @@
-"""/ws/ingest: remote producers announce a session and stream protocol frames."""
+"""/ws/ingest: remote producers announce a session and stream protocol frames.
+
+Producers are programs, not pages: a browser Origin is refused, and the token is read from
+the Authorization header only (never the viewer's cookie). A session belongs to the
+producer that created it (app.nodes.ownership)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 
-from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, WebSocket
 
-from app.db import queries
 from app.deps import DbDep, NodesDep
-from app.errors import NotFound
-from app.live.hub import EventHub
+from app.edge.wsio import POLICY, BadMessage, close, closing_on_error, receive_json
+from app.nodes.ingest import NodeRegistry, RemoteNode, node_name_of
+from app.nodes.ownership import Refused, claim
 from app.protocol.envelope import encode
 from app.protocol.session import new_session_id
-from app.protocol.state import SessionState
-from app.security import has_control
+from app.security import bearer_matches
 
 router = APIRouter()
 ANNOUNCE_TIMEOUT_S = 10.0
-MAX_MESSAGE_BYTES = 4 << 20
-
-
-def _restore(db: DbDep, hub: EventHub, session: object) -> SessionState | None:
-    """The recorded state of a session this dashboard no longer holds in memory."""
-    if not isinstance(session, str) or session in hub.sessions:
-        return None
-    with db() as s:
-        try:
-            meta = queries.get_session(s, session)
-        except NotFound:
-            return None
-        return queries.state_at_seq(s, session, meta["last_seq"])
+PROTOCOL_ERROR = 1002
 
 
 @router.websocket("/ws/ingest")
 async def ws_ingest(ws: WebSocket, registry: NodesDep, db: DbDep) -> None:
-    if not has_control(ws):  # type: ignore[arg-type]
-        await ws.close(code=1008, reason="ingest needs the token (Authorization: Bearer)")
+    if ws.headers.get("origin") is not None:
+        await ws.close(code=POLICY, reason="ingest is for producers, not browser pages")
+        return
+    if not bearer_matches(ws):
+        await ws.close(code=POLICY, reason="ingest needs the token (Authorization: Bearer)")
         return
     await ws.accept()
-    try:
-        first = json.loads(await asyncio.wait_for(ws.receive_text(), ANNOUNCE_TIMEOUT_S))
-    except (TimeoutError, ValueError, WebSocketDisconnect):
-        await ws.close(code=1002, reason="expected an announce message first")
-        return
-    if not isinstance(first, dict) or first.get("type") != "announce":
-        await ws.close(code=1002, reason="expected an announce message first")
-        return
-    restored = await asyncio.to_thread(_restore, db, registry.hub, first.get("session"))
-    node = registry.announce(first, new_session_id(), restored)
-    node.ws = ws
-    await ws.send_text(
-        encode({"type": "welcome", "session": node.session, "last_seq": node.last_seq})
-    )
-    try:
-        while True:
-            text = await ws.receive_text()
-            if len(text) > MAX_MESSAGE_BYTES:
+    async with closing_on_error(ws, "ingest"):
+        try:
+            first = await asyncio.wait_for(receive_json(ws), ANNOUNCE_TIMEOUT_S)
+        except (TimeoutError, BadMessage):
+            first = None
+        if not isinstance(first, dict) or first.get("type") != "announce":
+            await close(ws, PROTOCOL_ERROR, "expected an announce message first")
+            return
+        try:
+            got = await claim(
+                db,
+                registry.hub,
+                registry.owned,
+                first.get("session"),
+                first.get("resume_key"),
+                node_name_of(first),
+                new_session_id(),
+            )
+        except Refused as exc:
+            await ws.send_text(encode({"type": "error", "detail": str(exc)}))
+            await close(ws, POLICY, str(exc))
+            return
+        node = registry.announce(first, got.session, got.restored)
+        node.ws = ws
+        welcome: dict[str, object] = {"type": "welcome", "session": node.session}
+        welcome["last_seq"] = node.last_seq
+        if got.key is not None:
+            welcome["resume_key"] = got.key
+        await ws.send_text(encode(welcome))
+        try:
+            await _receive(ws, registry, node)
+        finally:
+            if node.ws is ws:
+                registry.disconnected(node)
+
+
+async def _receive(ws: WebSocket, registry: NodeRegistry, node: RemoteNode) -> None:
+    while True:
+        try:
+            msg = await receive_json(ws)
+        except BadMessage as exc:
+            node.invalid += 1
+            await ws.send_text(encode({"type": "error", "detail": str(exc)}))
+            continue
+        for item in msg if isinstance(msg, list) else [msg]:
+            if isinstance(item, dict):
+                reply = registry.receive(node, item)
+            else:
                 node.invalid += 1
-                await ws.send_text(encode({"type": "error", "detail": "message too large"}))
-                continue
-            try:
-                msg = json.loads(text)
-            except ValueError:
-                node.invalid += 1
-                await ws.send_text(encode({"type": "error", "detail": "not valid JSON"}))
-                continue
-            messages = msg if isinstance(msg, list) else [msg]
-            for item in messages:
-                reply = (
-                    registry.receive(node, item)
-                    if isinstance(item, dict)
-                    else {"type": "error", "detail": "a message must be an object"}
-                )
-                if reply is not None:
-                    await ws.send_text(encode(reply))
-    except WebSocketDisconnect:
-        pass
-    finally:
-        if node.ws is ws:
-            registry.disconnected(node)
+                reply = {"type": "error", "detail": "a message must be an object"}
+            if reply is not None:
+                await ws.send_text(encode(reply))
