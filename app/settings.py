@@ -14,9 +14,13 @@ from engine.workload import WorkloadSpec
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="BATCHSCOPE_", extra="ignore")
+    # NaN or Infinity are refused ("should be a finite number"), never compared to a bound.
+    model_config = SettingsConfigDict(env_prefix="BATCHSCOPE_", extra="ignore", allow_inf_nan=False)
 
     host: str = "127.0.0.1"
+    allowed_hosts: list[str] = []
+    """Host names served besides loopback names, IP literals and the bind address
+    (`--allowed-host`; `*` serves any, giving up the DNS-rebinding guard)."""
     port: int = Field(8000, ge=1, le=65535)
     runner: Literal["torch", "sim"] = "torch"
     model: str | None = None

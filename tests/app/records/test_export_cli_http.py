@@ -101,7 +101,7 @@ def test_cli_malformed_import_is_exit_2_and_writes_nothing(
 
 def _client(url: str, host: str = "127.0.0.1") -> TestClient:
     app = create_app(Settings(runner="sim", engine=False, database_url=url, token=TOKEN, host=host))
-    return TestClient(app)
+    return TestClient(app, base_url=f"http://{host}")
 
 
 @pytest.fixture
