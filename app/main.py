@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from fastapi import FastAPI, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from app.db.lifecycle import describe_orphan, mark_ended, mark_orphans
@@ -130,15 +130,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return response
 
     @app.get("/healthz", include_in_schema=False)
-    async def healthz() -> dict[str, object]:
+    async def healthz() -> JSONResponse:
         service = app.state.service
         recorder = getattr(app.state, "recorder", None)
-        return {
-            "ok": True,
+        relay = getattr(app.state, "relay", None)
+        recorder_status = recorder.status() if recorder else None
+        relay_status = relay.status() if relay else None
+        ok = all(s is None or s["ok"] for s in (recorder_status, relay_status))
+        body = {
+            "ok": ok,
             "engine": bool(service and service.core and service.core.alive),
             "session": hub.live_session,
-            "recorder": recorder.status() if recorder else None,
-            "relay": app.state.relay.status() if getattr(app.state, "relay", None) else None,
+            "recorder": recorder_status,
+            "relay": relay_status,
         }
+        return JSONResponse(body, status_code=200 if ok else 503)
 
     return app

@@ -5,6 +5,12 @@ Each process NOTIFYs the frames it originates (its local engine, its ingest sock
 LISTENs for the others'. A relayed frame keeps its origin's seq, so every process shows
 the same numbering, and only the origin records it. Payloads over NOTIFY's 8000-byte
 limit are split into parts sent in one transaction (delivered together, in order).
+
+When the database drops the connections (a restart, a failover, an administrator), both
+sides reconnect with backoff. Meanwhile the outbox is bounded: the oldest frames are
+dropped and counted, and every receiver turns a jump in a session's numbering (frames
+dropped here, or sent while it was not listening) into a visible `gap` mark, so browsers
+resync instead of freezing. `status()` says whether both connections are up.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ import contextlib
 import json
 import logging
 import secrets
+import time
+from collections import deque
 from typing import Any
 
 from app.live.hub import EventHub
@@ -23,6 +31,12 @@ log = logging.getLogger("batchscope.relay")
 CHANNEL = "batchscope_frames"
 PART_BYTES = 7000
 FLUSH_INTERVAL_S = 0.02
+MAX_OUTBOX = 20_000
+"""Payloads kept while the database is away; past it the oldest are dropped (a gap)."""
+MAX_PARTIALS = 64
+LIVENESS_S = 2.0
+"""The listener checks its connection this often when no notification arrives."""
+BACKOFF_S = (0.2, 5.0)
 
 
 def pg_conninfo(database_url: str) -> str:
@@ -36,9 +50,17 @@ class PgRelay:
         self.hub = hub
         self.conninfo = pg_conninfo(database_url)
         self.origin = secrets.token_hex(6)
-        self.outbox: list[str] = []
+        self.outbox: deque[str] = deque()
         self.sent = 0
         self.received = 0
+        self.dropped = 0
+        """Payloads dropped from the outbox while the database was away."""
+        self.gaps = 0
+        """Jumps in a relayed session's numbering, each published as a `gap` mark."""
+        self.reconnects = 0
+        self.last_error: str | None = None
+        self.connected = {"notify": False, "listen": False}
+        self.down_since: float | None = None
         self._parts: dict[str, list[str]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._ready = asyncio.Event()
@@ -56,41 +78,87 @@ class PgRelay:
             separators=(",", ":"),
         )
         if len(payload) <= PART_BYTES:
-            self.outbox.append(payload)
+            self._queue(payload)
             return
         pid = secrets.token_hex(4)
         chunks = [payload[i : i + PART_BYTES] for i in range(0, len(payload), PART_BYTES)]
         for n, chunk in enumerate(chunks):
-            self.outbox.append(
+            self._queue(
                 json.dumps({"o": self.origin, "p": pid, "n": n, "of": len(chunks), "c": chunk})
             )
 
-    async def _sender(self) -> None:
-        import psycopg
+    def _queue(self, payload: str) -> None:
+        if len(self.outbox) >= MAX_OUTBOX:
+            self.outbox.popleft()
+            self.dropped += 1
+        self.outbox.append(payload)
 
-        async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=False) as conn:
-            while True:
-                await asyncio.sleep(FLUSH_INTERVAL_S)
-                if not self.outbox:
-                    continue
-                batch, self.outbox = self.outbox, []
+    async def _sender(self) -> None:
+        await self._reconnecting("notify", self._send_on)
+
+    async def _send_on(self, conn: Any) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_INTERVAL_S)
+            if not self.outbox:
+                continue
+            batch = list(self.outbox)
+            self.outbox.clear()
+            try:
                 async with conn.transaction():
                     for payload in batch:
                         await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
-                self.sent += len(batch)
+            except BaseException:
+                # Not delivered (the transaction did not commit): send it again later,
+                # ahead of newer frames, within the outbox bound.
+                room = MAX_OUTBOX - len(self.outbox)
+                self.dropped += max(0, len(batch) - room)
+                self.outbox.extendleft(reversed(batch[len(batch) - max(room, 0) :]))
+                raise
+            self.sent += len(batch)
 
     # -------------------------------------------------------------- incoming
     async def _listener(self) -> None:
-        import psycopg
+        await self._reconnecting("listen", self._listen_on)
 
-        async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
-            await conn.execute(f"LISTEN {CHANNEL}")
-            self._ready.set()
-            async for notify in conn.notifies():
+    async def _listen_on(self, conn: Any) -> None:
+        await conn.execute(f"LISTEN {CHANNEL}")
+        self._ready.set()
+        while True:
+            async for notify in conn.notifies(timeout=LIVENESS_S):
                 try:
                     self._receive(json.loads(notify.payload))
                 except Exception as exc:  # one bad payload must not stop the relay
                     log.warning("relay: dropped a malformed payload: %s", exc)
+            await conn.execute("SELECT 1")  # a dead connection raises here
+
+    async def _reconnecting(self, role: str, use: Any) -> None:
+        """Run `use(connection)` forever, reconnecting with backoff when it fails."""
+        import psycopg
+
+        backoff = BACKOFF_S[0]
+        while True:
+            try:
+                autocommit = role == "listen"
+                async with await psycopg.AsyncConnection.connect(
+                    self.conninfo, autocommit=autocommit, connect_timeout=5
+                ) as conn:
+                    self.connected[role] = True
+                    if all(self.connected.values()):
+                        self.down_since = None
+                    backoff = BACKOFF_S[0]
+                    await use(conn)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.last_error = f"{role}: {type(exc).__name__}: {exc}"[:300]
+                if self.connected[role]:
+                    log.warning("relay %s connection lost (%s); reconnecting", role, exc)
+                    self.reconnects += 1
+                self.connected[role] = False
+                if self.down_since is None:
+                    self.down_since = time.monotonic()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_S[1])
 
     def _receive(self, msg: dict[str, Any]) -> None:
         if msg.get("o") == self.origin:
@@ -99,6 +167,8 @@ class PgRelay:
             parts = self._parts.setdefault(msg["p"], [])
             parts.append(msg["c"])
             if len(parts) < msg["of"]:
+                while len(self._parts) > MAX_PARTIALS:  # parts of payloads never completed
+                    self._parts.pop(next(iter(self._parts)))
                 return
             msg = json.loads("".join(self._parts.pop(msg["p"])))
         session, frame_type, seq, data = msg["s"], msg["t"], msg["q"], msg["d"]
@@ -109,9 +179,21 @@ class PgRelay:
             )
             self.hub.mark_relayed(session)
         info = self.hub.sessions[session]
-        if seq > info.state.seq:
-            self.hub.publish(session, frame_type, data, seq=seq)
-            self.received += 1
+        if seq <= info.state.seq:
+            return
+        if info.state.seq > 0 and seq > info.state.seq + 1:
+            # Frames lost on the way (dropped by the sender, or sent while this side was
+            # reconnecting): a visible mark at the first missing seq, never a silent hole.
+            self.gaps += 1
+            gap = {
+                "event": "gap",
+                "from_seq": info.state.seq + 1,
+                "to_seq": seq - 1,
+                "reason": "relay: frames lost while the database connection was down",
+            }
+            self.hub.publish(session, "session", gap, seq=info.state.seq + 1)
+        self.hub.publish(session, frame_type, data, seq=seq)
+        self.received += 1
 
     # ------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -129,10 +211,21 @@ class PgRelay:
             with contextlib.suppress(BaseException):
                 await task
 
+    def healthy(self) -> bool:
+        return all(self.connected.values())
+
     def status(self) -> dict[str, Any]:
+        down = self.down_since
         return {
+            "ok": self.healthy(),
+            "state": "connected" if self.healthy() else "reconnecting",
             "origin": self.origin,
             "sent": self.sent,
             "received": self.received,
             "pending": len(self.outbox),
+            "dropped": self.dropped,
+            "gaps": self.gaps,
+            "reconnects": self.reconnects,
+            "down_s": None if down is None else round(time.monotonic() - down, 3),
+            "last_error": self.last_error,
         }
