@@ -31,7 +31,8 @@ class Subscriber:
     session: str | None
     """None: follow whichever session is live now."""
     maxsize: int = DEFAULT_QUEUE_FRAMES
-    queue: asyncio.Queue[tuple[str, int, str]] = field(init=False)
+    queue: asyncio.Queue[tuple[str, int, str, float]] = field(init=False)
+    """(session, seq, encoded frame, monotonic time it was published)."""
     gap: bool = False
     dropped: int = 0
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
@@ -39,12 +40,12 @@ class Subscriber:
     def __post_init__(self) -> None:
         self.queue = asyncio.Queue(self.maxsize)
 
-    def offer(self, session: str, seq: int, text: str) -> None:
+    def offer(self, session: str, seq: int, text: str, at: float = 0.0) -> None:
         if self.gap:
             self.dropped += 1
             return
         try:
-            self.queue.put_nowait((session, seq, text))
+            self.queue.put_nowait((session, seq, text, at))
         except asyncio.QueueFull:
             # Drop what is queued: the next thing this client gets is a snapshot.
             self.dropped += self.queue.qsize() + 1
@@ -52,6 +53,21 @@ class Subscriber:
                 self.queue.get_nowait()
             self.gap = True
         self.wakeup.set()
+
+    def fall_behind(self) -> None:
+        """This client cannot keep up: drop what is queued; it resyncs with a snapshot."""
+        self.dropped += self.queue.qsize()
+        while not self.queue.empty():
+            self.queue.get_nowait()
+        self.gap = True
+        self.wakeup.set()
+
+    def oldest_age(self, now: float) -> float:
+        """Seconds the oldest queued frame has waited (0 when none is queued)."""
+        if self.queue.empty():
+            return 0.0
+        oldest: float = self.queue._queue[0][3]  # type: ignore[attr-defined]
+        return now - oldest
 
 
 @dataclass
@@ -146,13 +162,13 @@ class EventHub:
             raise ValueError(f"seq {seq} is not after {info.state.seq}")
         info.state.apply(frame_type, seq, data)
         info.frames += 1
-        info.last_frame_at = time.monotonic()
+        info.last_frame_at = now = time.monotonic()
         if data_json is None:
             data_json = encode(data)
         text = envelope(frame_type, session, seq, data_json, ts=round(time.time(), 6))
         for sub in self._subscribers:
             if sub.session == session or (sub.session is None and session == self.live_session):
-                sub.offer(session, seq, text)
+                sub.offer(session, seq, text, now)
         for fn in self._listeners:
             fn(session, frame_type, seq, data, text)
         return seq
@@ -172,9 +188,11 @@ class EventHub:
                 sub.gap = True
                 sub.wakeup.set()
 
-    def snapshot_frame(self, session: str) -> tuple[int, str]:
+    def snapshot_frame(self, session: str, compact: bool = False) -> tuple[int, str]:
+        """`compact`: recent history and finished rows only (a client resyncing after it
+        fell behind gets a small one)."""
         state = self.sessions[session].state
-        snap = state.snapshot()
+        snap = state.snapshot(compact=compact)
         return state.seq, envelope("snapshot", session, state.seq, encode(snap))
 
     # -------------------------------------------------------- subscribers

@@ -17,6 +17,8 @@ MAX_DONE_ROWS = 2000
 database's requests table). Bounds memory, snapshots and checkpoints of long sessions."""
 LATENCY_SAMPLES = 4096
 PLAN_STEPS = 256
+COMPACT_HISTORY = 256
+COMPACT_DONE_ROWS = 100
 """Only the latest steps keep their full plan ({req: n}) in the history (the step table)."""
 
 
@@ -313,8 +315,19 @@ class SessionState:
         return state
 
     # ---------------------------------------------------------------- views
-    def snapshot(self) -> dict[str, Any]:
-        rows = copy.deepcopy(list(self.requests.values()))
+    def snapshot(self, compact: bool = False) -> dict[str, Any]:
+        """The state for a late joiner. `compact`: only the latest COMPACT_HISTORY steps
+        and COMPACT_DONE_ROWS finished or rejected rows (a client that fell behind)."""
+        requests = list(self.requests.values())
+        history = list(self.history)
+        if compact:
+            history = history[-COMPACT_HISTORY:]
+            done = [r for r in requests if r["status"] in ("FINISHED", "REJECTED")]
+            keep = {id(r) for r in done[-COMPACT_DONE_ROWS:]}
+            requests = [
+                r for r in requests if r["status"] not in ("FINISHED", "REJECTED") or id(r) in keep
+            ]
+        rows = copy.deepcopy(requests)
         for row in rows:
             for seg in row["segments"]:
                 if seg[2] is None:
@@ -332,7 +345,7 @@ class SessionState:
             "simulated": self.simulated,
             "requests": rows,
             "blocks": [self.blocks[k] for k in sorted(self.blocks)],
-            "history": list(self.history),
+            "history": history,
             "totals": {**self.totals, "dropped_rows": self.dropped_rows},
         }
 

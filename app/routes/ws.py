@@ -2,19 +2,23 @@
 
 The sender wakes when frames arrive, sends everything queued as one JSON array, then
 rests ~40 ms, so a browser gets at most ~25 messages a second whatever the step rate.
+A client that falls behind (by time: app.live.pacing) gets a gap and a small snapshot.
+Every refusal is an error frame or a close code; an unexpected failure closes with 1011.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import time
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from app.deps import DbDep, HubDep, RecorderDep, SettingsDep
+from app.edge.wsio import BadMessage, close, closing_on_error, receive_json
 from app.live.hub import EventHub, Subscriber
+from app.live.pacing import STALE_AFTER_S, ClientPace
 from app.protocol.envelope import encode, envelope, error_frame
 from app.records.replay import ReplayPlayer
 from app.security import has_control, origin_allowed
@@ -23,26 +27,46 @@ router = APIRouter()
 
 SEND_INTERVAL_S = 0.04
 HELLO_TIMEOUT_S = 10.0
+REST_S = 0.1
+PROTOCOL_ERROR = 1002
 
 
 async def _send_snapshot(
-    ws: WebSocket, hub: EventHub, session: str | None
+    ws: WebSocket, hub: EventHub, session: str | None, compact: bool = False
 ) -> tuple[str | None, int]:
     sid = session or hub.live_session
     if sid is None or sid not in hub.sessions:
         await ws.send_text(envelope("snapshot", None, 0, "null"))
         return None, 0
-    seq, text = hub.snapshot_frame(sid)
+    seq, text = hub.snapshot_frame(sid, compact=compact)
     await ws.send_text(text)
     return sid, seq
 
 
-async def _sender(ws: WebSocket, hub: EventHub, sub: Subscriber, resync: asyncio.Event) -> None:
+async def _wait_any(events: tuple[asyncio.Event, ...], timeout: float) -> None:
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()
+
+
+async def _sender(
+    ws: WebSocket, hub: EventHub, sub: Subscriber, resync: asyncio.Event, pace: ClientPace
+) -> None:
     current, last_seq = await _send_snapshot(ws, hub, sub.session)
     while True:
-        await sub.wakeup.wait()
+        await _wait_any((sub.wakeup, pace.answered, resync), REST_S if pace.pings else 5.0)
         sub.wakeup.clear()
+        pace.answered.clear()
+        now = time.monotonic()
+        if not sub.gap and sub.oldest_age(now) > STALE_AFTER_S:
+            sub.fall_behind()  # frames wait too long for this client: it is behind
+        if pace.holding(now):
+            continue  # let the client read what is already on its way
         if sub.gap or resync.is_set():
+            compact = sub.gap
             if sub.gap:
                 gap = envelope("gap", current, last_seq, encode({"dropped": sub.dropped}))
                 await ws.send_text(gap)
@@ -51,34 +75,50 @@ async def _sender(ws: WebSocket, hub: EventHub, sub: Subscriber, resync: asyncio
             resync.clear()
             while not sub.queue.empty():
                 sub.queue.get_nowait()
-            current, last_seq = await _send_snapshot(ws, hub, sub.session)
+            current, last_seq = await _send_snapshot(ws, hub, sub.session, compact)
+            await _ping(ws, pace)
             continue
         batch: list[str] = []
         while not sub.queue.empty():
-            session, seq, text = sub.queue.get_nowait()
+            session, seq, text, _at = sub.queue.get_nowait()
             if session == current and seq > last_seq:
                 batch.append(text)
                 last_seq = seq
         if batch:
+            started = time.monotonic()
             await ws.send_text("[" + ",".join(batch) + "]")
+            if time.monotonic() - started > STALE_AFTER_S:
+                sub.fall_behind()  # the transport pushed back that long: behind
+        await _ping(ws, pace)
         # Rest between batches (coalescing), unless the queue is filling up: a client
         # that keeps up is never pushed into a gap by the rest itself.
         if sub.queue.qsize() < sub.maxsize // 2:
             await asyncio.sleep(SEND_INTERVAL_S)
 
 
-async def _receiver(ws: WebSocket, sub: Subscriber, resync: asyncio.Event) -> None:
+async def _ping(ws: WebSocket, pace: ClientPace) -> None:
+    ping = pace.ping_due(time.monotonic())
+    if ping is not None:
+        await ws.send_text(envelope("ping", None, None, encode({"id": ping})))
+
+
+async def _receiver(
+    ws: WebSocket, sub: Subscriber, resync: asyncio.Event, pace: ClientPace
+) -> None:
     while True:
-        message = await ws.receive_text()
         try:
-            data: Any = json.loads(message)
-        except ValueError:
-            data = None
-        if isinstance(data, dict) and data.get("type") == "hello":
+            data: Any = await receive_json(ws)
+        except BadMessage as exc:
+            await ws.send_text(error_frame(str(exc)))
+            continue
+        kind = data.get("type") if isinstance(data, dict) else None
+        if kind == "hello":
             resync.set()
             sub.wakeup.set()
+        elif kind == "pong" and pace.pong(data.get("id")):
+            pass
         else:
-            await ws.send_text(error_frame("only 'hello' messages are accepted on /ws/live"))
+            await ws.send_text(error_frame("only 'hello' and 'pong' messages are accepted here"))
 
 
 async def _replay(ws: WebSocket, db: DbDep, recorder: RecorderDep, session: str, step: Any) -> None:
@@ -91,13 +131,15 @@ async def _replay(ws: WebSocket, db: DbDep, recorder: RecorderDep, session: str,
         if not await player.start(step if isinstance(step, int) else None):
             return
         while True:
-            message = await ws.receive_text()
             try:
-                data = json.loads(message)
-            except ValueError:
-                data = None
+                data = await receive_json(ws)
+            except BadMessage as exc:
+                await ws.send_text(error_frame(str(exc)))
+                continue
             if isinstance(data, dict):
                 await player.handle(data)
+            else:
+                await ws.send_text(error_frame("a replay command must be an object"))
     except WebSocketDisconnect:
         pass
     finally:
@@ -115,33 +157,43 @@ async def ws_live(
         await ws.close(code=1008, reason="token required")
         return
     await ws.accept()
+    async with closing_on_error(ws, "live"):
+        await _serve_viewer(ws, settings, hub, db, recorder)
+
+
+async def _serve_viewer(
+    ws: WebSocket, settings: SettingsDep, hub: HubDep, db: DbDep, recorder: RecorderDep
+) -> None:
     try:
-        hello = json.loads(await asyncio.wait_for(ws.receive_text(), HELLO_TIMEOUT_S))
-    except (TimeoutError, ValueError, WebSocketDisconnect):
-        with contextlib.suppress(Exception):
-            await ws.close(code=1002, reason="expected a hello message first")
-        return
+        hello = await asyncio.wait_for(receive_json(ws), HELLO_TIMEOUT_S)
+    except (TimeoutError, BadMessage):
+        hello = None
     if not isinstance(hello, dict) or hello.get("type") != "hello":
-        await ws.close(code=1002, reason="expected a hello message first")
+        await close(ws, PROTOCOL_ERROR, "expected a hello message first")
         return
     session = hello.get("session")
-    if session is not None and not isinstance(session, str):
-        await ws.close(code=1002, reason="session must be a string or null")
+    if session is not None and (not isinstance(session, str) or len(session) > 128):
+        await close(ws, PROTOCOL_ERROR, "session must be a string (at most 128) or null")
         return
     if session is not None and (session not in hub.sessions or hello.get("mode") == "replay"):
         await _replay(ws, db, recorder, session, hello.get("step"))
         return
     resync = asyncio.Event()
+    pace = ClientPace(acks=hello.get("acks") is True)
     async with hub.subscribe(session, settings.ws_queue_frames) as sub:
         tasks = [
-            asyncio.create_task(_sender(ws, hub, sub, resync)),
-            asyncio.create_task(_receiver(ws, sub, resync)),
+            asyncio.create_task(_sender(ws, hub, sub, resync, pace)),
+            asyncio.create_task(_receiver(ws, sub, resync, pace)),
         ]
         try:
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for task in tasks:
                 task.cancel()
             for task in tasks:
                 with contextlib.suppress(BaseException):
                     await task
+        for task in done:
+            exc = task.exception()
+            if exc is not None and not isinstance(exc, WebSocketDisconnect):
+                raise exc

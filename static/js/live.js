@@ -87,7 +87,8 @@
       if (model.session === mode.replay && model.step >= 0) msg.step = model.step;
       BS.send(msg);
     } else {
-      BS.send({ type: "hello", session: mode.follow, last_seq: null });
+      // acks: answer the server's pings, so it can tell when this tab falls behind.
+      BS.send({ type: "hello", session: mode.follow, last_seq: null, acks: true });
     }
   }
   BS.resync = hello;
@@ -140,6 +141,7 @@
       conn.gapTimer = setTimeout(function () { if (conn.awaitingSnapshot) hello(); }, 1500);
       return;
     }
+    if (f.type === "ping") { BS.send({ type: "pong", id: f.data && f.data.id }); return; }
     if (f.type === "error") { console.warn("server:", f.data && f.data.detail); return; }
     if (conn.awaitingSnapshot) return; // frames before the (new) snapshot are folded into it
     if (f.session !== model.session) { hello(); return; } // a new session began: resync
