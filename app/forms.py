@@ -5,6 +5,7 @@ Every error names the field; nothing here trusts the browser.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +65,8 @@ def as_float(data: dict[str, Any], key: str, low: float, high: float, default: f
         number = float(str(value))
     except (TypeError, ValueError):
         raise FormError(f"{key}: must be a number") from None
+    if not math.isfinite(number):
+        raise FormError(f"{key}: must be a finite number")
     if not low <= number <= high:
         raise FormError(f"{key}: must be between {low:g} and {high:g}")
     return number

@@ -18,6 +18,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.db import queries
 from app.deps import DbDep, HubDep, ServiceDep, View
+from app.edge.bounds import StepQuery
 from app.errors import NotFound
 from app.live.engine_service import scenario_summaries
 from app.protocol.state import SessionState
@@ -124,7 +125,7 @@ async def panel(
     db: DbDep,
     hub: HubDep,
     replay: str | None = None,
-    step: int | None = None,
+    step: StepQuery = None,
     live: str | None = None,
 ) -> Panel:
     mode = _mode(replay, live)

@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse
 
 from app.db import queries
 from app.deps import BodyDep, Control, DbDep, HubDep, RecorderDep, View
+from app.edge.bounds import StepQuery
 from app.forms import FormError, parse_config_changes
 from app.live.hub import EventHub
 from app.records.catalog import list_sessions
@@ -67,7 +68,7 @@ async def delete(session_id: str, db: DbDep, hub: HubDep) -> dict[str, Any]:
 
 
 @router.get("/api/sessions/{session_id}/state", dependencies=View)
-async def state_at(session_id: str, db: DbDep, step: int | None = None) -> dict[str, Any]:
+async def state_at(session_id: str, db: DbDep, step: StepQuery = None) -> dict[str, Any]:
     def load() -> dict[str, Any]:
         with db() as s:
             meta = queries.get_session(s, session_id)

@@ -1,0 +1,15 @@
+"""Bounded parameter types for routes: what a database column can hold, checked by FastAPI
+at the edge (a clear 422), never an OverflowError or an out-of-range error from a driver."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Query
+
+INT32_MAX = 2**31 - 1
+
+StepQuery = Annotated[
+    int | None, Query(ge=-1, le=INT32_MAX, description="a step (-1: before the first)")
+]
+"""`?step=K`: a step of a recording (-1 is the state before the first step)."""
