@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import socket
 from pathlib import Path
 
 from app.cli.common import CliError, add_database_flag
@@ -18,6 +19,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     serve.add_argument("--workload", choices=("poisson", "none"))
     add_database_flag(serve)
     serve.add_argument("--token", help="control token (default: generated at start)")
+    serve.add_argument(
+        "--allowed-host",
+        dest="allowed_hosts",
+        action="append",
+        metavar="NAME",
+        help="a host name browsers may use to reach this server, besides loopback names and "
+        "IP addresses (DNS-rebinding guard); repeatable",
+    )
     serve.add_argument(
         "--no-engine",
         dest="engine",
@@ -38,6 +47,7 @@ SETTINGS_FLAGS = (
     "database_url",
     "token",
     "engine",
+    "allowed_hosts",
 )
 
 
@@ -72,18 +82,51 @@ def cmd_serve(args: argparse.Namespace) -> int:
             require_migrated(settings.database_url)
         except NotMigrated as exc:
             raise CliError(str(exc)) from None
+    # Listen before anything starts: a busy port or a bad host is one message, exit 2,
+    # and nothing written.
+    sock = listen(settings.host, settings.port)
     app = create_app(settings)
-    url = f"http://{settings.host}:{settings.port}"
+    url = f"http://{_url_host(settings.host)}:{settings.port}"
     print(f"batchscope dashboard: {url}/", flush=True)
+    if not settings.is_loopback:
+        print(
+            f"note: listening on {settings.host}, not only loopback: others can reach this "
+            "server. Viewing and control both need the token (the launch URL below sets it "
+            "as a cookie; programs send Authorization: Bearer TOKEN). Browsers may reach it by "
+            "IP address or a name given with --allowed-host.",
+            flush=True,
+        )
     print(f"control (opens once, sets a cookie): {url}/launch?token={settings.token}", flush=True)
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
-        host=settings.host,
-        port=settings.port,
         log_level="warning",
         ws="websockets-sansio",
         # Compression would be per client (no encode-once) and costs more CPU than the
         # loopback/LAN bytes it saves.
         ws_per_message_deflate=False,
     )
+    uvicorn.Server(config).run(sockets=[sock])
     return 0
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port; CliError (exit 2) when that cannot be."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise CliError(f"--host {host}: not an address this machine has ({exc.strerror})") from None
+    family, kind, proto, _name, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.set_inheritable(True)
+    return sock

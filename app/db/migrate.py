@@ -45,6 +45,19 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
 
 
+def sqlite_file_missing(database_url: str) -> str | None:
+    """The path of a SQLite database file that does not exist (None otherwise)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        url = make_url(database_url)
+    except Exception:
+        return None
+    if url.get_backend_name() != "sqlite" or is_memory_url(database_url) or not url.database:
+        return None
+    return None if Path(url.database).exists() else url.database
+
+
 def is_memory_url(database_url: str) -> bool:
     return database_url in ("sqlite://", "sqlite:///:memory:")
 
@@ -55,7 +68,13 @@ class NotMigrated(RuntimeError):
 
 def require_migrated(database_url: str) -> None:
     """The one check that a database may be served from or read: reachable and at head.
-    Migrations are their own command (`batchscope db upgrade`), never run on the way."""
+    Migrations are their own command (`batchscope db upgrade`), never run on the way.
+    A SQLite file that does not exist is not created by asking."""
+    missing = sqlite_file_missing(database_url)
+    if missing is not None:
+        raise NotMigrated(
+            f"no database at {missing}: create it with `batchscope db upgrade` (make run does)"
+        )
     try:
         revision = current_revision(database_url)
     except Exception as exc:  # a bad URL, an unreachable server
