@@ -54,7 +54,7 @@ class IterationRecord(Base):
     num_preempted: Mapped[int] = mapped_column(Integer)
     num_finished: Mapped[int] = mapped_column(Integer)
     frame: Mapped[str] = mapped_column(Text)
-    """The iteration frame exactly as it went over the wire."""
+    """The iteration frame as it went over the wire, packed (app.db.frame_codec)."""
 
     __table_args__ = (Index("ix_iterations_session_seq", "session_id", "seq"),)
 

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from typing_extensions import TypedDict
 
 from app.db.checkpoint_codec import decode_checkpoint
+from app.db.frame_codec import unpack_frame
 from app.db.models import (
     CheckpointRecord,
     EventRecord,
@@ -126,7 +127,7 @@ def iter_frames(
         for seq, frame in merged:
             if limit is not None and seq > limit:
                 break
-            yield seq, frame
+            yield seq, unpack_frame(frame)
             cursor = seq
 
 

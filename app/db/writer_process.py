@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.checkpoint_codec import encode_checkpoint
+from app.db.checkpoint_codec import CheckpointClock, encode_checkpoint
 from app.db.quarantine import Rejected, describe, is_transient, write_isolated
 from app.db.queries import state_at_seq
 from app.db.session import make_engine, make_sessionmaker
@@ -60,7 +60,7 @@ class Writer:
         self.recorder = recorder
         self.checkpoint_every = checkpoint_every
         self.states: dict[str, SessionState] = {}
-        self.last_checkpoint: dict[str, int] = {}
+        self.clocks: dict[str, CheckpointClock] = {}
 
     def _state(self, db: Session, session: str, seq: int) -> SessionState:
         state = self.states.get(session)
@@ -69,7 +69,7 @@ class Writer:
             # resuming after a restart). Pick up from what the database already holds.
             state = state_at_seq(db, session, seq - 1) if seq > 1 else SessionState(session)
             self.states[session] = state
-            self.last_checkpoint[session] = state.seq
+            self.clocks[session] = CheckpointClock(self.checkpoint_every)
         return state
 
     def write(self, batch: list[TextFrame]) -> WriteResult:
@@ -105,7 +105,7 @@ class Writer:
 
     def _checkpoint(self, db: Session, frames: list[Frame]) -> None:
         checkpoints: list[Checkpoint] = []
-        for session, frame_type, seq, data, _text in frames:
+        for session, frame_type, seq, data, text in frames:
             try:
                 state = self._state(db, session, seq)
                 if seq <= state.seq:
@@ -119,10 +119,12 @@ class Writer:
                 log.warning("checkpoint fold of %s at seq %s: %s", session, seq, describe(exc))
                 self.states.pop(session, None)
                 continue
-            if seq - self.last_checkpoint[session] >= self.checkpoint_every:
+            clock = self.clocks[session]
+            clock.add(text)
+            if clock.due():
                 encoded = encode_checkpoint(state.to_checkpoint())
                 checkpoints.append(Checkpoint(session, seq, max(state.step, 0), encoded))
-                self.last_checkpoint[session] = seq
+                clock.taken(len(encoded))
         if checkpoints:
             write_batch(db, [], checkpoints)
 

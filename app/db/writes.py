@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
+from app.db.frame_codec import pack_frame
 from app.db.models import (
     CheckpointRecord,
     ConfigChangeRecord,
@@ -172,14 +173,20 @@ def _write_batch(
                     "kv_used": data["kv"]["used"],
                     "num_preempted": len(data["preempted"]),
                     "num_finished": len(data["finished"]),
-                    "frame": text,
+                    "frame": pack_frame(text),
                 }
             )
             rec.num_steps = max(rec.num_steps, step + 1)
             continue
         step = int(data["step"]) if "step" in data else rec.num_steps
         events.append(
-            {"session_id": session, "seq": seq, "type": frame_type, "step": step, "frame": text}
+            {
+                "session_id": session,
+                "seq": seq,
+                "type": frame_type,
+                "step": step,
+                "frame": pack_frame(text),
+            }
         )
         if frame_type == "session":
             _apply_session_meta(rec, data)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.checkpoint_codec import encode_checkpoint
+from app.db.checkpoint_codec import CheckpointClock, encode_checkpoint
 from app.db.models import SessionRecord
 from app.db.writes import Checkpoint, Frame, write_batch
 from app.protocol.envelope import PROTOCOL_VERSION
@@ -205,6 +205,7 @@ def _write(db: Session, path: Path, header: SessionHeader) -> None:
     state: SessionState | None = None
     batch: list[Frame] = []
     checkpoints: list[Checkpoint] = []
+    clock = CheckpointClock(CHECKPOINT_EVERY)
     for number, text in lines:
         ftype, seq, data = checker.check(number, text, validate_data=False)
         if state is None:
@@ -218,9 +219,11 @@ def _write(db: Session, path: Path, header: SessionHeader) -> None:
             state = SessionState(sid, meta)
         state.apply(ftype, seq, data)
         batch.append(Frame(sid, ftype, seq, data, text))
-        if seq % CHECKPOINT_EVERY == 0:
+        clock.add(text)
+        if clock.due():
             encoded = encode_checkpoint(state.to_checkpoint())
             checkpoints.append(Checkpoint(sid, seq, max(state.step, 0), encoded))
+            clock.taken(len(encoded))
         if len(batch) >= WRITE_CHUNK:
             _write_chunk(db, batch, checkpoints)
             batch, checkpoints = [], []

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.db.frame_codec import unpack_frame
 from app.db.models import EventRecord
 from app.db.queries import SessionRow, get_session
 from app.live.hub import EventHub
@@ -55,8 +56,8 @@ def load_arrivals(db: Session, session_id: str) -> tuple[SessionRow, list[Arriva
         .where(EventRecord.session_id == session_id, EventRecord.type == "request")
         .order_by(EventRecord.seq)
     )
-    for text in rows:
-        data = json.loads(text)["data"]
+    for stored in rows:
+        data = json.loads(unpack_frame(stored))["data"]
         if data["kind"] != "arrived":
             continue
         d = data["detail"]
