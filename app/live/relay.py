@@ -16,6 +16,7 @@ resync instead of freezing. `status()` says whether both connections are up.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import logging
@@ -80,8 +81,10 @@ class PgRelay:
         if len(payload) <= PART_BYTES:
             self._queue(payload)
             return
+        # Parts carry base64 (nothing for JSON to escape), so each stays under the limit.
         pid = secrets.token_hex(4)
-        chunks = [payload[i : i + PART_BYTES] for i in range(0, len(payload), PART_BYTES)]
+        packed = base64.b64encode(payload.encode()).decode("ascii")
+        chunks = [packed[i : i + PART_BYTES] for i in range(0, len(packed), PART_BYTES)]
         for n, chunk in enumerate(chunks):
             self._queue(
                 json.dumps({"o": self.origin, "p": pid, "n": n, "of": len(chunks), "c": chunk})
@@ -97,6 +100,8 @@ class PgRelay:
         await self._reconnecting("notify", self._send_on)
 
     async def _send_on(self, conn: Any) -> None:
+        import psycopg
+
         while True:
             await asyncio.sleep(FLUSH_INTERVAL_S)
             if not self.outbox:
@@ -104,17 +109,33 @@ class PgRelay:
             batch = list(self.outbox)
             self.outbox.clear()
             try:
-                async with conn.transaction():
-                    for payload in batch:
-                        await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
-            except BaseException:
+                await self._notify(conn, batch)
+            except (psycopg.OperationalError, psycopg.InterfaceError, asyncio.CancelledError):
                 # Not delivered (the transaction did not commit): send it again later,
                 # ahead of newer frames, within the outbox bound.
                 room = MAX_OUTBOX - len(self.outbox)
                 self.dropped += max(0, len(batch) - room)
                 self.outbox.extendleft(reversed(batch[len(batch) - max(room, 0) :]))
                 raise
+            except psycopg.Error as exc:
+                # The database refused a payload, not the connection: send them one by
+                # one and drop only what it refuses (receivers see a marked gap).
+                log.warning("relay: a payload was refused (%s); isolating it", exc)
+                for payload in batch:
+                    try:
+                        await self._notify(conn, [payload])
+                    except (psycopg.OperationalError, psycopg.InterfaceError):
+                        raise
+                    except psycopg.Error as one:
+                        self.dropped += 1
+                        self.last_error = f"notify refused a payload: {one}"[:300]
             self.sent += len(batch)
+
+    @staticmethod
+    async def _notify(conn: Any, batch: list[str]) -> None:
+        async with conn.transaction():
+            for payload in batch:
+                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
 
     # -------------------------------------------------------------- incoming
     async def _listener(self) -> None:
@@ -170,7 +191,7 @@ class PgRelay:
                 while len(self._parts) > MAX_PARTIALS:  # parts of payloads never completed
                     self._parts.pop(next(iter(self._parts)))
                 return
-            msg = json.loads("".join(self._parts.pop(msg["p"])))
+            msg = json.loads(base64.b64decode("".join(self._parts.pop(msg["p"]))))
         session, frame_type, seq, data = msg["s"], msg["t"], msg["q"], msg["d"]
         if session not in self.hub.sessions:
             meta = data if frame_type == "session" else {"name": session}
