@@ -193,7 +193,8 @@ class EventHub:
         fell behind gets a small one)."""
         state = self.sessions[session].state
         snap = state.snapshot(compact=compact)
-        return state.seq, envelope("snapshot", session, state.seq, encode(snap))
+        text = envelope("snapshot", session, state.seq, encode(snap), ts=round(time.time(), 6))
+        return state.seq, text
 
     # -------------------------------------------------------- subscribers
     @contextlib.asynccontextmanager

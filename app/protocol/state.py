@@ -17,7 +17,7 @@ MAX_DONE_ROWS = 2000
 database's requests table). Bounds memory, snapshots and checkpoints of long sessions."""
 LATENCY_SAMPLES = 4096
 PLAN_STEPS = 256
-COMPACT_HISTORY = 256
+COMPACT_HISTORY = 128
 COMPACT_DONE_ROWS = 100
 """Only the latest steps keep their full plan ({req: n}) in the history (the step table)."""
 

@@ -18,7 +18,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from app.deps import DbDep, HubDep, RecorderDep, SettingsDep
 from app.edge.wsio import BadMessage, close, closing_on_error, receive_json
 from app.live.hub import EventHub, Subscriber
-from app.live.pacing import STALE_AFTER_S, ClientPace
+from app.live.pacing import MAX_BATCH_BYTES, STALE_AFTER_S, ClientPace
 from app.protocol.envelope import encode, envelope, error_frame
 from app.records.replay import ReplayPlayer
 from app.security import has_control, origin_allowed
@@ -32,7 +32,11 @@ PROTOCOL_ERROR = 1002
 
 
 async def _send_snapshot(
-    ws: WebSocket, hub: EventHub, session: str | None, compact: bool = False
+    ws: WebSocket,
+    hub: EventHub,
+    session: str | None,
+    compact: bool = False,
+    pace: ClientPace | None = None,
 ) -> tuple[str | None, int]:
     sid = session or hub.live_session
     if sid is None or sid not in hub.sessions:
@@ -40,6 +44,8 @@ async def _send_snapshot(
         return None, 0
     seq, text = hub.snapshot_frame(sid, compact=compact)
     await ws.send_text(text)
+    if pace is not None:
+        pace.sent(len(text))
     return sid, seq
 
 
@@ -55,7 +61,8 @@ async def _wait_any(events: tuple[asyncio.Event, ...], timeout: float) -> None:
 async def _sender(
     ws: WebSocket, hub: EventHub, sub: Subscriber, resync: asyncio.Event, pace: ClientPace
 ) -> None:
-    current, last_seq = await _send_snapshot(ws, hub, sub.session)
+    current, last_seq = await _send_snapshot(ws, hub, sub.session, pace=pace)
+    await _ping(ws, pace)
     while True:
         await _wait_any((sub.wakeup, pace.answered, resync), REST_S if pace.pings else 5.0)
         sub.wakeup.clear()
@@ -75,21 +82,26 @@ async def _sender(
             resync.clear()
             while not sub.queue.empty():
                 sub.queue.get_nowait()
-            current, last_seq = await _send_snapshot(ws, hub, sub.session, compact)
+            current, last_seq = await _send_snapshot(ws, hub, sub.session, compact, pace)
             await _ping(ws, pace)
             continue
         batch: list[str] = []
-        while not sub.queue.empty():
+        size = 0
+        while not sub.queue.empty() and size < MAX_BATCH_BYTES:
             session, seq, text, _at = sub.queue.get_nowait()
             if session == current and seq > last_seq:
                 batch.append(text)
+                size += len(text)
                 last_seq = seq
         if batch:
             started = time.monotonic()
             await ws.send_text("[" + ",".join(batch) + "]")
+            pace.sent(size)
             if time.monotonic() - started > STALE_AFTER_S:
                 sub.fall_behind()  # the transport pushed back that long: behind
-        await _ping(ws, pace)
+            await _ping(ws, pace)
+        if not sub.queue.empty():
+            sub.wakeup.set()  # more than one batch was waiting
         # Rest between batches (coalescing), unless the queue is filling up: a client
         # that keeps up is never pushed into a gap by the rest itself.
         if sub.queue.qsize() < sub.maxsize // 2:
@@ -97,7 +109,7 @@ async def _sender(
 
 
 async def _ping(ws: WebSocket, pace: ClientPace) -> None:
-    ping = pace.ping_due(time.monotonic())
+    ping = pace.ping(time.monotonic())
     if ping is not None:
         await ws.send_text(envelope("ping", None, None, encode({"id": ping})))
 
