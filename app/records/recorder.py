@@ -183,6 +183,25 @@ class Recorder:
             for item in result.rejected:
                 self._reject(item)
 
+    async def write_now(self, batch: list[TextFrame], attempts: int = 8) -> None:
+        """Write frames that are not the hub's (a re-run's), between the periodic
+        flushes, retrying a database that is away; raises after `attempts` failures."""
+        for attempt in range(attempts):
+            async with self._lock:
+                try:
+                    result = await self._write(batch)
+                except Exception as exc:
+                    self.failures += 1
+                    self.last_error = f"{type(exc).__name__}: {exc}"[:500]
+                    if attempt == attempts - 1:
+                        raise
+                else:
+                    self.written += result.written
+                    for item in result.rejected:
+                        self._reject(item)
+                    return
+            await asyncio.sleep(min(MAX_BACKOFF_S, 0.2 * 2**attempt))
+
     async def _write(self, batch: list[TextFrame]) -> WriteResult:
         if self._writer is None:
             return await asyncio.to_thread(self._local.write, batch)

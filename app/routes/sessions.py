@@ -80,7 +80,7 @@ async def state_at(session_id: str, db: DbDep, step: StepQuery = None) -> dict[s
 
 @router.post("/api/sessions/{session_id}/rerun", dependencies=Control)
 async def rerun(
-    session_id: str, db: DbDep, hub: HubDep, recorder: RecorderDep, body: BodyDep
+    session_id: str, db: DbDep, recorder: RecorderDep, body: BodyDep
 ) -> dict[str, Any]:
     runner = str(body.pop("runner", "sim") or "sim")
     if runner not in ("sim", "torch"):
@@ -102,10 +102,12 @@ async def rerun(
         raise HTTPException(422, f"{exc.field}: {exc.message}") from None
     if not arrivals:
         raise HTTPException(422, "this recording has no re-runnable arrivals")
-    new_id, label = await rerun_session(hub, meta, arrivals, config, changes, runner, name)
-    if recorder is not None:
-        await recorder.flush()
-    return {"session": new_id, "name": label, "steps": hub.sessions[new_id].state.step + 1}
+    if recorder is None:
+        raise HTTPException(503, "the recorder is not running")
+    new_id, label, steps = await rerun_session(
+        recorder, meta, arrivals, config, changes, runner, name
+    )
+    return {"session": new_id, "name": label, "steps": steps}
 
 
 # ---------------------------------------------------------------- the page
