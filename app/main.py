@@ -24,6 +24,7 @@ from app.live.metrics import Metrics
 from app.live.relay import PgRelay
 from app.nodes.ingest import NodeRegistry
 from app.records.recorder import Recorder
+from app.records.retention import enforce_cap
 from app.routes import (
     compare,
     control,
@@ -70,9 +71,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         service = app.state.service
         if service is not None:
             service.start()
+        cap = None
+        if settings.max_recordings_mb > 0:
+            max_bytes = int(settings.max_recordings_mb * 1e6)
+            cap = asyncio.create_task(enforce_cap(app.state.db, hub, max_bytes))
         try:
             yield
         finally:
+            if cap is not None:
+                cap.cancel()
             # Ordered shutdown (SIGINT/SIGTERM; uvicorn has closed the sockets): stop
             # intake, drain the writer, then mark what was live as ended.
             if service is not None:

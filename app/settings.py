@@ -62,6 +62,10 @@ class Settings(BaseSettings):
     ws_queue_frames: int = Field(512, ge=8, le=100_000)
     """Per-client bound on queued frames; past it the client gets a gap + snapshot."""
 
+    max_recordings_mb: float = Field(0, ge=0)
+    """Cap on what recordings store: past it the oldest ended sessions are deleted
+    (0: no cap). `batchscope sessions prune` does the same on demand."""
+
     # Input limits.
     max_prompt_chars: int = 16_384
     max_burst: int = 256
