@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -73,19 +74,30 @@ def stop(proc: subprocess.Popen[str], sig: int = signal.SIGINT) -> None:
         proc.wait()
 
 
-async def watch(port: int, seconds: float) -> tuple[str, int, float]:
-    """(session, last seq a viewer saw, frames/s it saw)."""
+async def watch(
+    port: int, seconds: float, kill: tuple[int, int] | None = None
+) -> tuple[str, int, float]:
+    """(session, last seq a viewer saw, frames/s it saw). With `kill` (pid, signal): the
+    signal goes to the server's process group after `seconds`, and the viewer reads on
+    until the server is gone, so that it has seen every frame published before the end."""
     seen, session, count = 0, "", 0
     async with websockets.connect(f"ws://127.0.0.1:{port}/ws/live", max_size=None) as ws:
         await ws.send(json.dumps({"type": "hello", "session": None}))
         end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            msg = json.loads(await ws.recv())
-            for f in msg if isinstance(msg, list) else [msg]:
-                if f.get("session") and f.get("seq"):
-                    session, seen = f["session"], max(seen, f["seq"])
-                    count += 1
-    return session, seen, count / seconds
+        t0 = time.monotonic()
+        with contextlib.suppress(websockets.ConnectionClosed):
+            while True:
+                if time.monotonic() >= end:
+                    if kill is None:
+                        break
+                    os.killpg(kill[0], kill[1])
+                    kill, end = None, float("inf")
+                msg = json.loads(await ws.recv())
+                for f in msg if isinstance(msg, list) else [msg]:
+                    if f.get("session") and f.get("seq"):
+                        session, seen = f["session"], max(seen, f["seq"])
+                        count += 1
+    return session, seen, count / (time.monotonic() - t0)
 
 
 def recorded_seqs(url: str, session: str) -> list[int]:
@@ -111,9 +123,9 @@ def signal_loss(tmp: Path, sig: int, name: str) -> None:
     upgrade(url)
     port = free_port()
     proc = serve(url, port)
-    session, seen, fps = asyncio.run(watch(port, 8.0))
+    session, seen, fps = asyncio.run(watch(port, 8.0, kill=(proc.pid, sig)))
     stop(proc, sig)
-    time.sleep(1.0)
+    time.sleep(1.0)  # after SIGKILL, the orphaned writer finishes its batch and exits
     seqs = recorded_seqs(url, session)
     holes = len(seqs) != (seqs[-1] if seqs else 0)
     lost = max(0, seen - len(seqs))

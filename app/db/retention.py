@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-from sqlalchemy import Engine, delete, func, select, text
+from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import (
@@ -80,9 +80,11 @@ def compact(engine: Engine) -> bool:
     reuses it). False if the database was busy."""
     if engine.dialect.name != "sqlite":
         return True
+    raw = engine.raw_connection()  # outside any transaction, as VACUUM needs
     try:
-        with engine.connect() as conn:
-            conn.execute(text("VACUUM"))
+        raw.cursor().execute("VACUUM")
         return True
     except Exception:
         return False
+    finally:
+        raw.close()
