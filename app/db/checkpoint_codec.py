@@ -3,7 +3,8 @@ checkpoint repeats most of the state every few hundred frames. Plain JSON still 
 
 CheckpointClock says when a session's next checkpoint is due: after at least MIN frames,
 once the frames since the last one are RATIO times its size (so checkpoints stay under a
-third of what a recording stores), and always by MAX frames (a seek never folds more)."""
+third of what a recording stores), and always by MAX (2 x MIN) frames: a seek never folds
+more."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ class CheckpointClock:
 
     def __init__(self, min_frames: int, max_frames: int | None = None) -> None:
         self.min_frames = min_frames
-        self.max_frames = max_frames or 4 * min_frames
+        self.max_frames = max_frames or 2 * min_frames
         self.frames = 0
         self.stored_bytes = 0
         self.last_size = 0

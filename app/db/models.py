@@ -3,7 +3,7 @@ requests, config changes and periodic checkpoints of the folded state."""
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base
@@ -54,9 +54,25 @@ class IterationRecord(Base):
     num_preempted: Mapped[int] = mapped_column(Integer)
     num_finished: Mapped[int] = mapped_column(Integer)
     frame: Mapped[str] = mapped_column(Text)
-    """The iteration frame as it went over the wire, packed (app.db.frame_codec)."""
+    """Empty: the frame is in `frame_blocks`. (Recordings made before blocks: the frame as
+    it went over the wire, plain or packed by app.db.frame_codec.)"""
 
     __table_args__ = (Index("ix_iterations_session_seq", "session_id", "seq"),)
+
+
+class FrameBlockRecord(Base):
+    """Consecutive iteration frames of one session, compressed together (app.db.frame_codec
+    pack_block): a step repeats most of the step before, which a block's compression
+    exploits and a row's cannot."""
+
+    __tablename__ = "frame_blocks"
+
+    session_id: Mapped[str] = mapped_column(String(128), session_fk(), primary_key=True)
+    first_seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    last_seq: Mapped[int] = mapped_column(Integer)
+    frames: Mapped[bytes] = mapped_column(LargeBinary)
+
+    __table_args__ = (Index("ix_frame_blocks_session_last", "session_id", "last_seq"),)
 
 
 class EventRecord(Base):

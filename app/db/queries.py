@@ -7,15 +7,16 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import delete, or_, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.orm import Session
 from typing_extensions import TypedDict
 
 from app.db.checkpoint_codec import decode_checkpoint
-from app.db.frame_codec import unpack_frame
+from app.db.frame_codec import unpack_block, unpack_frame
 from app.db.models import (
     CheckpointRecord,
     EventRecord,
+    FrameBlockRecord,
     IterationRecord,
     RequestRecord,
     SessionRecord,
@@ -24,6 +25,7 @@ from app.errors import NotFound
 from app.protocol.state import SessionState
 
 PAGE = 2000
+BLOCK_PAGE = 16
 
 
 class SessionRow(TypedDict):
@@ -93,7 +95,7 @@ def rename_session(db: Session, session_id: str, name: str) -> None:
 def delete_session(db: Session, session_id: str) -> None:
     if db.get(SessionRecord, session_id) is None:
         raise NotFound(f"no recorded session {session_id!r}")
-    for model in (CheckpointRecord, EventRecord, IterationRecord, RequestRecord):
+    for model in (CheckpointRecord, EventRecord, FrameBlockRecord, IterationRecord, RequestRecord):
         db.execute(delete(model).where(model.session_id == session_id))  # type: ignore[attr-defined]
     db.execute(delete(SessionRecord).where(SessionRecord.id == session_id))
 
@@ -101,34 +103,74 @@ def delete_session(db: Session, session_id: str) -> None:
 def iter_frames(
     db: Session, session_id: str, after_seq: int = 0, upto_seq: int | None = None
 ) -> Iterator[tuple[int, str]]:
-    """(seq, encoded frame) in seq order, merged from iterations and events, paged."""
+    """(seq, encoded frame) in seq order, merged from iteration blocks, other frames'
+    rows and (recordings made before blocks) iteration rows; paged."""
     cursor = after_seq
     while True:
-        bound = upto_seq
-        it = select(IterationRecord.seq, IterationRecord.frame).where(
-            IterationRecord.session_id == session_id, IterationRecord.seq > cursor
-        )
-        ev = select(EventRecord.seq, EventRecord.frame).where(
-            EventRecord.session_id == session_id, EventRecord.seq > cursor
-        )
-        if bound is not None:
-            it = it.where(IterationRecord.seq <= bound)
-            ev = ev.where(EventRecord.seq <= bound)
-        it_rows = list(db.execute(it.order_by(IterationRecord.seq).limit(PAGE)))
-        ev_rows = list(db.execute(ev.order_by(EventRecord.seq).limit(PAGE)))
-        if not it_rows and not ev_rows:
+        sources = [
+            _block_frames(db, session_id, cursor, upto_seq),
+            _row_frames(db, EventRecord, session_id, cursor, upto_seq),
+            _row_frames(db, IterationRecord, session_id, cursor, upto_seq, legacy=True),
+        ]
+        if not any(rows for rows, _ in sources):
             return
-        # Rows past the end of a full page may have gaps from the other table: stop there.
-        limit = None
-        for rows in (it_rows, ev_rows):
-            if len(rows) == PAGE:
-                limit = rows[-1][0] if limit is None else min(limit, rows[-1][0])
-        merged = sorted(it_rows + ev_rows)
-        for seq, frame in merged:
+        # A source cut short by its page size covers seqs only up to its last one.
+        limit = min((last for _, last in sources if last is not None), default=None)
+        for seq, frame in sorted(item for rows, _ in sources for item in rows):
             if limit is not None and seq > limit:
                 break
-            yield seq, unpack_frame(frame)
+            yield seq, frame
             cursor = seq
+
+
+PageOf = tuple[list[tuple[int, str]], int | None]
+"""Frames of one source, and the last seq it covers when its page was full (else None)."""
+
+
+def _row_frames(
+    db: Session,
+    model: type[EventRecord] | type[IterationRecord],
+    session_id: str,
+    after: int,
+    upto: int | None,
+    legacy: bool = False,
+) -> PageOf:
+    query = select(model.seq, model.frame).where(model.session_id == session_id, model.seq > after)
+    if upto is not None:
+        query = query.where(model.seq <= upto)
+    if legacy:
+        # Iteration rows hold their frame only in recordings made before blocks: look
+        # only below the session's first block, if it has any.
+        first = db.scalar(
+            select(func.min(FrameBlockRecord.first_seq)).where(
+                FrameBlockRecord.session_id == session_id
+            )
+        )
+        if first is not None:
+            query = query.where(model.seq < first)
+    rows = [(seq, unpack_frame(f)) for seq, f in db.execute(query.order_by(model.seq).limit(PAGE))]
+    return rows, rows[-1][0] if len(rows) == PAGE else None
+
+
+def _block_frames(db: Session, session_id: str, after: int, upto: int | None) -> PageOf:
+    query = (
+        select(FrameBlockRecord.frames)
+        .where(FrameBlockRecord.session_id == session_id, FrameBlockRecord.last_seq > after)
+        .order_by(FrameBlockRecord.last_seq)
+        .limit(BLOCK_PAGE)
+    )
+    if upto is not None:
+        query = query.where(FrameBlockRecord.first_seq <= upto)
+    blocks = list(db.scalars(query))
+    rows: list[tuple[int, str]] = []
+    for block in blocks:
+        rows.extend(
+            (seq, text)
+            for seq, text in unpack_block(block)
+            if seq > after and (upto is None or seq <= upto)
+        )
+    full = len(blocks) == BLOCK_PAGE and rows
+    return rows, rows[-1][0] if full else None
 
 
 def last_seq_at_step(db: Session, session_id: str, step: int) -> int:

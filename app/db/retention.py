@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.models import (
     CheckpointRecord,
     EventRecord,
+    FrameBlockRecord,
     IterationRecord,
     SessionOwnerRecord,
     SessionRecord,
@@ -33,6 +34,7 @@ def stored_bytes(db: Session) -> dict[str, int]:
         (IterationRecord, IterationRecord.frame),
         (EventRecord, EventRecord.frame),
         (CheckpointRecord, CheckpointRecord.state),
+        (FrameBlockRecord, FrameBlockRecord.frames),
     ):
         rows = db.execute(
             select(model.session_id, func.sum(func.length(column))).group_by(model.session_id)

@@ -9,15 +9,23 @@ from typing import Any, NamedTuple
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
-from app.db.frame_codec import pack_frame
+from app.db.frame_codec import pack_block, pack_frame
 from app.db.models import (
     CheckpointRecord,
     ConfigChangeRecord,
     EventRecord,
+    FrameBlockRecord,
     IterationRecord,
     RequestRecord,
     SessionRecord,
 )
+
+BLOCK_FRAMES = 128
+"""Iteration frames per stored block: a seek decompresses at most a few blocks."""
+
+
+def _chunks(items: list[tuple[int, str]], n: int) -> list[list[tuple[int, str]]]:
+    return [items[i : i + n] for i in range(0, len(items), n)]
 
 
 class Frame(NamedTuple):
@@ -148,6 +156,7 @@ def _write_batch(
     requests: dict[tuple[str, str], RequestRecord] = {}
     iterations: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
+    blocks: dict[str, list[tuple[int, str]]] = {}
     for session, frame_type, seq, data, text in batch:
         rec = _session_row(db, sessions, session)
         rec.last_seq = max(rec.last_seq, seq)
@@ -173,9 +182,10 @@ def _write_batch(
                     "kv_used": data["kv"]["used"],
                     "num_preempted": len(data["preempted"]),
                     "num_finished": len(data["finished"]),
-                    "frame": pack_frame(text),
+                    "frame": "",
                 }
             )
+            blocks.setdefault(session, []).append((seq, text))
             rec.num_steps = max(rec.num_steps, step + 1)
             continue
         step = int(data["step"]) if "step" in data else rec.num_steps
@@ -206,6 +216,19 @@ def _write_batch(
             )
     if iterations:
         db.execute(insert(IterationRecord), iterations)
+        db.execute(
+            insert(FrameBlockRecord),
+            [
+                {
+                    "session_id": session,
+                    "first_seq": frames[0][0],
+                    "last_seq": frames[-1][0],
+                    "frames": pack_block(frames),
+                }
+                for session, block in blocks.items()
+                for frames in _chunks(sorted(block), BLOCK_FRAMES)
+            ],
+        )
     if events:
         db.execute(insert(EventRecord), events)
     for session, seq, step, state in checkpoints:

@@ -1,4 +1,4 @@
-"""issue 12: session end reasons, the recording process, session owners
+"""issue 12: session end reasons, the recording process, session owners, frame blocks
 
 Revision ID: 0002_issue12_faults
 Revises: 0001
@@ -28,9 +28,20 @@ def upgrade() -> None:
     sa.Column('created_at', sa.Float(), nullable=False),
     sa.PrimaryKeyConstraint('session_id', name=op.f('pk_session_owners'))
     )
+    op.create_table('frame_blocks',
+    sa.Column('session_id', sa.String(length=128), nullable=False),
+    sa.Column('first_seq', sa.Integer(), nullable=False),
+    sa.Column('last_seq', sa.Integer(), nullable=False),
+    sa.Column('frames', sa.LargeBinary(), nullable=False),
+    sa.ForeignKeyConstraint(['session_id'], ['sessions.id'], name=op.f('fk_frame_blocks_session_id_sessions'), ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('session_id', 'first_seq', name=op.f('pk_frame_blocks'))
+    )
+    op.create_index('ix_frame_blocks_session_last', 'frame_blocks', ['session_id', 'last_seq'], unique=False)
 
 
 def downgrade() -> None:
+    op.drop_index('ix_frame_blocks_session_last', table_name='frame_blocks')
+    op.drop_table('frame_blocks')
     op.drop_table('session_owners')
     with op.batch_alter_table('sessions') as batch:
         batch.drop_column('recorder')

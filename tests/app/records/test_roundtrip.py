@@ -64,13 +64,13 @@ def _assert_import_checkpoints(
     original: sessionmaker[Session], imported: sessionmaker[Session], sid: str, frames: int
 ) -> None:
     """The import checkpoints on the recorder's schedule (CheckpointClock: between
-    CHECKPOINT_EVERY and 4x that many frames apart); where both have one, it is the same
+    CHECKPOINT_EVERY and 2x that many frames apart); where both have one, it is the same
     state, byte for byte."""
     ours = _checkpoints(imported, sid)
     seqs = [0] + [seq for seq, _, _ in ours]
     gaps = [b - a for a, b in itertools.pairwise(seqs)]
-    assert gaps and all(CHECKPOINT_EVERY <= g <= 4 * CHECKPOINT_EVERY for g in gaps), gaps
-    assert frames - seqs[-1] <= 4 * CHECKPOINT_EVERY
+    assert gaps and all(CHECKPOINT_EVERY <= g <= 2 * CHECKPOINT_EVERY for g in gaps), gaps
+    assert frames - seqs[-1] <= 2 * CHECKPOINT_EVERY
     assert len(ours) >= 2
     theirs = {seq: (step, state) for seq, step, state in _checkpoints(original, sid)}
     common = [(step, state) for seq, step, state in ours if seq in theirs]
