@@ -260,19 +260,22 @@ def soak(tmp: Path, minutes: float) -> None:
         f"{file_mb / elapsed:.1f} MB/min"
     )
     rng = random.Random(3)
-    times = []
+    times, cpu = [], []
     with sessions() as db:
         for _ in range(200):
             step = rng.randrange(steps)
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             queries.state_at_step(db, sid, step)
             times.append((time.perf_counter() - t) * 1e3)
+            cpu.append((time.process_time() - c) * 1e3)
     engine.dispose()
     times.sort()
-    p99 = times[int(0.99 * (len(times) - 1))]
+    cpu.sort()
+    p99, cpu99 = times[int(0.99 * (len(times) - 1))], cpu[int(0.99 * (len(cpu) - 1))]
     print(
         f"    seek on it: p50 {statistics.median(times):.1f} ms, p99 {p99:.1f} ms "
-        f"(target <= 100: {'yes' if p99 <= 100 else 'NO'})"
+        f"(target <= 100: {'yes' if p99 <= 100 else 'NO'}); CPU p99 {cpu99:.1f} ms; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )
     rss = [kb / 1024 for _, kb in samples]
     print(

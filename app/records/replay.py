@@ -143,8 +143,8 @@ class ReplayPlayer:
                 await self.seek(self.step)
             else:
                 raise ValueError(f"unknown replay command {kind!r}")
-        except (TypeError, ValueError) as exc:
-            await self.ws.send_text(error_frame(str(exc)))
+        except (TypeError, ValueError, OverflowError) as exc:  # Infinity is valid JSON here
+            await self.ws.send_text(error_frame(f"{kind}: {exc}"))
 
     async def close(self) -> None:
         await self.pause()

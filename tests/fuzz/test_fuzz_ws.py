@@ -90,7 +90,7 @@ def _exchange(url: str, messages: list[Any], headers: dict[str, str] | None = No
 
 
 @given(first=LIVE_MESSAGES, rest=st.lists(LIVE_MESSAGES, max_size=4))
-@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@settings(max_examples=70, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 def test_live_socket_fuzz(fuzz_server: LiveServer, first: Any, rest: list[Any]) -> None:
     _exchange(fuzz_server.ws_url + "/ws/live", [first, *rest])
     assert httpx.get(fuzz_server.url + "/healthz", timeout=10).status_code < 500
@@ -104,8 +104,23 @@ def test_live_socket_fuzz(fuzz_server: LiveServer, first: Any, rest: list[Any]) 
     ) | JSON,
     rest=st.lists(INGEST_MESSAGES, max_size=6),
 )  # fmt: skip
-@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@settings(max_examples=70, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 def test_ingest_socket_fuzz(fuzz_server: LiveServer, announce: Any, rest: list[Any]) -> None:
     headers = {"Authorization": f"Bearer {TOKEN}"}
     _exchange(fuzz_server.ws_url + "/ws/ingest", [announce, *rest], headers)
+    assert httpx.get(fuzz_server.url + "/healthz", timeout=10).status_code < 500
+
+
+REPLAY_COMMANDS = st.fixed_dictionaries(
+    {"type": st.sampled_from(["seek", "play", "pause", "step", "hello", "other"])},
+    optional={"step": JSON | st.floats(), "speed": JSON | st.floats(), "delta": JSON},
+)
+
+
+@given(commands=st.lists(REPLAY_COMMANDS | JSON | RAW, min_size=1, max_size=5))
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+def test_replay_socket_fuzz(fuzz_server: LiveServer, commands: list[Any]) -> None:
+    live = httpx.get(fuzz_server.url + "/api/state", timeout=10).json()["session"]
+    hello = {"type": "hello", "session": live, "mode": "replay"}
+    _exchange(fuzz_server.ws_url + "/ws/live", [hello, *commands])
     assert httpx.get(fuzz_server.url + "/healthz", timeout=10).status_code < 500
