@@ -12,7 +12,9 @@ FrameType = Literal["iteration", "request", "config", "snapshot", "gap", "sessio
 INT32_MAX = 2**31 - 1
 Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
 """Every count, step and id number: what an INTEGER column holds on every backend."""
-Name = Annotated[str, Field(max_length=256)]
+NO_NUL = r"^[^\x00]*$"
+"""Text a database column holds on every backend (PostgreSQL refuses NUL)."""
+Name = Annotated[str, Field(max_length=256, pattern=NO_NUL)]
 
 
 # ---------------------------------------------------------------- wire models
@@ -22,7 +24,7 @@ class _Strict(BaseModel):
 
 
 class ScheduledItem(_Strict):
-    req: str = Field(max_length=256)
+    req: Name
     n: Annotated[int, Field(gt=0, le=INT32_MAX)]
     start: Count
     phase: Literal["prefill", "decode"]
@@ -38,7 +40,7 @@ class PreemptedItem(_Strict):
 
 class ReqReason(_Strict):
     req: Name
-    reason: Annotated[str, Field(max_length=2000)]
+    reason: Annotated[str, Field(max_length=2000, pattern=NO_NUL)]
 
 
 class Queues(_Strict):
@@ -85,7 +87,7 @@ class IterationFrame(_Strict):
     blocks: list[
         tuple[Count, Literal["free", "cached", "used", "shared", "withheld"], Name | None, Count]
     ]
-    waiting_reasons: dict[Name, Annotated[str, Field(max_length=2000)]]
+    waiting_reasons: dict[Name, Annotated[str, Field(max_length=2000, pattern=NO_NUL)]]
     config_version: Count
 
 
@@ -99,12 +101,12 @@ class RequestDetail(BaseModel):
     priority: Annotated[int, Field(ge=-INT32_MAX, le=INT32_MAX)] | None = None
     num_output_tokens: Count | None = None
     num_cached_tokens: Count | None = None
-    reason: Annotated[str, Field(max_length=2000)] | None = None
+    reason: Annotated[str, Field(max_length=2000, pattern=NO_NUL)] | None = None
     prompt_token_ids: list[Count] | None = None
 
 
 class RequestFrame(_Strict):
-    req: str = Field(max_length=256)
+    req: Name
     kind: Literal[
         "arrived",
         "rejected",
@@ -133,12 +135,12 @@ class SessionFrame(BaseModel):
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
-    event: Annotated[str, Field(min_length=1, max_length=32)]
-    name: Annotated[str, Field(max_length=200)] | None = None
-    source: Annotated[str, Field(max_length=64)] | None = None
-    runner: Annotated[str, Field(max_length=32)] | None = None
-    model: Annotated[str, Field(max_length=300)] | None = None
-    device: Annotated[str, Field(max_length=32)] | None = None
+    event: Annotated[str, Field(min_length=1, max_length=32, pattern=NO_NUL)]
+    name: Annotated[str, Field(max_length=200, pattern=NO_NUL)] | None = None
+    source: Annotated[str, Field(max_length=64, pattern=NO_NUL)] | None = None
+    runner: Annotated[str, Field(max_length=32, pattern=NO_NUL)] | None = None
+    model: Annotated[str, Field(max_length=300, pattern=NO_NUL)] | None = None
+    device: Annotated[str, Field(max_length=32, pattern=NO_NUL)] | None = None
     simulated: bool | None = None
     paused: bool | None = None
     config: dict[str, Any] | None = None

@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from app.deps import DbDep, HubDep, RecorderDep, SettingsDep
+from app.edge.bounds import is_clean_id
 from app.edge.wsio import BadMessage, close, closing_on_error, receive_json
 from app.live.hub import EventHub, Subscriber
 from app.live.pacing import MAX_BATCH_BYTES, STALE_AFTER_S, ClientPace
@@ -184,8 +185,8 @@ async def _serve_viewer(
         await close(ws, PROTOCOL_ERROR, "expected a hello message first")
         return
     session = hello.get("session")
-    if session is not None and (not isinstance(session, str) or len(session) > 128):
-        await close(ws, PROTOCOL_ERROR, "session must be a string (at most 128) or null")
+    if session is not None and not is_clean_id(session):
+        await close(ws, PROTOCOL_ERROR, "session: a session id (printable, at most 128) or null")
         return
     if session is not None and (session not in hub.sessions or hello.get("mode") == "replay"):
         await _replay(ws, db, recorder, session, hello.get("step"))

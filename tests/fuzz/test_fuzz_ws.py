@@ -62,11 +62,14 @@ INGEST_MESSAGES = (
     | JSON
     | RAW
 )
+IDS = st.text(alphabet="\x00\x01\x7fab-", max_size=4)
+"""Session ids with control characters (PostgreSQL refuses NUL in text)."""
 LIVE_MESSAGES = (
     st.fixed_dictionaries(
         {"type": st.sampled_from(["hello", "pong", "seek", "play", "pause", "step"])},
-        optional={"session": JSON, "id": JSON, "step": JSON, "speed": JSON, "delta": JSON,
-                  "mode": st.just("replay") | JSON, "acks": JSON, "last_seq": JSON},
+        optional={"session": JSON | IDS, "id": JSON, "step": JSON, "speed": JSON,
+                  "delta": JSON, "mode": st.just("replay") | JSON, "acks": JSON,
+                  "last_seq": JSON},
     )
     | JSON
     | RAW

@@ -50,9 +50,10 @@ def test_live_socket_answers_bad_input_and_stays_open(server: LiveServer) -> Non
         async with websockets.connect(server.ws_url + "/ws/live") as ws:
             await ws.send(b"\x00\x01binary")
             assert await _closed_with(ws) == 1002
-        async with websockets.connect(server.ws_url + "/ws/live") as ws:
-            await ws.send(json.dumps({"type": "hello", "session": ["x"]}))
-            assert await _closed_with(ws) == 1002
+        for session in (["x"], "a\x00b", "x" * 129, ""):
+            async with websockets.connect(server.ws_url + "/ws/live") as ws:
+                await ws.send(json.dumps({"type": "hello", "session": session}))
+                assert await _closed_with(ws) == 1002, session
         async with websockets.connect(server.ws_url + "/ws/live") as ws:
             await ws.send(json.dumps({"type": "hello", "session": None, "acks": True}))
             assert json.loads(await ws.recv())["type"] == "snapshot"
