@@ -125,9 +125,7 @@ class EngineService:
             hook: Callable[[Engine], None] | None = ScenarioArrivals(scenario)
             self.workload = None
         else:
-            self.workload = PoissonWorkload(
-                self.settings.workload_spec(), next_id=self.next_req_id
-            )
+            self.workload = PoissonWorkload(self.settings.workload_spec(), next_id=self.next_req_id)
             hook = self.workload
         self.core = EngineCore(
             engine, realtime=self.settings.realtime, speed=self.settings.sim_speed, before_step=hook

@@ -22,6 +22,10 @@ class ScheduledItem(_Strict):
     phase: Literal["prefill", "decode"]
     prefix_hit: int = Field(ge=0)
     sample: bool
+    spec: int = Field(default=0, ge=0, le=64)
+    """Draft tokens among the n (speculative decoding)."""
+    pad: int = Field(default=0, ge=0)
+    """Static batching: pad positions computed beside this prompt."""
 
 
 class PreemptedItem(_Strict):
@@ -81,6 +85,13 @@ class IterationFrame(_Strict):
     ]
     waiting_reasons: dict[str, str]
     config_version: int = Field(ge=0)
+    updated_step: int | None = Field(default=None, ge=0)
+    accepted: dict[str, int] = Field(default_factory=dict)
+    appended: dict[str, int] = Field(default_factory=dict)
+    placeholders: dict[str, int] = Field(default_factory=dict)
+    spec_tokens: int = Field(default=0, ge=0)
+    padding: int = Field(default=0, ge=0)
+    waiting_detail: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
 
 
 class RequestFrame(_Strict):
@@ -131,4 +142,4 @@ def validate_frame(frame_type: str, data: Any) -> dict[str, Any]:
     model = FRAME_MODELS.get(frame_type)
     if model is None:
         raise ValueError(f"unknown frame type {frame_type!r}")
-    return model.model_validate(data).model_dump(mode="json")
+    return model.model_validate(data).model_dump(mode="json", exclude_unset=True)
