@@ -4,10 +4,17 @@ SimRunner's cost model on the torch runner): the engine offline, no dashboard.""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
-from app.cli.common import CliError, add_runner_flags, make_runner_from_args
+from app.cli.common import (
+    CliError,
+    add_loop_flags,
+    add_runner_flags,
+    loop_overrides,
+    make_runner_from_args,
+)
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -15,8 +22,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     sim.add_argument("file", help="scenario JSON (see docs/scenarios.md)")
     sim.add_argument("--out", metavar="RESULT.json", help="write the step-by-step result here")
     sim.add_argument("--table", action="store_true", help="print the seed-style step table")
-    sim.add_argument("--cost-model", metavar="FILE", help="SimRunner cost model (from calibrate)")
+    sim.add_argument(
+        "--cost-model",
+        metavar="FILE|PRESET",
+        help="SimRunner step time: a file from `calibrate`, or a roofline preset GPU:MODEL "
+        "(e.g. h100:llama-3-8b)",
+    )
     add_runner_flags(sim, default="sim")
+    add_loop_flags(sim)
     sim.set_defaults(run=cmd_simulate)
 
     cal = sub.add_parser("calibrate", help="fit the SimRunner's cost model on the torch runner")
@@ -51,6 +64,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from engine.config import ConfigError
     from engine.scenario import ScenarioError, load_scenario
     from engine.simulate import format_table, run_scenario
 
@@ -58,6 +72,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.file)
     except ScenarioError as exc:
         raise CliError(str(exc)) from None
+    overrides = loop_overrides(args)
+    if overrides:
+        try:
+            scenario = dataclasses.replace(
+                scenario, config=scenario.config.with_updates(**overrides)
+            )
+        except (ConfigError, ValueError) as exc:
+            raise CliError(str(exc)) from None
     runner = make_runner_from_args(args, scenario.config)
     result = run_scenario(scenario, runner)
     if args.out:
