@@ -93,12 +93,17 @@ def build_result(scenario: Scenario, sink: ListSink) -> dict[str, Any]:
         "completed": sum(1 for r in requests.values() if r["finish_reason"] in ("stop", "length")),
         "steps": steps,
         "requests": requests,
-        "timing": {
-            "median_step_us": round(statistics.median(overheads), 2) if overheads else 0.0,
-            "p90_step_us": round(overheads[int(0.9 * (len(overheads) - 1))], 2)
-            if overheads
-            else 0.0,
-        },
+        "timing": step_timing(overheads),
+    }
+
+
+def step_timing(overheads_us: list[float]) -> dict[str, float]:
+    """Median and p90 of per-step scheduler time (sorted input, microseconds)."""
+    if not overheads_us:
+        return {"median_step_us": 0.0, "p90_step_us": 0.0}
+    return {
+        "median_step_us": round(statistics.median(overheads_us), 2),
+        "p90_step_us": round(overheads_us[int(0.9 * (len(overheads_us) - 1))], 2),
     }
 
 
