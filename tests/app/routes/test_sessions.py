@@ -10,6 +10,16 @@ from pathlib import Path
 from tests.conftest import ROOT, server_process
 
 
+def _wait_recorded(c, session: str, n: int) -> dict:  # type: ignore[no-untyped-def]
+    """The sessions list once the recorder has written `session` with its n requests."""
+    deadline = time.monotonic() + 20
+    while True:
+        sessions = {s["id"]: s for s in c.get("/api/sessions").json()}
+        if sessions.get(session, {}).get("requests") == n or time.monotonic() > deadline:
+            return sessions
+        time.sleep(0.1)
+
+
 def _wait_finished(c, n: int) -> dict:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
