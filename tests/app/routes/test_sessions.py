@@ -11,13 +11,15 @@ from tests.conftest import ROOT, server_process
 
 
 def _wait_recorded(c, session: str, n: int) -> dict:  # type: ignore[no-untyped-def]
-    """The sessions list once the recorder has written `session` with its n requests."""
+    """The sessions list once the recorder has written `session` with its n requests to
+    the database (the list also shows live sessions the recorder has not reached yet)."""
     deadline = time.monotonic() + 20
-    while True:
-        sessions = {s["id"]: s for s in c.get("/api/sessions").json()}
-        if sessions.get(session, {}).get("requests") == n or time.monotonic() > deadline:
-            return sessions
+    while time.monotonic() < deadline:
+        r = c.get(f"/api/sessions/{session}")
+        if r.status_code == 200 and r.json()["requests"] == n:
+            break
         time.sleep(0.1)
+    return {s["id"]: s for s in c.get("/api/sessions").json()}
 
 
 def _wait_finished(c, n: int) -> dict:  # type: ignore[no-untyped-def]
