@@ -4,8 +4,6 @@ reads, and the runner it builds. Imports no other command module."""
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -68,18 +66,12 @@ def make_runner_from_args(args: argparse.Namespace, config: Any) -> Any:
         raise CliError(str(exc)) from None
 
 
-def load_cost_model(path: str) -> Any:
-    from engine.runner.sim import CostModel
+def load_cost_model(spec: str) -> Any:
+    """A preset (`h100:llama-3-8b`) or a file from `batchscope calibrate` (linear or
+    --roofline)."""
+    from engine.runner.cost_model import load_cost_model as load
 
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return CostModel(
-            **{
-                k: float(data[k])
-                for k in ("base_ms", "per_token_ms", "per_seq_ms", "per_context_ms")
-            }
-        )
-    except OSError as exc:
-        raise CliError(f"--cost-model {path}: {exc.strerror}") from None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CliError(f"--cost-model {path}: not a cost model file ({exc})") from None
+        return load(spec)
+    except ValueError as exc:
+        raise CliError(f"--cost-model {exc}") from None
