@@ -11,7 +11,10 @@ import logging
 import queue
 import threading
 from dataclasses import dataclass, field
+from typing import Annotated
 
+from fastapi import Depends, HTTPException
+from fastapi.requests import HTTPConnection
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.lab import store
@@ -118,3 +121,14 @@ class LabWorker:
             store.set_status(self.db, job.sweep_id, "cancelled")
         else:
             store.set_status(self.db, job.sweep_id, "interrupted")
+
+
+def lab_worker(conn: HTTPConnection) -> LabWorker:
+    """FastAPI dependency: the app's lab worker (started by the lifespan)."""
+    worker: LabWorker | None = getattr(conn.app.state, "lab", None)
+    if worker is None:
+        raise HTTPException(503, "the lab is not running yet")
+    return worker
+
+
+LabDep = Annotated[LabWorker, Depends(lab_worker)]
