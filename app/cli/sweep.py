@@ -89,7 +89,7 @@ def build_spec(args: argparse.Namespace) -> Any:
     return SweepSpec(
         base=apply_settings(base, args.set),
         knobs=knobs,
-        repeat=args.repeat or (spec.repeat if spec else 1),
+        repeat=args.repeat if args.repeat is not None else (spec.repeat if spec else 1),
         runner=runner,
         cost_model=cost_model,
         name=spec.name if spec else "",
