@@ -78,7 +78,8 @@ def test_sweeps_survive_a_restart(tmp_path: Path) -> None:
 
 def test_csv_download_and_the_json_twin(live_server: LiveServer) -> None:
     with live_server.client() as c:
-        sweep = start(c, {**GRID, "knob2": "", "values2": "", "set": "max_num_seqs=16", "repeat": 2})
+        one_knob = {**GRID, "knob2": "", "values2": "", "set": "max_num_seqs=16", "repeat": 2}
+        sweep = start(c, one_knob)
         data = wait_for(c, sweep, lambda d: d["progress"]["finished"])
         assert data["status"] == "done" and data["progress"] == {
             "done": 4, "total": 4, "percent": 100.0, "finished": True

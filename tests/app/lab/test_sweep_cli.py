@@ -138,8 +138,10 @@ def test_bad_input_is_one_message_exit_2_and_nothing_written(
         (["--workload", "uniform:rate=1", "--knob", "max_num_seqs=2"], "expected poisson"),
         (["seed", "--workload", "poisson:rate=1", "--knob", "max_num_seqs=2"], "one source"),
         (["--experiment", "nope"], "no experiment"),
-        (["--session", "s-none", "--knob", "max_num_seqs=2", "--database-url", "sqlite://"],
-         "not at the latest schema"),
+        (
+            ["--session", "s-none", "--knob", "max_num_seqs=2", "--database-url", "sqlite://"],
+            "not at the latest schema",
+        ),
     ],
 )
 def test_bad_sources_are_refused(
