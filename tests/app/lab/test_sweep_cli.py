@@ -20,16 +20,9 @@ from app.cli.main import main
 from engine.run_metrics import run_metrics
 from engine.scenario import parse_scenario
 from engine.sweep import SweepPoint, point_scenario
+from tests.engine.test_sweep import BASE  # the engine sweep test's scenario
 
 ROOT = Path(__file__).resolve().parents[3]
-BASE = {
-    "name": "cli-sweep",
-    "config": {"max_num_seqs": 8, "max_model_len": 512, "block_size": 16, "num_gpu_blocks": 60},
-    "requests": [
-        {"id": f"r{i}", "arrival_step": i, "prompt_len": 40 + 30 * i, "max_tokens": 20 + i}
-        for i in range(8)
-    ],
-}
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
