@@ -128,3 +128,24 @@ def test_bad_requests_are_4xx(live_server: LiveServer) -> None:
         assert c.post(f"/api/lab/sweeps/{sweep}/cancel").status_code == 409
         assert c.delete(f"/api/lab/sweeps/{sweep}").status_code == 200
         assert c.get(f"/api/lab/sweeps/{sweep}").status_code == 404
+
+
+def test_a_recording_is_a_sweep_source(live_server: LiveServer) -> None:
+    with live_server.client() as c:
+        recorded = c.post("/api/scenarios/seed/load").json()["session"]
+        deadline = time.monotonic() + 20
+        while True:
+            state = c.get(f"/api/sessions/{recorded}/state")
+            reqs = state.json()["requests"] if state.status_code == 200 else []
+            if len(reqs) == 3 and all(r["status"] == "FINISHED" for r in reqs):
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        body = {"source": "session", "session": recorded, "knob": "long_prefill_token_threshold",
+                "values": "0,4"}  # fmt: skip
+        data = wait_for(c, start(c, body), lambda d: d["progress"]["finished"])
+        assert data["status"] == "done" and data["source"]["label"] == f"recording {recorded}"
+        assert [p["metrics"]["requests_finished"] for p in data["points"]] == [3.0, 3.0]
+        # The seed's own knobs came along (budget 6): without the per-request cap the
+        # same work needs no more steps.
+        assert data["points"][0]["metrics"]["steps"] <= data["points"][1]["metrics"]["steps"]
