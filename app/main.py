@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from app.db.migrate import prepare
 from app.db.session import make_engine, make_sessionmaker
 from app.deps import install_error_handlers
+from app.lab.background import LabWorker
 from app.live.engine_service import EngineService
 from app.live.hub import EventHub
 from app.live.metrics import Metrics
@@ -26,6 +27,8 @@ from app.routes import (
     dashboard,
     export,
     ingest,
+    lab,
+    lab_api,
     live,
     metrics,
     nodes,
@@ -57,6 +60,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             relay = PgRelay(hub, settings.database_url)
             await relay.start()
         app.state.relay = relay
+        app.state.lab = LabWorker(app.state.db)
+        app.state.lab.start()
         service = app.state.service
         if service is not None:
             service.start()
@@ -68,6 +73,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await asyncio.sleep(0)  # let the engine thread's last hops land
             if relay is not None:
                 await relay.stop()
+            # Running sweep points finish (kept); off the loop, it may take a moment.
+            await asyncio.to_thread(app.state.lab.stop)
             await recorder.stop()
             db_engine.dispose()
 
@@ -92,6 +99,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ws,
         metrics,
         dashboard,
+        lab,
+        lab_api,
     ):
         app.include_router(module.router)
     install_error_handlers(app)

@@ -67,7 +67,8 @@ def make_runner_from_args(args: argparse.Namespace, config: Any) -> Any:
 
 
 def load_cost_model(spec: str) -> Any:
-    """A cost model file (from `calibrate`) or a roofline preset such as h100:llama-3-8b."""
+    """A preset (`h100:llama-3-8b`) or a file from `batchscope calibrate` (linear or
+    --roofline)."""
     from engine.runner.cost_model import load_cost_model as load
 
     try:

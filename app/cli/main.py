@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from app.cli import db, push, records, serve, simulate
+from app.cli import db, push, records, serve, simulate, sweep
 from app.cli.common import EXIT_USAGE, CliError
 
 
@@ -19,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="batchscope", description="See how an LLM-serving scheduler works."
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in (simulate, push, db, records, serve):
+    for module in (simulate, sweep, push, db, records, serve):
         module.add_parsers(sub)
     return parser
 
