@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
@@ -20,6 +19,7 @@ from app.live.metrics import Metrics
 from app.live.relay import PgRelay
 from app.nodes.ingest import NodeRegistry
 from app.records.recorder import Recorder
+from app.resources import asset_path
 from app.routes import (
     compare,
     control,
@@ -35,8 +35,6 @@ from app.routes import (
 )
 from app.security import COOKIE, token_matches
 from app.settings import Settings, get_settings
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -95,9 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ):
         app.include_router(module.router)
     install_error_handlers(app)
-    static = ROOT / "static"
-    if static.is_dir():
-        app.mount("/static", StaticFiles(directory=static), name="static")
+    app.mount("/static", StaticFiles(directory=asset_path("static")), name="static")
 
     @app.get("/launch", include_in_schema=False)
     async def launch(request: Request, token: str = "") -> Response:

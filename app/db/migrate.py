@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine
 
-ROOT = Path(__file__).resolve().parents[2]
+from app.resources import asset_path
 
 
 def alembic_config(database_url: str) -> Config:
-    cfg = Config(str(ROOT / "alembic.ini"))
-    cfg.set_main_option("script_location", str(ROOT / "migrations"))
+    cfg = Config(str(asset_path("alembic.ini")))
+    cfg.set_main_option("script_location", str(asset_path("migrations")))
     cfg.attributes["database_url"] = database_url
     return cfg
 
