@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.errors import NotFound
 from app.live.engine_service import EngineService
+from app.live.health import HealthRegistry
 from app.live.hub import EventHub
 from app.live.metrics import Metrics
 from app.nodes.control import ControlTarget, control_target
@@ -54,6 +55,11 @@ def get_recorder(conn: HTTPConnection) -> Recorder | None:
     """The recorder (None before the app's lifespan started it)."""
     recorder: Recorder | None = getattr(conn.app.state, "recorder", None)
     return recorder
+
+
+def get_health(conn: HTTPConnection) -> HealthRegistry:
+    health: HealthRegistry = conn.app.state.health
+    return health
 
 
 def get_metrics(conn: HTTPConnection) -> Metrics:
@@ -109,6 +115,7 @@ HubDep = Annotated[EventHub, Depends(get_hub)]
 NodesDep = Annotated[NodeRegistry, Depends(get_nodes)]
 RecorderDep = Annotated[Recorder | None, Depends(get_recorder)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+HealthDep = Annotated[HealthRegistry, Depends(get_health)]
 ServiceDep = Annotated[EngineService | None, Depends(get_service)]
 LocalEngineDep = Annotated[EngineService, Depends(require_service)]
 ControlDep = Annotated[ControlTarget, Depends(get_control)]

@@ -9,11 +9,13 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from sqlalchemy import text
 
-from app.db.migrate import prepare
+from app.db.migrate import is_memory_url, prepare
 from app.db.session import make_engine, make_sessionmaker
 from app.deps import install_error_handlers
 from app.live.engine_service import EngineService
+from app.live.health import Check, HealthRegistry, database_check, local_engine_check
 from app.live.hub import EventHub
 from app.live.metrics import Metrics
 from app.live.relay import PgRelay
@@ -25,6 +27,7 @@ from app.routes import (
     control,
     dashboard,
     export,
+    health,
     ingest,
     live,
     metrics,
@@ -55,6 +58,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             relay = PgRelay(hub, settings.database_url)
             await relay.start()
         app.state.relay = relay
+        _register_health(app, settings, recorder, relay)
         service = app.state.service
         if service is not None:
             service.start()
@@ -76,6 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = Metrics(hub)
     app.state.service = EngineService(settings, hub) if settings.engine else None
     app.state.nodes = NodeRegistry(hub)
+    app.state.health = HealthRegistry()
     hub.follow_most_active = not settings.engine
 
     for module in (
@@ -89,6 +94,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ingest,
         ws,
         metrics,
+        health,
         dashboard,
     ):
         app.include_router(module.router)
@@ -106,16 +112,41 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         return response
 
-    @app.get("/healthz", include_in_schema=False)
-    async def healthz() -> dict[str, object]:
-        service = app.state.service
-        recorder = getattr(app.state, "recorder", None)
-        return {
-            "ok": True,
-            "engine": bool(service and service.core and service.core.alive),
-            "session": hub.live_session,
-            "recorder": recorder.status() if recorder else None,
-            "relay": app.state.relay.status() if getattr(app.state, "relay", None) else None,
-        }
-
     return app
+
+
+def _register_health(
+    app: FastAPI, settings: Settings, recorder: Recorder, relay: PgRelay | None
+) -> None:
+    """What /healthz asks (app.live.health): the engine, the recorder, the database."""
+    registry: HealthRegistry = app.state.health
+    service: EngineService | None = app.state.service
+    nodes: NodeRegistry = app.state.nodes
+    if service is not None:
+        registry.register("engine", lambda: local_engine_check(service))
+    else:
+        registry.register("engine", lambda: _nodes_check(nodes))
+    registry.register("recorder", lambda: recorder.health(settings.health_recorder_max_lag_s))
+    sessions = app.state.db
+
+    def ping() -> None:
+        with sessions() as s:
+            s.execute(text("SELECT 1"))
+
+    if is_memory_url(settings.database_url):
+        # One shared connection (StaticPool): a probe must not share the writer's transaction.
+        registry.register("database", lambda: Check(True, "in-memory (this process)"))
+    else:
+        registry.register("database", lambda: database_check(ping, registry.timeout_s))
+    if relay is not None:
+        registry.register("relay", lambda: Check(True, "PostgreSQL relay", relay.status()))
+
+
+def _nodes_check(nodes: NodeRegistry) -> Check:
+    views = nodes.views()
+    connected = sum(1 for v in views if v["state"] == "live")
+    return Check(
+        True,
+        f"no local engine (--no-engine); {connected} of {len(views)} nodes connected",
+        {"nodes": len(views), "connected": connected},
+    )
