@@ -1,0 +1,130 @@
+"""How frames become vLLM's counters: KV block residency from block changes, the
+speculative-decoding counters, and which sessions count at all (a real hub and Metrics,
+frames published as a producer would)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.live.hub import EventHub
+from app.live.kv_residency import BlockResidency
+from app.live.metrics import Metrics
+from app.protocol.frames import iteration_payload
+from app.protocol.session import session_meta
+
+
+def test_block_lifetime_idle_and_reuse_gaps() -> None:
+    kv = BlockResidency()
+    # t=1: r1 allocates blocks 1 and 2; t=2: both freed with their content (cached).
+    assert kv.step(1.0, [[1, "used", "r1", 1], [2, "used", "r1", 1]], {}) == []
+    assert kv.step(2.0, [[1, "cached", None, 0], [2, "cached", None, 0]], {}) == []
+    # t=3: r2 hits block 1 (a prefix-cache hit: an access); t=4 r3 shares it.
+    assert kv.step(3.0, [[1, "used", "r2", 1]], {"r2": 1}) == []
+    assert kv.step(4.0, [[1, "shared", "r2", 2]], {}) == []
+    # t=5: block 2's content is evicted: handed to r4, which had no hit to account for.
+    (evicted,) = kv.step(5.0, [[2, "used", "r4", 1]], {})
+    assert evicted == (4.0, 4.0, ())
+    # t=6: block 1 freed and cached again; t=9: cleared (its content dropped).
+    assert kv.step(6.0, [[1, "cached", None, 0]], {}) == []
+    (evicted,) = kv.step(9.0, [[1, "free", None, 0]], {})
+    assert evicted.lifetime_s == 8.0 and evicted.idle_s == 5.0
+    assert evicted.reuse_gaps_s == (1.0,)  # between the accesses at t=3 and t=4
+    # A block freed without content (no hash) is not an eviction.
+    kv.step(10.0, [[3, "used", "r5", 1]], {})
+    assert kv.step(11.0, [[3, "free", None, 0]], {}) == []
+
+
+def _frame(step: int, **extra: Any) -> dict[str, Any]:
+    data = iteration_payload(
+        step=step,
+        t_start=step * 0.01,
+        duration=0.01,
+        forward_ms=1.0,
+        overhead_us=1.0,
+        simulated=True,
+        scheduled=[{"req": "a", "n": 4, "start": 10, "phase": "decode", "prefix_hit": 0}],
+        new=[],
+        resumed=[],
+        preempted=[],
+        finished=[],
+        arrived=[],
+        rejected=[],
+        sampled=["a"],
+        num_running=1,
+        num_waiting=2,
+        num_running_end=1,
+        num_waiting_end=2,
+        max_num_batched_tokens=64,
+        num_scheduled_tokens=4,
+        max_num_seqs=4,
+        prefill_tokens=0,
+        decode_tokens=4,
+        kv_total=10,
+        kv_used=3,
+        kv_cached_free=0,
+        kv_hit_tokens=0,
+        kv_used_end=3,
+        blocks=[],
+        waiting_reasons={"b": "kv_blocks", "c": "paused"},
+        config_version=0,
+    )
+    data.update(extra)
+    return data
+
+
+@pytest.fixture
+def hub_metrics() -> tuple[EventHub, Metrics]:
+    hub = EventHub()
+    return hub, Metrics(hub)
+
+
+def test_spec_decode_counters_and_waiting_reasons(hub_metrics: tuple[EventHub, Metrics]) -> None:
+    hub, metrics = hub_metrics
+    config = {"num_speculative_tokens": 3}
+    hub.open_session("s1", session_meta("spec", "local", model="m", config=config))
+    # TODO(issue 10, protocol): the frames' draft fields; see app/live/engine_stats.py.
+    hub.publish(
+        "s1", "iteration", _frame(0, scheduled_spec_tokens={"a": 3}, accepted_tokens={"a": 2})
+    )
+    hub.publish("s1", "iteration", _frame(1, scheduled_spec_tokens={"a": 3}, accepted_tokens={}))
+    (stats,) = metrics.engines.values()
+    assert stats.labels == ("m", "s1")
+    assert stats.counters["vllm:spec_decode_num_drafts"] == 2
+    assert stats.counters["vllm:spec_decode_num_draft_tokens"] == 6
+    assert stats.counters["vllm:spec_decode_num_accepted_tokens"] == 2
+    assert dict(stats.accepted_per_pos) == {0: 1, 1: 1, 2: 0}
+    text = metrics.exposition().decode()
+    assert (
+        'vllm:num_requests_waiting_by_reason{engine="s1",model_name="m",reason="capacity"} 1.0'
+        in text
+    )
+    assert 'reason="deferred"} 1.0' in text
+    ours = 'batchscope:num_requests_waiting_by_reason{engine="s1",model_name="m",'
+    assert ours + 'reason="kv_blocks"} 1.0' in text
+    assert ours + 'reason="paused"} 1.0' in text
+
+
+def test_reruns_and_relayed_sessions_are_not_counted(hub_metrics: tuple[EventHub, Metrics]) -> None:
+    hub, metrics = hub_metrics
+    hub.open_session("r1", session_meta("what-if", "rerun", model="m"), live=False)
+    # As app.live.relay opens a session another dashboard process serves.
+    meta = {**session_meta("elsewhere", "local", model="m"), "relayed": True}
+    hub.open_session("p1", meta, live=False, announce=False)
+    hub.mark_relayed("p1")
+    for sid in ("r1", "p1"):
+        hub.publish(sid, "iteration", _frame(0))
+    assert metrics.engines == {}
+
+
+def test_ended_local_sessions_are_dropped_after_a_few(
+    hub_metrics: tuple[EventHub, Metrics],
+) -> None:
+    hub, metrics = hub_metrics
+    for i in range(12):
+        sid = f"s{i}"
+        hub.open_session(sid, session_meta("live", "local", model="m"))
+        hub.publish(sid, "iteration", _frame(0))
+        hub.close_session(sid)
+    assert sorted(e for _, e in metrics.engines) == sorted(f"s{i}" for i in range(4, 12))
