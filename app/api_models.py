@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 TAGS = [
@@ -156,6 +158,48 @@ def body_doc(model: type[BaseModel]) -> dict[str, Any]:
     }
 
 
+def install_openapi(app: FastAPI) -> None:
+    """FastAPI's schema plus the body models (routes reference them by `$ref`, through
+    body_doc, since they read JSON or forms themselves)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+                tags=app.openapi_tags,
+            )
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            for model in BODY_MODELS:
+                components[model.__name__] = model.model_json_schema(
+                    ref_template="#/components/schemas/{model}"
+                )
+            _one_error_body(schema)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _one_error_body(schema: dict[str, Any]) -> None:
+    """FastAPI documents its own 422 body where a route did not; ours answers instead."""
+    error = {"$ref": "#/components/schemas/ErrorBody"}
+    for operation in (op for path in schema["paths"].values() for op in path.values()):
+        invalid = operation.get("responses", {}).get("422")
+        if invalid is not None:
+            invalid["content"] = {"application/json": {"schema": error}}
+            invalid["description"] = _ERROR_TEXT[422]
+    schemas = schema["components"]["schemas"]
+    schemas.setdefault("ErrorBody", ErrorBody.model_json_schema(ref_template=REF))
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+
+
+REF = "#/components/schemas/{model}"
+
+
 # ---------------------------------------------------------- response bodies
 class Message(BaseModel):
     message: str
@@ -188,6 +232,26 @@ class WorkloadResult(Message):
 
 class ScenarioLoaded(Message):
     session: str
+
+
+class RequestRow(BaseModel):
+    """A request as the live table shows it (times in seconds; None until known)."""
+
+    model_config = ConfigDict(extra="allow")
+    req: str
+    status: str
+    num_prompt_tokens: int
+    num_tokens: int
+    num_computed_tokens: int
+    num_output_tokens: int
+    max_tokens: int
+    priority: int
+    num_preemptions: int
+    prefix_hit: int
+    ttft: float | None
+    itl: float | None
+    finish_reason: str | None
+    waiting_reason: str | None
 
 
 class LiveConfig(BaseModel):

@@ -11,6 +11,7 @@ from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import text
 
+from app.api_models import TAGS, install_openapi
 from app.db.migrate import is_memory_url, prepare
 from app.db.session import make_engine, make_sessionmaker
 from app.deps import install_error_handlers
@@ -21,11 +22,12 @@ from app.live.metrics import Metrics
 from app.live.relay import PgRelay
 from app.nodes.ingest import NodeRegistry
 from app.records.recorder import Recorder
-from app.resources import asset_path
+from app.resources import asset_path, package_version
 from app.routes import (
     compare,
     control,
     dashboard,
+    docs,
     export,
     health,
     ingest,
@@ -38,6 +40,14 @@ from app.routes import (
 )
 from app.security import COOKIE, token_matches
 from app.settings import Settings, get_settings
+
+API_DESCRIPTION = """\
+The dashboard's JSON API. Reading is open on a loopback bind; every action (and reading
+elsewhere) needs the control token `batchscope serve` prints at start: press
+**Authorize** and paste it as the bearer token, or open the launch URL once (it sets a
+cookie). Bodies are JSON or form data. Every error answers with one body:
+`{"detail": "...", "errors": [{"loc": [...], "msg": "...", "type": "..."}]}`.
+"""
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -73,7 +83,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await recorder.stop()
             db_engine.dispose()
 
-    app = FastAPI(title="batchscope", lifespan=lifespan)
+    app = FastAPI(
+        title="batchscope",
+        version=package_version(),
+        description=API_DESCRIPTION,
+        openapi_tags=TAGS,
+        lifespan=lifespan,
+        docs_url=None,  # app.routes.docs serves Swagger UI from static/vendor
+        redoc_url=None,
+    )
+    install_openapi(app)
     hub = EventHub()
     app.state.settings = settings
     app.state.hub = hub
@@ -95,6 +114,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ws,
         metrics,
         health,
+        docs,
         dashboard,
     ):
         app.include_router(module.router)

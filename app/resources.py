@@ -8,6 +8,7 @@ repository root, next to `app/`.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from importlib.resources import files
 from pathlib import Path
 
@@ -31,3 +32,11 @@ def asset_path(name: str) -> Path:
         f"batchscope's {name} is missing from this install (looked in {packaged} and "
         f"{checkout}); reinstall the package"
     )
+
+
+def package_version() -> str:
+    """The installed distribution's version (`batchscope --version`, /openapi.json)."""
+    try:
+        return version("batchscope")
+    except PackageNotFoundError:  # a checkout used without installing it
+        return "0+unknown"

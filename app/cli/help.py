@@ -9,19 +9,11 @@ with `from_env(action, field)`.
 from __future__ import annotations
 
 import argparse
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 ENV_PREFIX = "BATCHSCOPE_"
 ENV_NAMES = {"database_url": "DATABASE_URL"}
 """Settings fields whose environment variable is not BATCHSCOPE_<FIELD>."""
-
-
-def package_version() -> str:
-    try:
-        return version("batchscope")
-    except PackageNotFoundError:  # a checkout used without installing it
-        return "unknown (not installed)"
 
 
 def env_name(field: str) -> str:

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 from app.cli import db, push, records, serve, simulate
 from app.cli.common import EXIT_USAGE, CliError
-from app.cli.help import Parser, package_version
+from app.cli.help import Parser
+from app.resources import package_version
 
 
 def build_parser() -> argparse.ArgumentParser:
