@@ -11,6 +11,7 @@ families `collect()` builds at scrape time.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +27,8 @@ from app.live import metric_defs as d
 from app.live.engine_stats import EngineStats
 from app.live.hub import EventHub
 
+log = logging.getLogger("batchscope.metrics")
+
 KEEP_ENDED = 8
 """Ended local sessions whose series stay exported (then they are dropped)."""
 
@@ -40,6 +43,8 @@ class Metrics(Collector):
         """Each session's series (None: not counted); a series outlives its sessions."""
         self._local: list[tuple[str, str]] = []
         """Series of local sessions, oldest first."""
+        self.errors = 0
+        """Frames that could not be counted (logged)."""
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
         hub.add_listener(self.on_frame)
@@ -48,7 +53,14 @@ class Metrics(Collector):
     def on_frame(
         self, session: str, frame_type: str, seq: int, data: dict[str, Any], text: str
     ) -> None:
-        del seq, text
+        del text
+        try:
+            self._fold(session, frame_type, data)
+        except Exception:  # a metrics bug must never cost the hub (or the recorder) a frame
+            self.errors += 1
+            log.exception("metrics: frame %s of %s not counted", seq, session)
+
+    def _fold(self, session: str, frame_type: str, data: dict[str, Any]) -> None:
         stats = self._stats(session)
         if stats is None:
             return

@@ -11,7 +11,7 @@ import pytest
 from app.live.hub import EventHub
 from app.live.kv_residency import BlockResidency
 from app.live.metrics import Metrics
-from app.protocol.frames import iteration_payload
+from app.protocol.frames import iteration_payload, request_payload
 from app.protocol.session import session_meta
 
 
@@ -128,3 +128,18 @@ def test_ended_local_sessions_are_dropped_after_a_few(
         hub.publish(sid, "iteration", _frame(0))
         hub.close_session(sid)
     assert sorted(e for _, e in metrics.engines) == sorted(f"s{i}" for i in range(4, 12))
+
+
+def test_a_frame_metrics_cannot_count_still_reaches_the_other_listeners(
+    hub_metrics: tuple[EventHub, Metrics],
+) -> None:
+    hub, metrics = hub_metrics
+    seen: list[int] = []
+    hub.add_listener(
+        lambda session, kind, seq, data, text: seen.append(seq)
+    )  # the recorder's place
+    hub.open_session("s1", session_meta("live", "local", model="m"))
+    hub.publish("s1", "request", request_payload("a", "arrived", 0, 0.0, {"num_prompt_tokens": 4}))
+    odd = request_payload("a", "finished", 1, 0.5, {"reason": "stop", "num_output_tokens": "two"})
+    hub.publish("s1", "request", odd)  # a producer's detail the protocol does not type
+    assert seen == [1, 2, 3] and metrics.errors == 1
