@@ -12,10 +12,13 @@ from pathlib import Path
 import httpx
 import websockets.sync.client as ws_client
 
-from app.protocol.frames import iteration_payload, request_payload
+from app.protocol.frames import request_payload
+from tests.app.live.frames import iteration
 from tests.conftest import LiveServer
 
 NAMES_FILE = Path(__file__).with_name("vllm_dashboard_metrics.txt")
+BLOCKS = [[1, "used", "a", 1], [2, "used", "a", 1]]
+STOPPED = [{"req": "a", "reason": "stop"}]
 
 
 def dashboard_names() -> tuple[list[str], list[str]]:
@@ -159,10 +162,10 @@ def test_each_session_and_node_is_its_own_series(live_server: LiveServer) -> Non
         session = welcome["session"]
         frames = [
             ("request", request_payload("a", "arrived", 0, 0.0, {"num_prompt_tokens": 20})),
-            ("iteration", _iteration(0, [{"req": "a", "n": 20, "start": 0}], ["a"])),
+            ("iteration", iteration(0, 20, 0, new=["a"], arrived=["a"], blocks=BLOCKS)),
             ("request", request_payload("a", "scheduled", 0, 0.0)),
             ("request", request_payload("a", "first_token", 0, 0.05)),
-            ("iteration", _iteration(1, [{"req": "a", "n": 1, "start": 20}], [])),
+            ("iteration", iteration(1, 1, 20, finished=STOPPED, num_running_end=0, kv_used_end=0)),
             ("request", request_payload("a", "finished", 1, 0.1, {"reason": "stop"})),
         ]
         for seq, (kind, data) in enumerate(frames, 1):
@@ -181,44 +184,3 @@ def test_each_session_and_node_is_its_own_series(live_server: LiveServer) -> Non
     assert value(text, "vllm:time_to_first_token_seconds_sum", **node) == 0.05
     engines = {lab["engine"] for n, lab, _ in samples(text) if n == "vllm:prompt_tokens_total"}
     assert len(engines) == 2 and "gpu-7-dp1" in engines  # the local session's and the node's
-
-
-def _iteration(step: int, rows: list[dict[str, int | str]], new: list[str]) -> dict[str, object]:
-    scheduled = [
-        {**r, "phase": "prefill" if r["n"] != 1 else "decode", "prefix_hit": 0, "sample": True}
-        for r in rows
-    ]
-    used = sum(int(r["n"]) for r in rows)
-    return iteration_payload(
-        step=step,
-        t_start=step * 0.05,
-        duration=0.05,
-        forward_ms=1.0,
-        overhead_us=1.0,
-        simulated=False,
-        scheduled=scheduled,
-        new=new,
-        resumed=[],
-        preempted=[],
-        finished=[{"req": "a", "reason": "stop"}] if step == 1 else [],
-        arrived=["a"] if step == 0 else [],
-        rejected=[],
-        sampled=["a"],
-        num_running=1,
-        num_waiting=0,
-        num_running_end=0 if step == 1 else 1,
-        num_waiting_end=0,
-        max_num_batched_tokens=256,
-        num_scheduled_tokens=used,
-        max_num_seqs=8,
-        prefill_tokens=used if step == 0 else 0,
-        decode_tokens=0 if step == 0 else used,
-        kv_total=10,
-        kv_used=2,
-        kv_cached_free=0,
-        kv_hit_tokens=0,
-        kv_used_end=0 if step == 1 else 2,
-        blocks=[[1, "used", "a", 1], [2, "used", "a", 1]] if step == 0 else [],
-        waiting_reasons={},
-        config_version=0,
-    )

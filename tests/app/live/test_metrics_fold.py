@@ -11,8 +11,9 @@ import pytest
 from app.live.hub import EventHub
 from app.live.kv_residency import BlockResidency
 from app.live.metrics import Metrics
-from app.protocol.frames import iteration_payload, request_payload
+from app.protocol.frames import request_payload
 from app.protocol.session import session_meta
+from tests.app.live.frames import iteration
 
 
 def test_block_lifetime_idle_and_reuse_gaps() -> None:
@@ -37,41 +38,10 @@ def test_block_lifetime_idle_and_reuse_gaps() -> None:
 
 
 def _frame(step: int, **extra: Any) -> dict[str, Any]:
-    data = iteration_payload(
-        step=step,
-        t_start=step * 0.01,
-        duration=0.01,
-        forward_ms=1.0,
-        overhead_us=1.0,
-        simulated=True,
-        scheduled=[{"req": "a", "n": 4, "start": 10, "phase": "decode", "prefix_hit": 0}],
-        new=[],
-        resumed=[],
-        preempted=[],
-        finished=[],
-        arrived=[],
-        rejected=[],
-        sampled=["a"],
-        num_running=1,
-        num_waiting=2,
-        num_running_end=1,
-        num_waiting_end=2,
-        max_num_batched_tokens=64,
-        num_scheduled_tokens=4,
-        max_num_seqs=4,
-        prefill_tokens=0,
-        decode_tokens=4,
-        kv_total=10,
-        kv_used=3,
-        kv_cached_free=0,
-        kv_hit_tokens=0,
-        kv_used_end=3,
-        blocks=[],
-        waiting_reasons={"b": "kv_blocks", "c": "paused"},
-        config_version=0,
-    )
-    data.update(extra)
-    return data
+    """`a` decoding while `b` waits for KV blocks and `c` is held back."""
+    waiting = {"num_waiting": 2, "num_waiting_end": 2}
+    reasons = {"b": "kv_blocks", "c": "paused"}
+    return iteration(step, 1, 10, **waiting, waiting_reasons=reasons, **extra)
 
 
 @pytest.fixture
