@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.api_models import ErrorBody, FieldError
+from app.api_docs import ErrorBody, FieldError
 from app.errors import NotFound
 from app.forms import FormError
 from app.live.engine_service import EngineService

@@ -11,7 +11,7 @@ from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import text
 
-from app.api_models import TAGS, install_openapi
+from app.api_docs import TAGS, install_openapi
 from app.db.migrate import is_memory_url, prepare
 from app.db.session import make_engine, make_sessionmaker
 from app.deps import install_error_handlers

@@ -70,9 +70,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
     sink = QueueSink()
     engine = Engine(config, runner, sink)
     counter = iter(range(1, 1 << 62))
-    workload = PoissonWorkload(
-        settings.workload_spec(), next_id=lambda: f"{node}-p{next(counter)}"
-    )
+    workload = PoissonWorkload(settings.workload_spec(), next_id=lambda: f"{node}-p{next(counter)}")
     core = EngineCore(
         engine, realtime=settings.realtime, speed=settings.sim_speed, before_step=workload
     )

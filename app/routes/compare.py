@@ -9,7 +9,8 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from app.api_models import Comparison, error_responses
+from app.api_docs import error_responses
+from app.api_models import Comparison
 from app.deps import DbDep, View, not_found_page
 from app.records.compare import compare_sessions
 from app.templating import templates

@@ -14,8 +14,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
+from app.api_docs import CONTROL_ERRORS, error_responses
 from app.api_models import (
-    CONTROL_ERRORS,
     AbortResult,
     ConfigResult,
     InjectBody,
@@ -25,7 +25,6 @@ from app.api_models import (
     WorkloadBody,
     WorkloadResult,
     body_doc,
-    error_responses,
 )
 from app.deps import (
     Control,

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import Response, StreamingResponse
 from sqlalchemy.orm import Session
 
-from app.api_models import error_responses
+from app.api_docs import error_responses
 from app.deps import DbDep, View
 from app.records.export import jsonl_lines, perfetto_trace
 

@@ -7,7 +7,8 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from app.api_models import LatencySummary, LiveConfig, RequestRow, Snapshot, error_responses
+from app.api_docs import error_responses
+from app.api_models import LatencySummary, LiveConfig, RequestRow, Snapshot
 from app.deps import HubDep, ServiceDep, View
 from app.errors import NotFound
 from app.protocol.state import SessionState

@@ -6,7 +6,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from app.api_models import CONTROL_ERRORS, VIEW_ERRORS, ScenarioLoaded, error_responses
+from app.api_docs import CONTROL_ERRORS, VIEW_ERRORS, error_responses
+from app.api_models import ScenarioLoaded
 from app.deps import Control, LocalEngineDep, View, answer
 from app.live.engine_service import ScenarioSummary, scenario_summaries
 

@@ -10,8 +10,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
+from app.api_docs import CONTROL_ERRORS, error_responses
 from app.api_models import (
-    CONTROL_ERRORS,
     Deleted,
     RenameBody,
     Renamed,
@@ -20,7 +20,6 @@ from app.api_models import (
     SessionListRow,
     Snapshot,
     body_doc,
-    error_responses,
 )
 from app.db import queries
 from app.deps import Control, DbDep, HubDep, RecorderDep, View, json_or_form
