@@ -65,6 +65,8 @@ class Settings(BaseSettings):
     """Wait out a simulated runner's modelled step time (False: run the sim flat out)."""
     sim_speed: float = Field(1.0, gt=0, le=1000)
     """With realtime: play simulated time this many times faster than the model."""
+    health_recorder_max_lag_s: float = Field(30.0, gt=0)
+    """/healthz says unhealthy once a frame has waited this long for the database."""
     ws_queue_frames: int = Field(512, ge=8, le=100_000)
     """Per-client bound on queued frames; past it the client gets a gap + snapshot."""
 

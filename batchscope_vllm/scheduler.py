@@ -76,6 +76,8 @@ def sender_from_env(sched: Scheduler) -> Sender | None:
             "runner": "vllm",
             "simulated": False,
             "model": model,
+            # vLLM's `model_name` metric label, so the dashboard's /metrics matches the node's.
+            "served_model_name": str(sched.vllm_config.model_config.served_model_name or model),
             "config": config,
         },
         max_tokens=sched.max_num_scheduled_tokens,

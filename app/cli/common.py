@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from app.cli.help import from_env
+
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
 
@@ -17,7 +19,10 @@ class CliError(Exception):
 
 
 def add_database_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--database-url", dest="database_url")
+    from_env(
+        p.add_argument("--database-url", dest="database_url", metavar="URL", help="the database"),
+        "database_url",
+    )
 
 
 def database_url(args: argparse.Namespace) -> str:
