@@ -201,8 +201,9 @@ def test_recorded_sessions_equal_what_vllm_decided(
         if name == "spec_decode":
             assert result["total_accepted_tokens"] > 0
             rows = {r["req"]: r for r in state["requests"]}
-            assert sum(r["num_accepted_tokens"] for r in rows.values()) == (
-                result["total_accepted_tokens"]
+            assert (
+                sum(r["num_accepted_tokens"] for r in rows.values())
+                == (result["total_accepted_tokens"])
             )
     assert sum(json.loads((out_dir / f"{n}.json").read_text())["total_preemptions"] for n in names)
 
