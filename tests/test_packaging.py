@@ -26,6 +26,7 @@ from pathlib import Path
 import httpx
 import websockets.sync.client as ws_client
 
+from app.db.migrate import head_revision
 from tests.conftest import ROOT, TOKEN, free_port, start_server
 
 SITE = Path(sysconfig.get_paths()["purelib"])
@@ -103,7 +104,7 @@ def test_the_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> Non
     ).stdout.strip()  # fmt: skip
     assert where.startswith(str(tmp_path / "venv")) and where.endswith("app/_assets/static")
     assert "batchscope 0.1.0" in _run(bin_dir, work, "--version")
-    assert "at revision 0001" in _run(bin_dir, work, "db", "upgrade")
+    assert f"at revision {head_revision()}" in _run(bin_dir, work, "db", "upgrade")
 
     port = free_port()
     serve = subprocess.Popen(
