@@ -84,6 +84,7 @@ BODY_MODELS: tuple[type[BaseModel], ...] = (
     WorkloadBody,
     RenameBody,
 )
+"""Bodies routes read themselves (json_or_form); body_doc references them by name."""
 
 
 def body_doc(model: type[BaseModel]) -> dict[str, Any]:
@@ -239,3 +240,44 @@ class Health(BaseModel):
     status: Literal["ok", "unhealthy"]
     reason: str | None = Field(description="`check: what is wrong` of every failing check")
     checks: dict[str, HealthCheck]
+
+
+class LabSweepBody(_Body):
+    """A sweep from the lab's form: a source, one or two knobs with their values. Fields
+    are loosely typed on purpose: the lab's parser (app.lab.form) checks them and names
+    the knob or value at fault in its 422."""
+
+    source: str | None = Field(None, max_length=20, description="library|workload|session|scenario")
+    scenario: str | None = Field(None, max_length=200, description="library scenario name")
+    workload: str | None = Field(None, max_length=500, description="e.g. poisson:rate=20,n=200")
+    session: str | None = Field(None, max_length=200, description="a recording's id")
+    scenario_json: str | None = Field(None, max_length=2_000_000)
+    knob: str | None = Field(None, max_length=100, description="the knob to sweep")
+    values: str | None = Field(None, max_length=2000, description="its values, e.g. 128,256")
+    knob2: str | None = Field(None, max_length=100)
+    values2: str | None = Field(None, max_length=2000)
+    set: str | None = Field(None, max_length=2000, description="fixed knobs NAME=V; ...")
+    repeat: str | int | None = Field(None, description="1..50")
+    seed: str | int | None = Field(None, description="0..2^31-1")
+    runner: str | None = Field(None, max_length=20, description="sim or torch")
+    cost_model: str | None = Field(None, max_length=500)
+    name: str | None = Field(None, max_length=200)
+
+
+class LabStarted(BaseModel):
+    sweep: str
+    href: str
+    points: int
+
+
+class LabCancel(BaseModel):
+    sweep: str
+    cancelling: bool
+
+
+class PointSession(BaseModel):
+    session: str
+    href: str
+
+
+BODY_MODELS = (*BODY_MODELS, LabSweepBody)

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from enum import Enum
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.api_docs import CONTROL_ERRORS, error_responses
+from app.api_models import Deleted, LabCancel, LabStarted, LabSweepBody, PointSession, body_doc
 from app.db import queries
-from app.deps import BodyDep, Control, DbDep, HubDep, RecorderDep, View
+from app.deps import Control, DbDep, HubDep, RecorderDep, View, json_or_form
 from app.errors import NotFound
 from app.lab import store
 from app.lab.background import LabDep, LabWorker
@@ -27,15 +30,20 @@ from app.routes.links import replay_href
 from engine.sweep import SweepPoint
 
 router = APIRouter(prefix="/api/lab")
+TAGS: list[str | Enum] = ["lab"]
+VIEW_ERRORS = error_responses(401, 404)
+WRITE_ERRORS = {**CONTROL_ERRORS, **error_responses(404)}
+SweepBodyDep = Annotated[LabSweepBody, Depends(json_or_form(LabSweepBody))]
+STARTED: dict[int | str, dict[str, Any]] = {201: {"model": LabStarted, "description": "queued"}}
 
 
-@router.get("", dependencies=View)
+@router.get("", dependencies=View, tags=TAGS, responses=VIEW_ERRORS)
 async def lab(db: DbDep, lab: LabDep) -> dict[str, Any]:
     rows = await asyncio.to_thread(store.list_sweeps, db)
     return overview(rows, lab.status())
 
 
-@router.get("/sweeps", dependencies=View)
+@router.get("/sweeps", dependencies=View, tags=TAGS, responses=VIEW_ERRORS)
 async def sweeps(db: DbDep) -> list[store.SweepRow]:
     return await asyncio.to_thread(store.list_sweeps, db)
 
@@ -53,27 +61,53 @@ async def _start(request: Request, lab: LabWorker, spec: SweepSpec) -> Response:
     return JSONResponse(body, status_code=201, headers=headers)
 
 
-@router.post("/sweeps", dependencies=Control)
-async def start(request: Request, db: DbDep, lab: LabDep, body: BodyDep) -> Response:
+@router.post(
+    "/sweeps",
+    dependencies=Control,
+    tags=TAGS,
+    status_code=201,
+    summary="Start a sweep",
+    openapi_extra=body_doc(LabSweepBody),
+    responses={**STARTED, **WRITE_ERRORS},
+    response_model=LabStarted,
+)
+async def start(request: Request, db: DbDep, lab: LabDep, body: SweepBodyDep) -> Response:
+    data = body.model_dump(exclude_none=True)
     try:
-        spec = await asyncio.to_thread(spec_from_form, body, db)
+        spec = await asyncio.to_thread(spec_from_form, data, db)
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from None
     return await _start(request, lab, spec)
 
 
-@router.post("/experiments/{name}/run", dependencies=Control)
-async def run_experiment(name: str, request: Request, lab: LabDep) -> Response:
-    spec = await asyncio.to_thread(get_experiment(name).spec)
+@router.post(
+    "/experiments/{experiment}/run",
+    dependencies=Control,
+    tags=TAGS,
+    status_code=201,
+    summary="Run a ready experiment",
+    responses={**STARTED, **WRITE_ERRORS},
+    response_model=LabStarted,
+)
+async def run_experiment(experiment: str, request: Request, lab: LabDep) -> Response:
+    spec = await asyncio.to_thread(get_experiment(experiment).spec)
     return await _start(request, lab, spec)
 
 
-@router.get("/sweeps/{sweep_id}", dependencies=View)
+@router.get("/sweeps/{sweep_id}", dependencies=View, tags=TAGS, responses=VIEW_ERRORS)
 async def sweep(sweep_id: str, db: DbDep) -> dict[str, Any]:
     return sweep_view(await asyncio.to_thread(store.get_sweep, db, sweep_id))
 
 
-@router.get("/sweeps/{sweep_id}/download", dependencies=View)
+@router.get(
+    "/sweeps/{sweep_id}/download",
+    dependencies=View,
+    tags=TAGS,
+    responses={
+        200: {"content": {"text/csv": {}, "application/json": {}}},
+        **error_responses(401, 404, 422),
+    },
+)
 async def download(sweep_id: str, db: DbDep, format: str = "csv") -> Response:
     if format not in ("csv", "json"):
         raise HTTPException(422, "format: csv or json")
@@ -86,7 +120,13 @@ async def download(sweep_id: str, db: DbDep, format: str = "csv") -> Response:
     return Response(text, media_type="application/json", headers=disposition)
 
 
-@router.post("/sweeps/{sweep_id}/cancel", dependencies=Control)
+@router.post(
+    "/sweeps/{sweep_id}/cancel",
+    dependencies=Control,
+    tags=TAGS,
+    responses=WRITE_ERRORS,
+    response_model=LabCancel,
+)
 async def cancel(sweep_id: str, db: DbDep, lab: LabDep) -> dict[str, Any]:
     await asyncio.to_thread(store.get_sweep, db, sweep_id)  # 404 if unknown
     if not lab.cancel(sweep_id):
@@ -94,7 +134,13 @@ async def cancel(sweep_id: str, db: DbDep, lab: LabDep) -> dict[str, Any]:
     return {"sweep": sweep_id, "cancelling": True}
 
 
-@router.delete("/sweeps/{sweep_id}", dependencies=Control)
+@router.delete(
+    "/sweeps/{sweep_id}",
+    dependencies=Control,
+    tags=TAGS,
+    responses=WRITE_ERRORS,
+    response_model=Deleted,
+)
 async def delete(sweep_id: str, db: DbDep) -> dict[str, Any]:
     detail = await asyncio.to_thread(store.get_sweep, db, sweep_id)
     if detail["status"] in store.UNFINISHED:
@@ -103,7 +149,13 @@ async def delete(sweep_id: str, db: DbDep) -> dict[str, Any]:
     return {"deleted": sweep_id}
 
 
-@router.post("/sweeps/{sweep_id}/points/{index}/session", dependencies=Control)
+@router.post(
+    "/sweeps/{sweep_id}/points/{index}/session",
+    dependencies=Control,
+    tags=TAGS,
+    responses=WRITE_ERRORS,
+    response_model=PointSession,
+)
 async def open_point(
     sweep_id: str, index: int, db: DbDep, hub: HubDep, recorder: RecorderDep
 ) -> dict[str, Any]:

@@ -133,7 +133,7 @@ def test_bad_input_is_one_message_exit_2_and_nothing_written(
         (["--experiment", "nope"], "no experiment"),
         (
             ["--session", "s-none", "--knob", "max_num_seqs=2", "--database-url", "sqlite://"],
-            "not at the latest schema",
+            "run `batchscope db upgrade",
         ),
     ],
 )
