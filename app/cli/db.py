@@ -15,12 +15,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     db = sub.add_parser("db", help="database schema (Alembic migrations)")
     db.add_argument("action", choices=("upgrade", "downgrade", "current"))
     add_database_flag(db)
-    db.add_argument("--revision", help="target revision (default head / base)")
+    db.add_argument(
+        "--revision", help="target revision (default: head to upgrade, base to downgrade)"
+    )
     db.set_defaults(run=cmd_db)
 
     sessions = sub.add_parser("sessions", help="list recorded sessions, or prune old ones")
     sessions.add_argument("action", nargs="?", choices=("list", "prune"), default="list")
-    sessions.add_argument("--json", action="store_true")
+    sessions.add_argument("--json", action="store_true", help="print JSON instead of a table")
     sessions.add_argument(
         "--older-than",
         metavar="AGE",

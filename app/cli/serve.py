@@ -3,36 +3,73 @@
 from __future__ import annotations
 
 import argparse
-import socket
 from pathlib import Path
 
 from app.cli.common import CliError, add_database_flag
+from app.cli.help import from_env
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = sub.add_parser("serve", help="start the dashboard with the embedded engine")
-    serve.add_argument("--host", help="bind address (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port (default 8000)")
-    serve.add_argument("--runner", choices=("sim", "torch"))
-    serve.add_argument("--model", metavar="DIR", help="local Llama-family checkpoint directory")
-    serve.add_argument("--device", choices=("auto", "cpu", "cuda"))
-    serve.add_argument("--workload", choices=("poisson", "none"))
+    from_env(serve.add_argument("--host", help="bind address"), "host")
+    from_env(serve.add_argument("--port", type=int, help="port"), "port")
+    from_env(
+        serve.add_argument("--runner", choices=("sim", "torch"), help="the engine's runner"),
+        "runner",
+    )
+    from_env(
+        serve.add_argument(
+            "--model", metavar="DIR", help="local Llama-family checkpoint directory"
+        ),
+        "model",
+        shown_default="built-in random weights",
+    )
+    from_env(
+        serve.add_argument(
+            "--device", choices=("auto", "cpu", "cuda"), help="where the torch runner runs"
+        ),
+        "device",
+    )
+    from_env(
+        serve.add_argument(
+            "--workload", choices=("poisson", "none"), help="the live engine's own arrivals"
+        ),
+        "workload",
+    )
     add_database_flag(serve)
-    serve.add_argument("--token", help="control token (default: generated at start)")
-    serve.add_argument(
-        "--allowed-host",
-        dest="allowed_hosts",
-        action="append",
-        metavar="NAME",
-        help="a host name browsers may use to reach this server, besides loopback names and "
-        "IP addresses (DNS-rebinding guard); repeatable",
+    from_env(
+        serve.add_argument(
+            "--allowed-host",
+            dest="allowed_hosts",
+            action="append",
+            metavar="NAME",
+            help="a host name browsers may use to reach this server, besides loopback names "
+            "and IP addresses (DNS-rebinding guard); repeatable",
+        ),
+        "allowed_hosts",
+        shown_default="loopback names and IP addresses",
     )
     serve.add_argument(
-        "--no-engine",
-        dest="engine",
-        action="store_false",
-        default=None,
-        help="observe remote nodes only; no local engine",
+        "--migrate",
+        action="store_true",
+        help="migrate a database at an older schema revision before serving (without it, "
+        "serve refuses and names the command; a new SQLite file is always created)",
+    )
+    from_env(
+        serve.add_argument("--token", help="control token"),
+        "token",
+        shown_default="generated at start",
+    )
+    from_env(
+        serve.add_argument(
+            "--no-engine",
+            dest="engine",
+            action="store_false",
+            default=None,
+            help="observe remote nodes only; no local engine",
+        ),
+        "engine",
+        shown_default="engine on",
     )
     serve.set_defaults(run=cmd_serve)
 
@@ -55,7 +92,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
     from pydantic import ValidationError
 
-    from app.db.migrate import NotMigrated, is_memory_url, require_migrated
+    from app.cli.listen import bind_listener
+    from app.db.migrate import NotMigrated, is_memory_url, prepare_for_serving
     from app.main import create_app
     from app.settings import Settings
     from engine.config import ConfigError
@@ -77,14 +115,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
             import torch  # noqa: F401
         except ImportError:
             raise CliError("the torch runner needs torch (pip install torch==2.13.0)") from None
+    listener = bind_listener(settings.host, settings.port)
     if not is_memory_url(settings.database_url):
         try:
-            require_migrated(settings.database_url)
+            done = prepare_for_serving(settings.database_url, migrate=args.migrate)
         except NotMigrated as exc:
+            listener.close()
             raise CliError(str(exc)) from None
-    # Listen before anything starts: a busy port or a bad host is one message, exit 2,
-    # and nothing written.
-    sock = listen(settings.host, settings.port)
+        if done:
+            print(f"batchscope: {done}", flush=True)
     app = create_app(settings)
     url = f"http://{_url_host(settings.host)}:{settings.port}"
     print(f"batchscope dashboard: {url}/", flush=True)
@@ -105,28 +144,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # loopback/LAN bytes it saves.
         ws_per_message_deflate=False,
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    uvicorn.Server(config).run(sockets=[listener])
     return 0
 
 
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
-
-
-def listen(host: str, port: int) -> socket.socket:
-    """A listening socket on host:port; CliError (exit 2) when that cannot be."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise CliError(f"--host {host}: not an address this machine has ({exc.strerror})") from None
-    family, kind, proto, _name, address = infos[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(2048)
-    except OSError as exc:
-        sock.close()
-        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    sock.set_inheritable(True)
-    return sock

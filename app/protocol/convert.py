@@ -14,6 +14,7 @@ from engine.events import (
     IterationEvent,
     RequestEvent,
 )
+from engine.outputs import ScheduledChunk
 
 
 def iteration_data(ev: IterationEvent) -> dict[str, Any]:
@@ -24,17 +25,7 @@ def iteration_data(ev: IterationEvent) -> dict[str, Any]:
         forward_ms=ev.forward_ms,
         overhead_us=ev.overhead_us,
         simulated=ev.simulated,
-        scheduled=[
-            {
-                "req": c.req_id,
-                "n": c.num_tokens,
-                "start": c.num_computed_before,
-                "phase": "prefill" if c.is_prefill else "decode",
-                "prefix_hit": c.num_prefix_hit_tokens,
-                "sample": c.sample,
-            }
-            for c in ev.chunks
-        ],
+        scheduled=[scheduled_item(c) for c in ev.chunks],
         new=ev.new_req_ids,
         resumed=ev.resumed_req_ids,
         preempted=[
@@ -62,7 +53,31 @@ def iteration_data(ev: IterationEvent) -> dict[str, Any]:
         blocks=[[b.block_id, b.state, b.owner, b.ref_cnt] for b in ev.kv_changes],
         waiting_reasons=ev.waiting_reasons,
         config_version=ev.config_version,
+        updated_step=ev.updated_step,
+        accepted=ev.accepted_tokens,
+        appended=ev.appended_tokens,
+        placeholders=ev.num_output_placeholders,
+        spec_tokens=ev.num_spec_tokens,
+        padding=ev.num_padding_tokens,
+        waiting_detail=ev.waiting_detail,
     )
+
+
+def scheduled_item(c: ScheduledChunk) -> dict[str, Any]:
+    """One `scheduled` row; `spec` (drafts) and `pad` (static padding) only when set."""
+    item: dict[str, Any] = {
+        "req": c.req_id,
+        "n": c.num_tokens,
+        "start": c.num_computed_before,
+        "phase": "prefill" if c.is_prefill else "decode",
+        "prefix_hit": c.num_prefix_hit_tokens,
+        "sample": c.sample,
+    }
+    if c.spec_token_ids:
+        item["spec"] = len(c.spec_token_ids)
+    if c.num_padding_tokens:
+        item["pad"] = c.num_padding_tokens
+    return item
 
 
 def request_data(ev: RequestEvent) -> dict[str, Any]:

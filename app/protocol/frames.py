@@ -47,11 +47,23 @@ def iteration_payload(
     blocks: list[list[Any]],
     waiting_reasons: Mapping[str, str],
     config_version: int,
+    updated_step: int | None = None,
+    accepted: Mapping[str, int] | None = None,
+    appended: Mapping[str, int] | None = None,
+    placeholders: Mapping[str, int] | None = None,
+    spec_tokens: int = 0,
+    padding: int = 0,
+    waiting_detail: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One step's `iteration` data. Times in seconds since the session started
     (`forward_ms` in ms, `overhead_us` in µs). `scheduled`: the `[{req, n, start, phase,
-    prefix_hit, sample}]` rows, or an object the producer's encoder splices in as text."""
-    return {
+    prefix_hit, sample[, spec][, pad]}]` rows, or an object the producer's encoder splices
+    in as text. `updated_step`: the step whose batch output this step applied (sync: this
+    step; async scheduling: an earlier one, or None). The optional maps are sent only when
+    they say something: `accepted` drafts per request, `appended` tokens per request (when
+    any is not 1), async output `placeholders` per request, draft `spec_tokens`, static
+    batching `padding`, and `waiting_detail` (the numbers behind `waiting_reasons`)."""
+    out = {
         "step": step,
         "t_start": _t(t_start),
         "duration": _t(duration),
@@ -89,7 +101,21 @@ def iteration_payload(
         "blocks": blocks,
         "waiting_reasons": dict(waiting_reasons),
         "config_version": config_version,
+        "updated_step": updated_step,
     }
+    if accepted:
+        out["accepted"] = dict(accepted)
+    if appended and any(n != 1 for n in appended.values()):
+        out["appended"] = dict(appended)
+    if placeholders:
+        out["placeholders"] = dict(placeholders)
+    if spec_tokens:
+        out["spec_tokens"] = spec_tokens
+    if padding:
+        out["padding"] = padding
+    if waiting_detail:
+        out["waiting_detail"] = dict(waiting_detail)
+    return out
 
 
 def request_payload(

@@ -30,6 +30,10 @@ class ScheduledItem(_Strict):
     phase: Literal["prefill", "decode"]
     prefix_hit: Count
     sample: bool
+    spec: int = Field(default=0, ge=0, le=64)
+    """Draft tokens among the n (speculative decoding)."""
+    pad: Count = 0
+    """Static batching: pad positions computed beside this prompt."""
 
 
 class PreemptedItem(_Strict):
@@ -89,6 +93,15 @@ class IterationFrame(_Strict):
     ]
     waiting_reasons: dict[Name, Annotated[str, Field(max_length=2000, pattern=NO_NUL)]]
     config_version: Count
+    updated_step: Count | None = None
+    accepted: dict[Name, Count] = Field(default_factory=dict)
+    appended: dict[Name, Count] = Field(default_factory=dict)
+    placeholders: dict[Name, Count] = Field(default_factory=dict)
+    spec_tokens: Count = 0
+    padding: Count = 0
+    waiting_detail: dict[
+        Name, Annotated[str, Field(max_length=2000, pattern=NO_NUL)] | int | float | bool | None
+    ] = Field(default_factory=dict)
 
 
 class RequestDetail(BaseModel):

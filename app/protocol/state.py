@@ -66,6 +66,10 @@ class SessionState:
         self._last_token_t: dict[str, float] = {}
         self._done: deque[str] = deque()
         self.dropped_rows = 0
+        self.waiting_detail: dict[str, Any] = {}
+        """The numbers behind the latest step's waiting reasons (engine.waiting)."""
+        self._in_flight: set[str] = set()
+        """Async scheduling: requests with output placeholders after the latest step."""
 
     # ------------------------------------------------------------------ fold
     def apply(self, frame_type: str, seq: int, data: dict[str, Any]) -> None:
@@ -113,6 +117,9 @@ class SessionState:
                 "finish_step": None,
                 "finish_reason": None,
                 "waiting_reason": None,
+                "num_draft_tokens": 0,
+                "num_accepted_tokens": 0,
+                "placeholders": 0,
                 "segments": [["waiting", max(self.step + 1, 0), None, 0]],
             }
         return row
@@ -189,6 +196,8 @@ class SessionState:
                 totals["prefix_hit_tokens"] += item["prefix_hit"]
             row["waiting_reason"] = None
             row["num_computed_tokens"] = item["start"] + item["n"]
+            if item.get("spec"):
+                row["num_draft_tokens"] = row.get("num_draft_tokens", 0) + item["spec"]
             segs = row["segments"]
             last = segs[-1] if segs else None
             if (
@@ -208,10 +217,12 @@ class SessionState:
             row["num_computed_tokens"] = 0
             row["segments"].append(["preempted", step, None, p["tokens_lost"]])
             totals["preemptions"] += 1
+        appended = d.get("appended", {})
         for req in d["sampled"]:
             row = self._row(req)
-            row["num_tokens"] += 1
-            totals["output_tokens"] += 1
+            n = appended.get(req, 1)
+            row["num_tokens"] += n
+            totals["output_tokens"] += n
             prev = self._last_token_t.get(req)
             if prev is not None:
                 self._itl.append(round(t_end - prev, 6))
@@ -224,6 +235,20 @@ class SessionState:
             waiting_row = self.requests.get(req)
             if waiting_row is not None:
                 waiting_row["waiting_reason"] = reason
+        self.waiting_detail = d.get("waiting_detail", {})
+        accepted = d.get("accepted", {})
+        for req, n in accepted.items():
+            acc_row = self.requests.get(req)
+            if acc_row is not None:
+                acc_row["num_accepted_tokens"] = acc_row.get("num_accepted_tokens", 0) + n
+        placeholders = d.get("placeholders", {})
+        for req in self._in_flight - placeholders.keys():
+            ph_row = self.requests.get(req)
+            if ph_row is not None:
+                ph_row["placeholders"] = 0
+        for req, n in placeholders.items():
+            self._row(req)["placeholders"] = n
+        self._in_flight = set(placeholders)
         for block_id, state, owner, ref in d["blocks"]:
             self.blocks[block_id] = [block_id, state, owner, ref]
         kv = d["kv"]
@@ -254,6 +279,10 @@ class SessionState:
                 "kv_total": kv["total"],
                 "preempted": len(d["preempted"]),
                 "plan": {i["req"]: i["n"] for i in d["scheduled"]},
+                "updated_step": d.get("updated_step", step),
+                "spec": d.get("spec_tokens", 0),
+                "accepted": sum(accepted.values()),
+                "padding": d.get("padding", 0),
                 "finished": [f["req"] for f in d["finished"]],
                 "preempted_ids": [p["req"] for p in d["preempted"]],
             }
@@ -283,6 +312,8 @@ class SessionState:
             "last_token_t": self._last_token_t,
             "done": list(self._done),
             "dropped_rows": self.dropped_rows,
+            "waiting_detail": self.waiting_detail,
+            "in_flight": sorted(self._in_flight),
         }
         for name in self._DEQUES:
             out[name] = list(getattr(self, name))
@@ -311,6 +342,8 @@ class SessionState:
         state._last_token_t = dict(data["last_token_t"])
         state._done.extend(data.get("done", ()))
         state.dropped_rows = int(data.get("dropped_rows", 0))
+        state.waiting_detail = dict(data.get("waiting_detail", {}))
+        state._in_flight = set(data.get("in_flight", ()))
         for name in cls._DEQUES:
             getattr(state, name).extend(data[name])
         return state
@@ -348,6 +381,7 @@ class SessionState:
             "blocks": [self.blocks[k] for k in sorted(self.blocks)],
             "history": history,
             "totals": {**self.totals, "dropped_rows": self.dropped_rows},
+            "waiting_detail": dict(self.waiting_detail),
         }
 
     def request_rows(self) -> list[dict[str, Any]]:

@@ -35,6 +35,7 @@ from app.db.writer_process import (
     start_writer,
     write_texts,
 )
+from app.live.health import Check
 from app.live.hub import EventHub
 
 log = logging.getLogger("batchscope.recorder")
@@ -88,11 +89,16 @@ class Recorder:
         hub.add_listener(self.on_frame)
 
     @property
+    def writing(self) -> int:
+        """Frames of the batch being written now."""
+        return len(self.in_flight)
+
+    @property
     def lag(self) -> int:
         """Frames received but not yet in the database, the batch being written included."""
         return len(self.pending) + len(self.in_flight)
 
-    def lag_s(self) -> float:
+    def lag_seconds(self) -> float:
         """How long the oldest frame not yet in the database has waited."""
         now = time.monotonic()
         if self.in_flight:
@@ -225,7 +231,7 @@ class Recorder:
 
     # --------------------------------------------------------------- health
     def healthy(self) -> bool:
-        return self.consecutive_failures == 0 and self.lag_s() < STALE_AFTER_S
+        return self.consecutive_failures == 0 and self.lag_seconds() < STALE_AFTER_S
 
     def status(self) -> dict[str, Any]:
         """What /healthz shows: real lag (the batch being written included) and failures."""
@@ -233,10 +239,30 @@ class Recorder:
             "ok": self.healthy(),
             "written": self.written,
             "lag": self.lag,
-            "lag_s": round(self.lag_s(), 3),
+            "lag_seconds": round(self.lag_seconds(), 3),
             "failures": self.failures,
             "consecutive_failures": self.consecutive_failures,
             "last_error": self.last_error,
             "rejected": self.num_rejected,
             "last_rejected": [r._asdict() for r in list(self.rejected)[-5:]],
         }
+
+    def health(self, max_lag_s: float) -> Check:
+        """Not ok while writes fail, or once a frame has waited longer than `max_lag_s`."""
+        status, waited = self.status(), self.lag_seconds()
+        if self.consecutive_failures:
+            return Check(
+                False,
+                f"writes failing ({self.consecutive_failures} in a row, {self.lag} frames kept "
+                f"for retry, the oldest for {waited:.0f} s): {self.last_error}",
+                status,
+            )
+        if waited <= max_lag_s:
+            return Check(True, f"{self.lag} frames waiting ({waited:.1f} s)", status)
+        error = f"; last error: {self.last_error}" if self.last_error else ""
+        return Check(
+            False,
+            f"{self.lag} frames not yet in the database, the oldest for {waited:.0f} s "
+            f"(over {max_lag_s:g} s){error}",
+            status,
+        )

@@ -22,6 +22,7 @@ from app.db.frame_codec import unpack_frame
 from app.db.models import EventRecord
 from app.db.queries import SessionRow, get_session
 from app.db.writer_process import TextFrame
+from app.live.hub import EventHub
 from app.protocol.convert import event_to_frame
 from app.protocol.envelope import encode, envelope
 from app.protocol.session import new_session_id, session_meta
@@ -192,3 +193,16 @@ async def rerun_session(
             await asyncio.sleep(0.01)
     await worker
     return new_id, label, sink.steps
+
+
+def publish_closed_session(hub: EventHub, meta: dict[str, Any], events: list[Event]) -> str:
+    """A finished run's events as a new, closed session, recorded like any other (the
+    recorder listens to the hub). Returns the new session's id."""
+    new_id = new_session_id()
+    hub.open_session(new_id, meta, live=False)
+    for event in events:
+        frame_type, frame = event_to_frame(event)
+        if frame_type != "engine_snapshot":
+            hub.publish(new_id, frame_type, frame)
+    hub.close_session(new_id)
+    return new_id

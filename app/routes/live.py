@@ -7,11 +7,15 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from app.api_docs import error_responses
+from app.api_models import LatencySummary, LiveConfig, RequestRow, Snapshot
 from app.deps import HubDep, ServiceDep, View
 from app.errors import NotFound
 from app.protocol.state import SessionState
 
-router = APIRouter(prefix="/api", dependencies=View)
+router = APIRouter(
+    prefix="/api", dependencies=View, tags=["live"], responses=error_responses(401, 404)
+)
 
 
 def _live(hub: HubDep) -> SessionState:
@@ -21,22 +25,26 @@ def _live(hub: HubDep) -> SessionState:
     return state
 
 
-@router.get("/state")
+@router.get("/state", response_model=Snapshot, summary="The live session's state")
 async def state(hub: HubDep) -> dict[str, Any]:
     return _live(hub).snapshot()
 
 
-@router.get("/requests")
+@router.get(
+    "/requests",
+    response_model=list[RequestRow],
+    summary="The live session's requests (table rows)",
+)
 async def requests_rows(hub: HubDep) -> list[dict[str, Any]]:
     return _live(hub).request_rows()
 
 
-@router.get("/stats")
+@router.get("/stats", response_model=LatencySummary, summary="Latency percentiles and totals")
 async def stats(hub: HubDep) -> dict[str, Any]:
     return _live(hub).latency_summary()
 
 
-@router.get("/config")
+@router.get("/config", response_model=LiveConfig, summary="The live session's knobs")
 async def config(hub: HubDep, service: ServiceDep) -> dict[str, Any]:
     live = _live(hub)
     return {

@@ -52,6 +52,8 @@
       this.tStart = new Map();
       this.tEnd = new Map();
       this.queues = { running: 0, waiting: 0 };
+      this.inFlight = new Set(); // async: requests with output placeholders
+      this.waitingDetail = {}; // the numbers behind the latest waiting reasons
       this.ganttVersion = 0; // bumped on every change that moves a Gantt bar
     }
 
@@ -67,8 +69,13 @@
       this.configVersion = d.config_version || 0;
       this.paused = !!d.paused;
       this.simulated = !!d.simulated;
+      this.waitingDetail = d.waiting_detail || {};
       for (const r of d.requests || []) {
         const row = Object.assign({}, r);
+        row.num_draft_tokens = r.num_draft_tokens || 0;
+        row.num_accepted_tokens = r.num_accepted_tokens || 0;
+        row.placeholders = r.placeholders || 0;
+        if (row.placeholders) this.inFlight.add(row.req);
         row.segs = (r.segments || []).map((s) => [s[0], s[1], s[2], s[3], 0]);
         this._openLast(row);
         if (row.prefix_hit) this._markHit(row);
@@ -115,6 +122,7 @@
           num_computed_tokens: 0, max_tokens: 0, priority: 0, num_preemptions: 0,
           prefix_hit: 0, arrived_step: s, arrived_t: null, first_scheduled_step: null,
           first_token_t: null, finish_step: null, finish_reason: null, waiting_reason: null,
+          num_draft_tokens: 0, num_accepted_tokens: 0, placeholders: 0,
           segs: [["waiting", s, null, 0, 0]] };
         this.reqs.set(req, row);
         this.order.push(req);
@@ -212,6 +220,7 @@
         }
         row.waiting_reason = null;
         row.num_computed_tokens = it.start + it.n;
+        if (it.spec) row.num_draft_tokens += it.spec;
         const segs = row.segs;
         const last = segs[segs.length - 1];
         if (it.phase === "decode" && last && last[0] === "decode" && last[2] === step - 1) {
@@ -228,7 +237,24 @@
         row.num_computed_tokens = 0;
         row.segs.push(["preempted", step, null, p.tokens_lost, 0]);
       }
-      for (const req of d.sampled) { const r = this.reqs.get(req); if (r) r.num_tokens++; }
+      const appended = d.appended || {};
+      for (const req of d.sampled) {
+        const r = this.reqs.get(req);
+        if (r) r.num_tokens += appended[req] || 1;
+      }
+      const accepted = d.accepted || {};
+      for (const req in accepted) {
+        const r = this.reqs.get(req);
+        if (r) r.num_accepted_tokens += accepted[req];
+      }
+      const placeholders = d.placeholders || {};
+      for (const req of this.inFlight) {
+        const r = this.reqs.get(req);
+        if (r && !(req in placeholders)) r.placeholders = 0;
+      }
+      this.inFlight = new Set(Object.keys(placeholders));
+      for (const req in placeholders) this._row(req, step).placeholders = placeholders[req];
+      this.waitingDetail = d.waiting_detail || {};
       for (const fin of d.finished) {
         const row = this._row(fin.req, step);
         row.status = "FINISHED"; row.finish_reason = fin.reason; row.finish_step = step;
@@ -247,7 +273,9 @@
         decode: d.budget.decode, max_tokens: d.budget.max_tokens, seqs: d.scheduled.length,
         max_seqs: d.budget.max_seqs, running: d.queues.running_end,
         waiting: d.queues.waiting_end, kv_used: d.kv.used_end, kv_cached: d.kv.cached_free,
-        kv_total: d.kv.total });
+        kv_total: d.kv.total, spec: d.spec_tokens || 0, accepted: sumValues(accepted),
+        padding: d.padding || 0,
+        updated_step: d.updated_step === undefined ? step : d.updated_step });
       if (plan.length) {
         this.totalTokens += d.budget.used;
         this.steps.push({ step: step, plan: plan, total: d.budget.used,

