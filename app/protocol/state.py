@@ -7,7 +7,6 @@ it from a checkpoint plus the frames after it.
 
 from __future__ import annotations
 
-import copy
 from collections import deque
 from typing import Any
 
@@ -18,6 +17,33 @@ database's requests table). Bounds memory, snapshots and checkpoints of long ses
 LATENCY_SAMPLES = 4096
 PLAN_STEPS = 256
 """Only the latest steps keep their full plan ({req: n}) in the history (the step table)."""
+
+
+ROW_COLUMNS = (
+    "req",
+    "status",
+    "num_prompt_tokens",
+    "num_tokens",
+    "num_computed_tokens",
+    "max_tokens",
+    "priority",
+    "num_preemptions",
+    "prefix_hit",
+    "arrived_step",
+    "arrived_t",
+    "first_scheduled_step",
+    "first_token_t",
+    "last_token_t",
+    "finish_t",
+    "finish_step",
+    "finish_reason",
+    "waiting_reason",
+    "num_draft_tokens",
+    "num_accepted_tokens",
+    "placeholders",
+    "segments",
+)
+"""A request row's keys, in the order of a columns snapshot (segments last)."""
 
 
 def _quantiles(values: list[float]) -> dict[str, float | None]:
@@ -346,12 +372,23 @@ class SessionState:
         return state
 
     # ---------------------------------------------------------------- views
-    def snapshot(self) -> dict[str, Any]:
-        rows = copy.deepcopy(list(self.requests.values()))
-        for row in rows:
-            for seg in row["segments"]:
+    def snapshot(self, columns: bool = False) -> dict[str, Any]:
+        """The state for a late joiner (docs/protocol.md). `columns`: `requests` as
+        `{"columns": [...], "rows": [[...], ...]}` (a quarter of the bytes, and faster to
+        encode and parse for a 10,000-request session) instead of one object per row."""
+        # Rows hold scalars and the segment lists: copying those is enough (and ~10x
+        # faster than copy.deepcopy on a 10,000-request session).
+        rows: list[Any] = []
+        for r in self.requests.values():
+            segments = [list(seg) for seg in r["segments"]]
+            for seg in segments:
                 if seg[2] is None:
                     seg[2] = max(self.step, seg[1])
+            if columns:
+                rows.append([r.get(c) for c in ROW_COLUMNS[:-1]] + [segments])
+            else:
+                rows.append({**r, "segments": segments})
+        requests: Any = {"columns": list(ROW_COLUMNS), "rows": rows} if columns else rows
         return {
             "session": self.session,
             "meta": dict(self.meta),
@@ -363,7 +400,7 @@ class SessionState:
             "config_marks": list(self.config_marks),
             "paused": self.paused,
             "simulated": self.simulated,
-            "requests": rows,
+            "requests": requests,
             "blocks": [self.blocks[k] for k in sorted(self.blocks)],
             "history": list(self.history),
             "totals": {**self.totals, "dropped_rows": self.dropped_rows},

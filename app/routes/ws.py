@@ -26,19 +26,26 @@ HELLO_TIMEOUT_S = 10.0
 
 
 async def _send_snapshot(
-    ws: WebSocket, hub: EventHub, session: str | None
+    ws: WebSocket, hub: EventHub, session: str | None, columns: bool = False
 ) -> tuple[str | None, int]:
+    """`columns`: the client asked for request rows as columns (docs/protocol.md)."""
     sid = session or hub.live_session
     if sid is None or sid not in hub.sessions:
         await ws.send_text(envelope("snapshot", None, 0, "null"))
         return None, 0
-    seq, text = hub.snapshot_frame(sid)
+    if columns:
+        state = hub.sessions[sid].state
+        seq, text = state.seq, envelope("snapshot", sid, state.seq, encode(state.snapshot(True)))
+    else:
+        seq, text = hub.snapshot_frame(sid)
     await ws.send_text(text)
     return sid, seq
 
 
-async def _sender(ws: WebSocket, hub: EventHub, sub: Subscriber, resync: asyncio.Event) -> None:
-    current, last_seq = await _send_snapshot(ws, hub, sub.session)
+async def _sender(
+    ws: WebSocket, hub: EventHub, sub: Subscriber, resync: asyncio.Event, columns: bool
+) -> None:
+    current, last_seq = await _send_snapshot(ws, hub, sub.session, columns)
     while True:
         await sub.wakeup.wait()
         sub.wakeup.clear()
@@ -51,7 +58,7 @@ async def _sender(ws: WebSocket, hub: EventHub, sub: Subscriber, resync: asyncio
             resync.clear()
             while not sub.queue.empty():
                 sub.queue.get_nowait()
-            current, last_seq = await _send_snapshot(ws, hub, sub.session)
+            current, last_seq = await _send_snapshot(ws, hub, sub.session, columns)
             continue
         batch: list[str] = []
         while not sub.queue.empty():
@@ -134,7 +141,7 @@ async def ws_live(
     resync = asyncio.Event()
     async with hub.subscribe(session, settings.ws_queue_frames) as sub:
         tasks = [
-            asyncio.create_task(_sender(ws, hub, sub, resync)),
+            asyncio.create_task(_sender(ws, hub, sub, resync, hello.get("rows") == "columns")),
             asyncio.create_task(_receiver(ws, sub, resync)),
         ]
         try:
