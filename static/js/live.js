@@ -54,9 +54,11 @@
   };
 
   const model = (BS.model = new BS.Model());
+  const startStep = parseInt(new URLSearchParams(location.search).get("step"), 10);
   const mode = (BS.mode = {
     replay: document.body.dataset.replay || null,
     follow: document.body.dataset.follow || null,
+    startStep: isNaN(startStep) ? null : startStep,
   });
   const conn = (BS.conn = {
     ws: null, state: "connecting", awaitingSnapshot: true, backoff: 250,
@@ -83,11 +85,13 @@
     conn.awaitingSnapshot = true;
     if (mode.replay) {
       const msg = { type: "hello", session: mode.replay, mode: "replay" };
-      // A reconnect resumes the replay at the step on screen.
+      // A reconnect resumes the replay at the step on screen; a deep link (?step=N) opens
+      // the replay at that step.
       if (model.session === mode.replay && model.step >= 0) msg.step = model.step;
+      else if (mode.startStep !== null) msg.step = mode.startStep;
       BS.send(msg);
     } else {
-      BS.send({ type: "hello", session: mode.follow, last_seq: null });
+      BS.send({ type: "hello", session: mode.follow, last_seq: null, rows: "columns" });
     }
   }
   BS.resync = hello;
@@ -97,10 +101,15 @@
     const ws = new WebSocket(proto + "//" + location.host + "/ws/live");
     conn.ws = ws;
     setConnState("connecting");
-    ws.onopen = function () { setConnState("live"); hello(); };
+    ws.onopen = function () { conn.openAt = performance.now(); setConnState("live"); hello(); };
     ws.onmessage = function (ev) {
+      const t0 = performance.now();
       let msg;
       try { msg = JSON.parse(ev.data); } catch (e) { return; }
+      if (!Array.isArray(msg) && msg.type === "snapshot") {
+        conn.snapshotAt = t0; // received; parsed after parseMs, folded after foldMs
+        conn.parseMs = performance.now() - t0;
+      }
       BS.timed("fold", function () {
         if (Array.isArray(msg)) { for (const f of msg) onFrame(f); } else { onFrame(msg); }
       });
@@ -122,10 +131,13 @@
     if (f.type === "snapshot") {
       clearTimeout(conn.gapTimer);
       const newSession = f.session !== model.session;
+      const t0 = performance.now();
       model.loadSnapshot(f);
+      conn.foldMs = performance.now() - t0;
       conn.awaitingSnapshot = false;
       conn.backoff = 250;
       conn.snapshots++;
+      conn.fresh = true;
       setConnState("live");
       if (newSession) BS.emit("bs:session", { session: f.session });
       BS.emit("bs:snapshot", { session: f.session, seq: f.seq });
@@ -163,12 +175,18 @@
     if (now - lastRender < MIN_FRAME_MS) { schedule(); return; }
     lastRender = now;
     conn.renders++;
+    // Right after a snapshot only the renderers marked `first` (the timeline) draw, so the
+    // first picture is on screen before the charts and tables take their turn.
+    const firstOnly = conn.fresh;
+    conn.fresh = false;
     for (const r of renderers) {
+      if (firstOnly && !r.first) continue;
       try { BS.timed(r.name, function () { r.render(model); }); } catch (e) {
         console.warn("renderer failed", e);
       }
     }
     renderHeader();
+    if (firstOnly) schedule();
   }
   BS.schedule = schedule;
 
