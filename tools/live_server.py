@@ -5,6 +5,7 @@ headless Chromium: the harness shared by tools/screenshot.py and tools/ui_bench.
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import socket
 import subprocess
@@ -45,7 +46,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def live_server(workload: str = "poisson", runner: str = "sim") -> Iterator[LiveServer]:
+def live_server(
+    workload: str = "poisson", runner: str = "sim", env: dict[str, str] | None = None
+) -> Iterator[LiveServer]:
+    """`env`: settings for the server (BATCHSCOPE_* variables)."""
     with tempfile.TemporaryDirectory(prefix="batchscope-") as tmp:
         db_url = f"sqlite:///{tmp}/db.sqlite"
         cli = [sys.executable, "-m", "app.cli"]
@@ -57,7 +61,7 @@ def live_server(workload: str = "poisson", runner: str = "sim") -> Iterator[Live
             proc = subprocess.Popen(
                 [*cli, "serve", "--port", str(port), "--runner", runner, "--workload", workload,
                  "--database-url", db_url, f"--token={token}"],
-                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
             )  # fmt: skip
         try:
             url = f"http://127.0.0.1:{port}"
