@@ -23,8 +23,9 @@ def run_scenario(c: httpx.Client, name: str) -> tuple[str, list[dict[str, Any]]]
     while time.monotonic() < deadline:
         state = c.get("/api/state").json()
         done = state["requests"] and all(r["status"] == "FINISHED" for r in state["requests"])
-        if done and c.get(f"/api/sessions/{sid}").status_code == 200:
-            meta = c.get(f"/api/sessions/{sid}").json()
+        got = c.get(f"/api/sessions/{sid}")
+        if done and got.status_code == 200:
+            meta = got.json()
             if meta["steps"] == state["step"] + 1 and meta["requests"] == len(state["requests"]):
                 break
         time.sleep(0.1)
