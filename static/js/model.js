@@ -101,7 +101,8 @@
           const n = sumValues(h.plan);
           total += n;
           this.steps.push({ step: h.step, plan: Object.entries(h.plan), total: n,
-            preempted: h.preempted_ids || [], finished: h.finished || [] });
+            preempted: h.preempted_ids || [], finished: h.finished || [],
+            updated: h.updated_step === undefined ? h.step : h.updated_step });
         }
       }
       this.totalTokens = (d.totals && d.totals.scheduled_tokens) || total;
@@ -298,7 +299,8 @@
       if (plan.length) {
         this.totalTokens += d.budget.used;
         this.steps.push({ step: step, plan: plan, total: d.budget.used,
-          preempted: d.preempted.map((p) => p.req), finished: d.finished.map((x) => x.req) });
+          preempted: d.preempted.map((p) => p.req), finished: d.finished.map((x) => x.req),
+          updated: d.updated_step === undefined ? step : d.updated_step });
       }
       this.ganttVersion++;
       return d.finished.length ? [{ name: "bs:step-finished", detail: { step: step } }] : [];

@@ -37,6 +37,8 @@ def test_async_and_spec_modes_show(page: Any, server: Server, console: Console) 
     assert page.locator("#mode-sched").text_content() == "async"
     assert page.evaluate("() => document.body.classList.contains('mode-async')")
     assert page.locator("#hdr-batches").is_visible()
+    notes = page.locator("#steps-table td.notes").all_text_contents()
+    assert notes[:3] == ["output in flight", "applied step 0", "applied step 1"]
     # A's in-flight tokens reach max_tokens (3): step 5 is not scheduled for it.
     marks = page.evaluate("() => BS.model.reqs.get('A').marks")
     assert [m[1] for m in marks] == ["skip"] and marks[0][0] == 5
