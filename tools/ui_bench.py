@@ -82,7 +82,9 @@ def paint_part(browser: Any, srv: LiveServer) -> dict[str, Any]:
         time.sleep(0.2)
     paints = []
     context = browser.new_context(viewport={"width": 1500, "height": 1100})
-    context.new_page().goto(f"{srv.url}/launch?token={srv.token}")  # the control cookie
+    launch = context.new_page()
+    launch.goto(f"{srv.url}/launch?token={srv.token}")  # the control cookie
+    launch.close()
     for _ in range(3):
         page = context.new_page()
         page.goto(f"{srv.url}/")  # navigation start = this request (no redirect)

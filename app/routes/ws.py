@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 from typing import Any
 
@@ -33,11 +34,20 @@ async def _send_snapshot(
     if sid is None or sid not in hub.sessions:
         await ws.send_text(envelope("snapshot", None, 0, "null"))
         return None, 0
-    if columns:
-        state = hub.sessions[sid].state
-        seq, text = state.seq, envelope("snapshot", sid, state.seq, encode(state.snapshot(True)))
-    else:
-        seq, text = hub.snapshot_frame(sid)
+    # A snapshot of a 10,000-request session allocates ~10^5 objects at once: a full cyclic
+    # collection in the middle would add a few hundred ms to a page's first paint.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        if columns:
+            state = hub.sessions[sid].state
+            seq = state.seq
+            text = envelope("snapshot", sid, seq, encode(state.snapshot(columns=True)))
+        else:
+            seq, text = hub.snapshot_frame(sid)
+    finally:
+        if was_enabled:
+            gc.enable()
     await ws.send_text(text)
     return sid, seq
 
