@@ -29,7 +29,8 @@ FIRST_PAINT_JS = """n => new Promise(done => {
       const c = BS.conn, r = (x) => Math.round(x);
       done({first_paint_ms: +el.dataset.shownAt, draw_ms: +el.dataset.renderMs,
             dom_ready_ms: r(nav.domContentLoadedEventEnd || 0), ws_open_ms: r(c.openAt),
-            snapshot_at_ms: r(c.snapshotAt), parse_ms: r(c.parseMs), fold_ms: r(c.foldMs)});
+            snapshot_at_ms: r(c.snapshotAt), parse_ms: r(c.parseMs), fold_ms: r(c.foldMs),
+            draws: BS.gantt.view.draws});
       return;
     }
     setTimeout(check, 20);

@@ -113,6 +113,8 @@
       this.el.dataset.renderMs = (performance.now() - t0).toFixed(1);
       // When the frame with this picture begins (for the bench's "first paint").
       const rows = String(ids.length);
+      const log = (this.draws = this.draws || []); // [start ms, rows, draw ms] (the bench reads it)
+      if (log.length < 20) log.push([Math.round(t0), ids.length, Math.round(performance.now() - t0)]);
       requestAnimationFrame(() => {
         this.el.dataset.shownAt = performance.now().toFixed(1);
         this.el.dataset.shownRows = rows;

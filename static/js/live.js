@@ -103,17 +103,7 @@
     setConnState("connecting");
     ws.onopen = function () { conn.openAt = performance.now(); setConnState("live"); hello(); };
     ws.onmessage = function (ev) {
-      const t0 = performance.now();
-      let msg;
-      try { msg = JSON.parse(ev.data); } catch (e) { return; }
-      if (!Array.isArray(msg) && msg.type === "snapshot") {
-        conn.snapshotAt = t0; // received; parsed after parseMs, folded after foldMs
-        conn.parseMs = performance.now() - t0;
-      }
-      BS.timed("fold", function () {
-        if (Array.isArray(msg)) { for (const f of msg) onFrame(f); } else { onFrame(msg); }
-      });
-      schedule();
+      if (ready) receive(ev.data, performance.now()); else early.push([ev.data, performance.now()]);
     };
     ws.onclose = function () {
       if (conn.ws !== ws) return;
@@ -123,6 +113,23 @@
       setTimeout(connect, wait);
     };
     ws.onerror = function () { /* onclose follows and reconnects */ };
+  }
+
+  // Messages that came before the page was ready wait for the renderers' init (their
+  // listeners of bs:* events must exist when the snapshot is folded).
+  const early = [];
+  function receive(data, at) {
+    const t0 = performance.now();
+    let msg;
+    try { msg = JSON.parse(data); } catch (e) { return; }
+    if (!Array.isArray(msg) && msg.type === "snapshot") {
+      conn.snapshotAt = at; // received; parsed after parseMs, folded after foldMs
+      conn.parseMs = performance.now() - t0;
+    }
+    BS.timed("fold", function () {
+      if (Array.isArray(msg)) { for (const f of msg) onFrame(f); } else { onFrame(msg); }
+    });
+    schedule();
   }
 
   function onFrame(f) {
@@ -172,6 +179,7 @@
   }
   function tick(now) {
     rafPending = false;
+    if (!ready) return; // the first tick comes after DOMContentLoaded
     if (now - lastRender < MIN_FRAME_MS) { schedule(); return; }
     lastRender = now;
     conn.renders++;
@@ -210,8 +218,14 @@
     if (sim) sim.hidden = !model.simulated;
   }
 
+  // The socket opens now, while the page's other scripts still load: the server builds
+  // the snapshot meanwhile. Nothing is folded or drawn before the renderers' init.
+  let ready = false;
+  connect();
   document.addEventListener("DOMContentLoaded", function () {
     for (const r of renderers) if (r.init) r.init(model);
-    connect();
+    ready = true;
+    for (const m of early.splice(0)) receive(m[0], m[1]);
+    schedule();
   });
 })();
