@@ -68,7 +68,7 @@
     fillRects(ctx, c.accepted, acc);
     fillRects(ctx, c.rejected, rej);
     strokeTicks(ctx, c.finished, ticks);
-    strokeRects(ctx, c.marker, skips);
+    fillRects(ctx, c.marker, skips, true);
     dots(ctx, c.late, lates);
     markers(ctx, v, X, xs, p, c);
     if (v.stepLine !== null && v.stepLine !== undefined) {
@@ -152,20 +152,13 @@
     }
   }
 
-  function fillRects(ctx, colour, r) {
+  /** Rectangles [x, y, w, h, ...] as one path, filled (or outlined). */
+  function fillRects(ctx, colour, r, outline) {
     if (!r.length) return;
-    ctx.fillStyle = colour;
     ctx.beginPath();
     for (let i = 0; i < r.length; i += 4) ctx.rect(r[i], r[i + 1], r[i + 2], r[i + 3]);
-    ctx.fill();
-  }
-  function strokeRects(ctx, colour, r) {
-    if (!r.length) return;
-    ctx.strokeStyle = colour;
-    ctx.lineWidth = 1;
-    ctx.beginPath();
-    for (let i = 0; i < r.length; i += 4) ctx.rect(r[i], r[i + 1], r[i + 2], r[i + 3]);
-    ctx.stroke();
+    if (outline) { ctx.strokeStyle = colour; ctx.lineWidth = 1; ctx.stroke(); }
+    else { ctx.fillStyle = colour; ctx.fill(); }
   }
   function strokeTicks(ctx, colour, t) {
     if (!t.length) return;
