@@ -55,6 +55,7 @@ bench: $(STAMP) browser vllm-venv
 	$(BIN)/python -m bench.runner_bench
 	$(BIN)/python -m bench.live_bench
 	$(BIN)/python -m bench.recording_bench
+	$(BIN)/python -m bench.lab_bench
 	$(BIN)/python tools/ui_bench.py
 	.venv-vllm/bin/python -m bench.vllm_adapter_bench
 

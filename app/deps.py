@@ -6,15 +6,22 @@ one place `NotFound` becomes a 404.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.requests import HTTPConnection
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session, sessionmaker
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.api_docs import ErrorBody, FieldError
 from app.errors import NotFound
+from app.forms import FormError
 from app.live.engine_service import EngineService
+from app.live.health import HealthRegistry
 from app.live.hub import EventHub
 from app.live.metrics import Metrics
 from app.nodes.control import ControlTarget, control_target
@@ -23,6 +30,8 @@ from app.records.recorder import Recorder
 from app.security import require_control, require_view
 from app.settings import Settings
 from app.templating import render_flash, templates
+
+M = TypeVar("M", bound=BaseModel)
 
 View = [Depends(require_view)]
 """Route dependencies of everything a viewer may read."""
@@ -54,6 +63,11 @@ def get_recorder(conn: HTTPConnection) -> Recorder | None:
     """The recorder (None before the app's lifespan started it)."""
     recorder: Recorder | None = getattr(conn.app.state, "recorder", None)
     return recorder
+
+
+def get_health(conn: HTTPConnection) -> HealthRegistry:
+    health: HealthRegistry = conn.app.state.health
+    return health
 
 
 def get_metrics(conn: HTTPConnection) -> Metrics:
@@ -109,22 +123,56 @@ HubDep = Annotated[EventHub, Depends(get_hub)]
 NodesDep = Annotated[NodeRegistry, Depends(get_nodes)]
 RecorderDep = Annotated[Recorder | None, Depends(get_recorder)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+HealthDep = Annotated[HealthRegistry, Depends(get_health)]
 ServiceDep = Annotated[EngineService | None, Depends(get_service)]
 LocalEngineDep = Annotated[EngineService, Depends(require_service)]
 ControlDep = Annotated[ControlTarget, Depends(get_control)]
 BodyDep = Annotated[dict[str, Any], Depends(get_body)]
 
 
+def json_or_form(model: type[M]) -> Callable[[Request], Awaitable[M]]:
+    """A dependency: the body (JSON object or form) validated against `model`; a field at
+    fault is a 422 like any other (RequestValidationError, the one error body)."""
+
+    async def parse(request: Request) -> M:
+        data = await get_body(request)
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
+            raise RequestValidationError(errors, body=data) from None
+
+    return parse
+
+
 def answer(
     request: Request, ok: bool, message: str, status: int, payload: dict[str, Any] | None = None
 ) -> Response:
     """A control action's answer: with `HX-Request: true` the #flash fragment, else JSON
-    (`message` on success, `detail` on failure, plus `payload`)."""
+    (`message` and `payload` on success; the error body, plus `payload`, on failure)."""
     if request.headers.get("hx-request") == "true":
         # htmx swaps 2xx responses only: errors travel as 200 with an error flash.
         return HTMLResponse(render_flash(request, ok, message))
-    key = "message" if ok else "detail"
-    return JSONResponse({key: message, **(payload or {})}, status_code=status)
+    if ok:
+        return JSONResponse({"message": message, **(payload or {})}, status_code=status)
+    return error_response(request, status, message, extra=payload)
+
+
+def error_response(
+    request: Request,
+    status: int,
+    detail: str,
+    errors: list[dict[str, Any]] | None = None,
+    headers: Mapping[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Response:
+    """Every error answer (app.api_models.ErrorBody); an htmx action gets the flash (an
+    htmx GET keeps the status, so its panel is not swapped for an error)."""
+    if request.headers.get("hx-request") == "true" and request.method != "GET":
+        return HTMLResponse(render_flash(request, False, detail), headers=headers)
+    body = ErrorBody(detail=detail, errors=[FieldError(**e) for e in errors or []])
+    content = {**(extra or {}), **body.model_dump(mode="json")}
+    return JSONResponse(content, status_code=status, headers=headers)
 
 
 def not_found_page(request: Request, message: str) -> Response:
@@ -135,9 +183,44 @@ def not_found_page(request: Request, message: str) -> Response:
 
 async def _not_found(request: Request, exc: Exception) -> Response:
     if request.url.path.startswith("/api/"):
-        return answer(request, False, str(exc), 404)
+        return error_response(request, 404, str(exc))
     return not_found_page(request, str(exc))
 
 
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    return error_response(request, exc.status_code, str(exc.detail), headers=exc.headers)
+
+
+async def _invalid(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": e.get("type", "")}
+        for e in exc.errors()
+    ]
+    return error_response(request, 422, _summary(errors), errors)
+
+
+async def _form_error(request: Request, exc: Exception) -> Response:
+    """app.forms' messages start with the field: `max_tokens: must be between 1 and 1024`."""
+    field, sep, msg = str(exc).partition(": ")
+    loc = ["body", field] if sep and " " not in field else ["body"]
+    error = {"loc": loc, "msg": msg if sep else str(exc), "type": "value_error"}
+    return error_response(request, 422, str(exc), [error])
+
+
+def _summary(errors: list[dict[str, Any]]) -> str:
+    """`field: message; ...`, the sentence a person reads."""
+    parts = []
+    for e in errors:
+        where = [str(p) for p in e["loc"] if p not in ("body", "query", "path")]
+        parts.append(f"{'.'.join(where)}: {e['msg']}" if where else e["msg"])
+    return "; ".join(parts) or "invalid request"
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    """One error body for every 4xx/5xx a route answers (app.api_models.ErrorBody)."""
     app.add_exception_handler(NotFound, _not_found)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(FormError, _form_error)

@@ -5,28 +5,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from sqlalchemy import text
 
-from app.db.migrate import prepare
+from app.api_docs import TAGS, install_openapi
+from app.db.migrate import is_memory_url, prepare
 from app.db.session import make_engine, make_sessionmaker
 from app.deps import install_error_handlers
+from app.lab.background import LabWorker
 from app.live.engine_service import EngineService
+from app.live.health import Check, HealthRegistry, database_check, local_engine_check
 from app.live.hub import EventHub
 from app.live.metrics import Metrics
 from app.live.relay import PgRelay
 from app.nodes.ingest import NodeRegistry
 from app.records.recorder import Recorder
+from app.resources import asset_path, package_version
 from app.routes import (
     compare,
     control,
     dashboard,
+    docs,
     export,
     forensics,
+    health,
     ingest,
+    lab,
+    lab_api,
     live,
     metrics,
     nodes,
@@ -37,7 +45,13 @@ from app.routes import (
 from app.security import COOKIE, token_matches
 from app.settings import Settings, get_settings
 
-ROOT = Path(__file__).resolve().parents[1]
+API_DESCRIPTION = """\
+The dashboard's JSON API. Reading is open on a loopback bind; every action (and reading
+elsewhere) needs the control token `batchscope serve` prints at start: press
+**Authorize** and paste it as the bearer token, or open the launch URL once (it sets a
+cookie). Bodies are JSON or form data. Every error answers with one body:
+`{"detail": "...", "errors": [{"loc": [...], "msg": "...", "type": "..."}]}`.
+"""
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -58,6 +72,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             relay = PgRelay(hub, settings.database_url)
             await relay.start()
         app.state.relay = relay
+        app.state.lab = LabWorker(app.state.db)
+        app.state.lab.start()
+        _register_health(app, settings, recorder, relay)
         service = app.state.service
         if service is not None:
             service.start()
@@ -69,16 +86,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await asyncio.sleep(0)  # let the engine thread's last hops land
             if relay is not None:
                 await relay.stop()
+            # Running sweep points finish (kept); off the loop, it may take a moment.
+            await asyncio.to_thread(app.state.lab.stop)
             await recorder.stop()
             db_engine.dispose()
 
-    app = FastAPI(title="batchscope", lifespan=lifespan)
+    app = FastAPI(
+        title="batchscope",
+        version=package_version(),
+        description=API_DESCRIPTION,
+        openapi_tags=TAGS,
+        lifespan=lifespan,
+        docs_url=None,  # app.routes.docs serves Swagger UI from static/vendor
+        redoc_url=None,
+    )
+    install_openapi(app)
     hub = EventHub()
     app.state.settings = settings
     app.state.hub = hub
     app.state.metrics = Metrics(hub)
     app.state.service = EngineService(settings, hub) if settings.engine else None
     app.state.nodes = NodeRegistry(hub)
+    app.state.health = HealthRegistry()
     hub.follow_most_active = not settings.engine
 
     for module in (
@@ -93,13 +122,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ingest,
         ws,
         metrics,
+        health,
+        docs,
         dashboard,
+        lab,
+        lab_api,
     ):
         app.include_router(module.router)
     install_error_handlers(app)
-    static = ROOT / "static"
-    if static.is_dir():
-        app.mount("/static", StaticFiles(directory=static), name="static")
+    app.mount("/static", StaticFiles(directory=asset_path("static")), name="static")
 
     @app.get("/launch", include_in_schema=False)
     async def launch(request: Request, token: str = "") -> Response:
@@ -112,16 +143,41 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         return response
 
-    @app.get("/healthz", include_in_schema=False)
-    async def healthz() -> dict[str, object]:
-        service = app.state.service
-        recorder = getattr(app.state, "recorder", None)
-        return {
-            "ok": True,
-            "engine": bool(service and service.core and service.core.alive),
-            "session": hub.live_session,
-            "recorder": recorder.status() if recorder else None,
-            "relay": app.state.relay.status() if getattr(app.state, "relay", None) else None,
-        }
-
     return app
+
+
+def _register_health(
+    app: FastAPI, settings: Settings, recorder: Recorder, relay: PgRelay | None
+) -> None:
+    """What /healthz asks (app.live.health): the engine, the recorder, the database."""
+    registry: HealthRegistry = app.state.health
+    service: EngineService | None = app.state.service
+    nodes: NodeRegistry = app.state.nodes
+    if service is not None:
+        registry.register("engine", lambda: local_engine_check(service))
+    else:
+        registry.register("engine", lambda: _nodes_check(nodes))
+    registry.register("recorder", lambda: recorder.health(settings.health_recorder_max_lag_s))
+    sessions = app.state.db
+
+    def ping() -> None:
+        with sessions() as s:
+            s.execute(text("SELECT 1"))
+
+    if is_memory_url(settings.database_url):
+        # One shared connection (StaticPool): a probe must not share the writer's transaction.
+        registry.register("database", lambda: Check(True, "in-memory (this process)"))
+    else:
+        registry.register("database", lambda: database_check(ping, registry.timeout_s))
+    if relay is not None:
+        registry.register("relay", lambda: Check(True, "PostgreSQL relay", relay.status()))
+
+
+def _nodes_check(nodes: NodeRegistry) -> Check:
+    views = nodes.views()
+    connected = sum(1 for v in views if v["state"] == "live")
+    return Check(
+        True,
+        f"no local engine (--no-engine); {connected} of {len(views)} nodes connected",
+        {"nodes": len(views), "connected": connected},
+    )

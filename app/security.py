@@ -3,11 +3,31 @@
 from __future__ import annotations
 
 import hmac
+from typing import Annotated
 from urllib.parse import urlsplit
 
-from fastapi import HTTPException, Request, WebSocket
+from fastapi import HTTPException, Request, Security, WebSocket
+from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 
 COOKIE = "batchscope_token"
+UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
+"""RFC 6750: a 401 names the scheme that would be accepted."""
+
+# Declared for the OpenAPI document (Swagger's "Authorize" button); the check itself is
+# presented_token(), which reads either.
+bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="token",
+    description="The control token `batchscope serve` prints at start (or BATCHSCOPE_TOKEN).",
+)
+cookie = APIKeyCookie(
+    name=COOKIE,
+    auto_error=False,
+    scheme_name="cookie",
+    description="Set by opening the launch URL printed at start.",
+)
+BearerDoc = Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]
+CookieDoc = Annotated[str | None, Security(cookie)]
 
 
 def token_matches(settings_token: str, given: str | None) -> bool:
@@ -36,7 +56,11 @@ def has_control(request: Request) -> bool:
     return token_matches(token, presented_token(request))
 
 
-def require_control(request: Request) -> None:
+def require_control(
+    request: Request,
+    _bearer: BearerDoc,
+    _cookie: CookieDoc,
+) -> None:
     """Dependency for every state-changing route."""
     if not origin_allowed(request):
         raise HTTPException(403, "cross-origin control requests are refused")
@@ -45,12 +69,17 @@ def require_control(request: Request) -> None:
             401,
             "this action needs the control token (open the launch URL "
             "printed at start, or send Authorization: Bearer TOKEN)",
+            headers=UNAUTHORIZED,
         )
 
 
-def require_view(request: Request) -> None:
+def require_view(
+    request: Request,
+    _bearer: BearerDoc,
+    _cookie: CookieDoc,
+) -> None:
     settings = request.app.state.settings
     if settings.view_open and settings.is_loopback:
         return
     if not has_control(request):
-        raise HTTPException(401, "viewing this dashboard needs the token")
+        raise HTTPException(401, "viewing this dashboard needs the token", headers=UNAUTHORIZED)

@@ -9,7 +9,13 @@ from typing import Literal
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from engine.config import CacheConfig, EngineConfig, SchedulerConfig, SchedulingPolicy
+from engine.config import (
+    BatchingMode,
+    CacheConfig,
+    EngineConfig,
+    SchedulerConfig,
+    SchedulingPolicy,
+)
 from engine.workload import WorkloadSpec
 
 
@@ -42,6 +48,10 @@ class Settings(BaseSettings):
     policy: Literal["fcfs", "priority"] = "fcfs"
     block_size: int = 16
     num_gpu_blocks: int = 257
+    async_scheduling: bool = False
+    """vLLM's async scheduling (batch queue of 2) for the local engine's sessions."""
+    num_speculative_tokens: int = Field(0, ge=0, le=16)
+    batching: Literal["continuous", "static"] = "continuous"
 
     # Default Poisson workload.
     workload_rate: float = Field(2.0, gt=0, le=200)
@@ -55,6 +65,8 @@ class Settings(BaseSettings):
     """Wait out a simulated runner's modelled step time (False: run the sim flat out)."""
     sim_speed: float = Field(1.0, gt=0, le=1000)
     """With realtime: play simulated time this many times faster than the model."""
+    health_recorder_max_lag_s: float = Field(30.0, gt=0)
+    """/healthz says unhealthy once a frame has waited this long for the database."""
     ws_queue_frames: int = Field(512, ge=8, le=100_000)
     """Per-client bound on queued frames; past it the client gets a gap + snapshot."""
 
@@ -71,6 +83,9 @@ class Settings(BaseSettings):
                 long_prefill_token_threshold=self.long_prefill_token_threshold,
                 enable_chunked_prefill=self.enable_chunked_prefill,
                 policy=SchedulingPolicy(self.policy),
+                async_scheduling=self.async_scheduling,
+                num_speculative_tokens=self.num_speculative_tokens,
+                batching=BatchingMode(self.batching),
             ),
             cache=CacheConfig(
                 block_size=self.block_size,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import time
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -15,9 +14,10 @@ from fastapi import Request
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
-ROOT = Path(__file__).resolve().parents[1]
-TEMPLATE_DIR = ROOT / "templates"
-STATIC_DIR = ROOT / "static"
+from app.resources import asset_path
+
+TEMPLATE_DIR = asset_path("templates")
+STATIC_DIR = asset_path("static")
 
 
 def fmt_tokens(value: Any) -> str:

@@ -1,9 +1,11 @@
 """batchscope's vLLM adapter: `--scheduler-cls batchscope_vllm.ObservedScheduler` streams
 every scheduler step of a vLLM 0.20 v1 engine to a batchscope dashboard (/ws/ingest).
 
-Install it next to vLLM (`pip install batchscope[vllm]`); it imports only vLLM, websockets,
-the standard library and batchscope's stdlib-only protocol modules (app.protocol.envelope
-and app.protocol.frames: the envelope and payloads every producer builds the same way).
+Install it next to vLLM with `pip install ./packaging/batchscope-vllm` (from a batchscope
+checkout; it pulls only websockets; tested with vLLM 0.20.0). It imports only vLLM,
+websockets, the standard library and batchscope's stdlib-only protocol modules
+(app.protocol.envelope, frames and session: the envelope and payloads every producer
+builds the same way), which that distribution carries as batchscope_vllm._protocol.
 Configuration: BATCHSCOPE_URL, BATCHSCOPE_TOKEN, BATCHSCOPE_NODE (default: the hostname),
 BATCHSCOPE_NAME (the session's name), BATCHSCOPE_BUFFER_MB (frames kept for resending while
 the dashboard is away; default 64).

@@ -1,11 +1,13 @@
 """Build protocol v1 frames (docs/protocol.md) from the tuples the scheduler hooks queue.
 
 Runs on the sender thread only. It reads vLLM objects the engine no longer changes: a
-SchedulerOutput once schedule() returned it, the EngineCoreOutputs update_from_output()
-returned. Per request it keeps the little it needs to tell prefill from decode and to
-fill the lifecycle marks (TTFT, ITL, finished details); a request is forgotten when it
-finishes. Items are paired by SchedulerOutput, so async scheduling (schedule N+1 before
-update N) pairs correctly; if the queue dropped one half of a step, the step is skipped.
+SchedulerOutput once schedule() returned it, the EngineCoreOutputs and ModelRunnerOutput
+update_from_output() got or returned. Per request it keeps the little it needs to tell
+prefill from decode and to fill the lifecycle marks (TTFT, ITL, finished details); a
+request is forgotten when it finishes. The hooks are grouped into engine steps by
+steps.StepAssembler, in the loop vLLM runs (sync, or async scheduling's batch queue):
+each frame is one step, with the batch it scheduled and the output it applied
+(`updated_step`), like our own engine's.
 
 The payloads are laid out by app.protocol.frames, as our own engine's are (that module
 and app.protocol.envelope use the standard library only). An iteration frame's
@@ -23,6 +25,7 @@ from typing import Any
 
 from app.protocol.envelope import encode
 from app.protocol.frames import iteration_payload, request_payload
+from batchscope_vllm.steps import Scheduled, Step, StepAssembler, Updated
 
 Frame = tuple[str, dict[str, Any]]
 ROW = '{"req":%s,"n":%d,"start":%d,"phase":"%s","prefix_hit":%d,"sample":%s}'
@@ -61,84 +64,150 @@ class _Req:
 
 
 class FrameBuilder:
-    def __init__(self, max_tokens: int, max_seqs: int, total_blocks: int) -> None:
+    def __init__(
+        self, max_tokens: int, max_seqs: int, total_blocks: int, async_scheduling: bool = False
+    ) -> None:
         self.t0 = time.perf_counter()
         self.max_tokens = max_tokens
         self.max_seqs = max_seqs
         self.total_blocks = total_blocks
+        self.async_scheduling = async_scheduling
         self.reqs: dict[str, _Req] = {}
-        self.arrivals: dict[int, list[str]] = {}
-        self.pending: dict[int, tuple[Any, ...]] = {}  # id(SchedulerOutput) -> "s" item
+        self.steps = StepAssembler()
         self.reported_finished: set[str] = set()
+        self.queues = (0, 0, total_blocks)
+        """(running, waiting, free blocks) after the last hook: a step that did not
+        schedule starts from these."""
 
     def build(self, item: tuple[Any, ...]) -> list[Frame]:
         kind = item[0]
         if kind == "a":
             return self._arrival(item)
         if kind == "s":
-            self.pending[id(item[1])] = item
+            _, so, _step, t0, t1, running, waiting, free, preempted = item
+            rows, new, resumed, split, spec, sampling = self._scheduled(so)
+            rec = Scheduled(
+                so,
+                t0,
+                t1,
+                running,
+                waiting,
+                free,
+                preempted,
+                rows,
+                new,
+                resumed,
+                split,
+                spec,
+                sampling,
+            )
+            done = self.steps.on_schedule(rec, self.async_scheduling)
+        else:
+            _, so, outputs, generated, t2, t3, running_end, waiting_end, free_end = item
+            upd = Updated(so, outputs, generated, t2, t3, running_end, waiting_end, free_end)
+            done = self.steps.on_update(upd)
+        frames: list[Frame] = []
+        for step in done:
+            frames += self._frames(step)
+        return frames
+
+    def flush(self) -> list[Frame]:
+        """Async scheduling: emit a step that only scheduled once the loop went quiet."""
+        if not self.async_scheduling:
             return []
-        return self._step(item)
+        frames: list[Frame] = []
+        for step in self.steps.flush():
+            frames += self._frames(step)
+        return frames
 
     def _arrival(self, item: tuple[Any, ...]) -> list[Frame]:
-        _, req_id, num_prompt, max_tokens, priority, t, step = item
+        _, req_id, num_prompt, max_tokens, priority, t, _step = item
+        step = self.steps.arrival_step(req_id)
         quoted = json.dumps(req_id)
         self.reqs[req_id] = _Req(num_prompt, quoted, '{"req":' + quoted + ',"n":1,"start":')
-        self.arrivals.setdefault(step, []).append(req_id)
         detail = {"num_prompt_tokens": num_prompt, "max_tokens": max_tokens, "priority": priority}
         return [("request", request_payload(req_id, "arrived", step, t - self.t0, detail))]
 
-    def _step(self, item: tuple[Any, ...]) -> list[Frame]:
-        _, so, outputs, t2, t3, running_end, waiting_end, free_end = item
-        sched = self.pending.pop(id(so), None)
-        if sched is None:
-            return []  # its schedule half was dropped
-        _, _, step, t0, t1, running, waiting, free, preempted = sched
-        for key in [k for k, v in self.pending.items() if v[2] < step]:
-            del self.pending[key]  # their update halves were dropped
-        for old in [k for k in self.arrivals if k < step]:
-            del self.arrivals[old]  # arrivals of steps that were dropped
-        t_start, t_end = t0 - self.t0, t3 - self.t0
-        frames: list[Frame] = self._aborted(so, step, t_start)
-        scheduled, new, resumed, split = self._scheduled(so)
-        pre = [{"req": r, "reason": why, "tokens_lost": lost} for r, lost, why in preempted]
-        sampled, finished, first = self._outputs(outputs)
+    def _frames(self, step: Step) -> list[Frame]:
+        s, u = step.scheduled, step.updated
+        running, waiting, free = self.queues
+        if s is not None:
+            running, waiting, free = s.running, s.waiting, s.free
+        t_begin = s.t0 if s is not None else u.t2 if u is not None else self.t0
+        t_start = t_begin - self.t0
+        frames: list[Frame] = self._aborted(s.so, step.index, t_start) if s else []
+        sampled: list[str] = []
+        finished: list[tuple[str, str]] = []
+        first: list[str] = []
+        appended: dict[str, int] = {}
+        accepted: dict[str, int] = {}
+        updated_step = None
+        end = (running, waiting, free)
+        t_finish = s.t1 if s is not None else t_begin
+        if u is not None:
+            sampled, finished, first, appended = self._outputs(u.outputs)
+            batch = self.steps.batch_of(u.so)
+            if batch is not None:
+                updated_step = batch[0]
+                accepted = self._accepted(batch[1], u.generated)
+                self.steps.applied(batch[1])
+            end = (u.running_end, u.waiting_end, u.free_end)
+            t_finish = u.t3
+        self.queues = end
+        forward_ms = max(u.t2 - s.t1, 0.0) * 1e3 if (s is not None and u is not None) else 0.0
+        overhead = (s.t1 - s.t0 if s else 0.0) + (u.t3 - u.t2 if u else 0.0)
+        preempted = s.preempted if s else []
         iteration = iteration_payload(
-            step=step,
+            step=step.index,
             t_start=t_start,
-            duration=t3 - t0,
-            forward_ms=max(t2 - t1, 0.0) * 1e3,
-            overhead_us=((t1 - t0) + (t3 - t2)) * 1e6,
+            duration=max(t_finish - t_begin, 0.0),
+            forward_ms=forward_ms,
+            overhead_us=overhead * 1e6,
             simulated=False,
-            scheduled=scheduled,
-            new=new,
-            resumed=resumed,
-            preempted=pre,
+            scheduled=s.rows if s else Rows([]),
+            new=s.new if s else [],
+            resumed=s.resumed if s else [],
+            preempted=[
+                {"req": r, "reason": why, "tokens_lost": lost} for r, lost, why in preempted
+            ],
             finished=[{"req": r, "reason": why} for r, why in finished],
-            arrived=self.arrivals.pop(step, []),
+            arrived=step.arrived,
             rejected=[],
             sampled=sampled,
             num_running=running,
             num_waiting=waiting,
-            num_running_end=running_end,
-            num_waiting_end=waiting_end,
+            num_running_end=end[0],
+            num_waiting_end=end[1],
             max_num_batched_tokens=self.max_tokens,
-            num_scheduled_tokens=int(so.total_num_scheduled_tokens),
+            num_scheduled_tokens=int(s.so.total_num_scheduled_tokens) if s else 0,
             max_num_seqs=self.max_seqs,
-            prefill_tokens=split[0],
-            decode_tokens=split[1],
+            prefill_tokens=s.split[0] if s else 0,
+            decode_tokens=s.split[1] if s else 0,
             kv_total=self.total_blocks,
             kv_used=max(self.total_blocks - free, 0),
             kv_cached_free=0,
-            kv_hit_tokens=split[2],
-            kv_used_end=max(self.total_blocks - free_end, 0),
+            kv_hit_tokens=s.split[2] if s else 0,
+            kv_used_end=max(self.total_blocks - end[2], 0),
             blocks=[],
             waiting_reasons={},
             config_version=0,
+            updated_step=updated_step,
+            accepted=accepted,
+            appended=appended,
+            placeholders=dict(self.steps.in_flight) if self.async_scheduling else None,
+            spec_tokens=sum(s.spec.values()) if s else 0,
         )
         frames.append(("iteration", iteration))
-        frames += self._lifecycle(step, t_start, t_end, iteration, preempted, first)
+        t_end = t_finish - self.t0
+        frames += self._lifecycle(step.index, t_start, t_end, iteration, preempted, first)
         return frames
+
+    @staticmethod
+    def _accepted(sched: Scheduled, generated: dict[str, int] | None) -> dict[str, int]:
+        """Drafts accepted per request whose drafts this output verified."""
+        if not sched.spec or not generated:
+            return {}
+        return {r: generated[r] - 1 for r in sched.spec if generated.get(r)}
 
     def _aborted(self, so: Any, step: int, t: float) -> list[Frame]:
         """Requests finished outside update_from_output (aborts) since the last step."""
@@ -150,25 +219,40 @@ class FrameBuilder:
                 frames.append(("request", request_payload(req_id, "aborted", step, t, {})))
         return frames
 
-    def _scheduled(self, so: Any) -> tuple[Rows, list[str], list[str], tuple[int, int, int]]:
+    def _scheduled(
+        self, so: Any
+    ) -> tuple[Rows, list[str], list[str], tuple[int, int, int], dict[str, int], dict[str, int]]:
+        """(rows, new, resumed, (prefill, decode, hit tokens), drafts per request, tokens
+        each sampling request will produce)."""
         starts = {d.req_id: d.num_computed_tokens for d in so.scheduled_new_reqs}
         new_ids = set(starts)
         cached = so.scheduled_cached_reqs
         starts.update(zip(cached.req_ids, cached.num_computed_tokens, strict=False))
         resumed_ids = getattr(cached, "resumed_req_ids", None) or ()
+        spec_tokens = getattr(so, "scheduled_spec_decode_tokens", None) or {}
+        in_flight = self.steps.in_flight
         reqs = self.reqs
         rows: list[str] = []
         new: list[str] = []
         resumed: list[str] = []
+        spec: dict[str, int] = {}
+        sampling: dict[str, int] = {}
         prefill = decode = hits = 0
         for req_id, n in so.num_scheduled_tokens.items():
             start = starts.get(req_id, 0)
             rec = reqs.get(req_id)
+            drafts = len(spec_tokens.get(req_id) or ())
+            pending = in_flight.get(req_id, 0)
             if n == 1 and rec is not None and req_id not in new_ids:
-                num_tokens = rec.num_prompt + rec.num_output
-                if start == num_tokens - 1 and rec.num_output and req_id not in resumed_ids:
+                num_tokens = rec.num_prompt + rec.num_output + pending
+                if (
+                    start == num_tokens - 1
+                    and start >= rec.num_prompt
+                    and req_id not in resumed_ids
+                ):
                     decode += 1  # the common case, a plain decode: a cached row head
                     rows.append(rec.head + str(start) + DECODE_TAIL)
+                    sampling[req_id] = 1
                     continue
             hit = 0
             if req_id in new_ids or req_id in resumed_ids:
@@ -185,24 +269,34 @@ class FrameBuilder:
             if rec is None:
                 quoted, is_prefill, sample = json.dumps(req_id), n > 1, True
             else:
-                quoted, num_tokens = rec.quoted, rec.num_prompt + rec.num_output
-                is_prefill = start + 1 < num_tokens or num_tokens == rec.num_prompt
-                sample = start + n >= num_tokens
+                quoted, known = rec.quoted, rec.num_prompt + rec.num_output
+                # Prompt positions, or a recompute of more than the newest token.
+                is_prefill = start < rec.num_prompt or start + 1 < known
+                sample = start + n >= known + pending
             if is_prefill:
                 prefill += n
                 phase = "prefill"
             else:
                 decode += n
                 phase = "decode"
-            rows.append(ROW % (quoted, n, start, phase, hit, "true" if sample else "false"))
-        return Rows(rows), new, resumed, (prefill, decode, hits)
+            row = ROW % (quoted, n, start, phase, hit, "true" if sample else "false")
+            if drafts:
+                spec[req_id] = drafts
+                row = row[:-1] + f',"spec":{drafts}}}'
+            if sample:
+                sampling[req_id] = 1 + drafts
+            rows.append(row)
+        return Rows(rows), new, resumed, (prefill, decode, hits), spec, sampling
 
-    def _outputs(self, outputs: Any) -> tuple[list[str], list[tuple[str, str]], list[str]]:
+    def _outputs(
+        self, outputs: Any
+    ) -> tuple[list[str], list[tuple[str, str]], list[str], dict[str, int]]:
         """Sampled, finished (with reasons) and first-token ids, in vLLM's output order;
         counts the new tokens."""
         sampled: list[str] = []
         finished: list[tuple[str, str]] = []
         first: list[str] = []
+        appended: dict[str, int] = {}
         reqs = self.reqs
         for eco in outputs.values():
             for out in eco.outputs:
@@ -210,6 +304,7 @@ class FrameBuilder:
                 tokens = out.new_token_ids
                 if tokens:
                     sampled.append(req_id)
+                    appended[req_id] = len(tokens)
                     rec = reqs.get(req_id)
                     if rec is not None:
                         if not rec.num_output:
@@ -218,7 +313,7 @@ class FrameBuilder:
                         rec.output_ids.extend(tokens)
                 if out.finish_reason is not None:
                     finished.append((req_id, str(out.finish_reason)))
-        return sampled, finished, first
+        return sampled, finished, first, appended
 
     def _lifecycle(
         self,

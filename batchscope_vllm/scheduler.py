@@ -3,7 +3,7 @@
     BATCHSCOPE_URL=ws://HOST:PORT/ws/ingest BATCHSCOPE_TOKEN=... \\
         vllm serve MODEL --scheduler-cls batchscope_vllm.ObservedScheduler
 
-(`batchscope_vllm.ObservedAsyncScheduler` when async scheduling is on.) BATCHSCOPE_NODE names
+(it becomes vLLM's AsyncScheduler when async scheduling is on). BATCHSCOPE_NODE names
 the node (default: the hostname), BATCHSCOPE_NAME the session, BATCHSCOPE_BUFFER_MB the
 frames kept for resending (default 64). Without BATCHSCOPE_URL the scheduler is vLLM's,
 unobserved.
@@ -46,7 +46,8 @@ def _describe(sched: Scheduler) -> tuple[str, dict[str, Any]]:
         "enable_chunked_prefill": sc.enable_chunked_prefill,
         "policy": str(sc.policy),
         "scheduler_reserve_full_isl": sc.scheduler_reserve_full_isl,
-        "async_scheduling": bool(sc.async_scheduling),
+        "async_scheduling": isinstance(sched, AsyncScheduler),
+        "num_speculative_tokens": int(getattr(sched, "num_spec_tokens", 0) or 0),
         "block_size": sched.block_size,
         "num_gpu_blocks": sched.kv_cache_manager.block_pool.num_gpu_blocks,
         "enable_prefix_caching": bool(cc.enable_prefix_caching),
@@ -75,6 +76,8 @@ def sender_from_env(sched: Scheduler) -> Sender | None:
             "runner": "vllm",
             "simulated": False,
             "model": model,
+            # vLLM's `model_name` metric label, so the dashboard's /metrics matches the node's.
+            "served_model_name": str(sched.vllm_config.model_config.served_model_name or model),
             "config": config,
         },
         max_tokens=sched.max_num_scheduled_tokens,
@@ -163,6 +166,7 @@ class ObserverMixin:
             )
         sched: Any = self
         t2 = _perf()
+        generated = _generated_counts(scheduler_output, model_runner_output)
         outputs: dict[int, EngineCoreOutputs] = super().update_from_output(  # type: ignore[misc]
             scheduler_output, model_runner_output
         )
@@ -172,6 +176,7 @@ class ObserverMixin:
                 "u",
                 scheduler_output,
                 outputs,
+                generated,
                 t2,
                 t3,
                 len(sched.running),
@@ -192,17 +197,44 @@ class ObserverMixin:
         super().shutdown()  # type: ignore[misc]
 
 
+def _generated_counts(so: SchedulerOutput, mro: ModelRunnerOutput) -> dict[str, int] | None:
+    """Tokens the runner produced per request whose drafts this output verifies, read
+    before update_from_output trims them at a stop (accepted = produced - 1)."""
+    spec = so.scheduled_spec_decode_tokens
+    if not spec:
+        return None
+    index, sampled = mro.req_id_to_index, mro.sampled_token_ids
+    out: dict[str, int] = {}
+    for req_id in spec:
+        i = index.get(req_id)
+        if i is not None and sampled and i < len(sampled):
+            out[req_id] = len(sampled[i])
+    return out
+
+
+def _async_on(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    vllm_config = kwargs.get("vllm_config", args[0] if args else None)
+    sc = getattr(vllm_config, "scheduler_config", None)
+    return bool(getattr(sc, "async_scheduling", False))
+
+
 class ObservedScheduler(ObserverMixin, Scheduler):
-    """vLLM's Scheduler, reporting each step to the dashboard at BATCHSCOPE_URL."""
+    """vLLM's scheduler, reporting each step to the dashboard at BATCHSCOPE_URL.
+
+    `--scheduler-cls batchscope_vllm.ObservedScheduler` observes a node in whichever loop
+    vLLM chose: when the config has async scheduling on (vLLM 0.20's default) this builds
+    an ObservedAsyncScheduler (vLLM's AsyncScheduler), so attaching it never switches the
+    node to sync scheduling."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> ObservedScheduler:
+        if cls is ObservedScheduler and _async_on(args, kwargs):
+            cls = ObservedAsyncScheduler
+        return super().__new__(cls)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._bs_init()
 
 
-class ObservedAsyncScheduler(ObserverMixin, AsyncScheduler):
+class ObservedAsyncScheduler(ObservedScheduler, AsyncScheduler):
     """vLLM's AsyncScheduler (async scheduling on), reporting each step likewise."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._bs_init()

@@ -29,6 +29,9 @@ from batchscope_vllm.frames import FrameBuilder, encode_data
 log = logging.getLogger("batchscope_vllm")
 
 SEND_INTERVAL_S = 0.05
+QUIET_FLUSH_S = 1.0
+"""Async scheduling: a step that only scheduled is emitted once no hook came for this
+long (the next hook would have completed or closed it)."""
 STATS_INTERVAL_S = 1.0
 MAX_MESSAGE_CHARS = 512 * 1024
 MAX_ITEMS_PER_PUMP = 4096
@@ -54,7 +57,11 @@ class Sender:
         self.queue: queue.Queue[tuple[Any, ...]] = queue.Queue(maxsize=queue_size)
         self.dropped_in_queue = 0  # incremented by the engine thread only
         self.dropped_in_history = 0
-        self.builder = FrameBuilder(max_tokens, max_seqs, total_blocks)
+        config = announce.get("config") or {}
+        self.builder = FrameBuilder(
+            max_tokens, max_seqs, total_blocks, bool(config.get("async_scheduling"))
+        )
+        self._last_item = time.monotonic()
         self.history: deque[tuple[int, str]] = deque()
         self.history_limit = history_bytes
         self.history_size = 0  # characters (= bytes: the JSON is ASCII)
@@ -115,7 +122,13 @@ class Sender:
         try:
             item = self.queue.get(timeout=wait) if wait > 0 else self.queue.get_nowait()
         except queue.Empty:
+            quiet = time.monotonic() - self._last_item
+            if quiet > QUIET_FLUSH_S or self._closing.is_set():
+                # Async scheduling: a step that only scheduled is complete by now.
+                for frame_type, data in self.builder.flush():
+                    self._add(frame_type, data)
             return
+        self._last_item = time.monotonic()
         for _ in range(MAX_ITEMS_PER_PUMP):
             if self.dropped_in_queue != self._seen_drops:
                 self._seen_drops = self.dropped_in_queue

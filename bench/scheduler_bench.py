@@ -31,7 +31,10 @@ def vllm_baseline() -> tuple[dict[int, float], str]:
     if VLLM_PYTHON.exists():
         proc = subprocess.run(
             [str(VLLM_PYTHON), "-m", "bench.vllm_baseline", *map(str, SIZES)],
-            cwd=VLLM_PYTHON.parents[2], capture_output=True, text=True, timeout=900,
+            cwd=VLLM_PYTHON.parents[2],
+            capture_output=True,
+            text=True,
+            timeout=900,
             env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"},
         )
         if proc.returncode == 0:

@@ -32,6 +32,7 @@ _INT_KNOBS = {
     "prompt_lookup_min": "scheduler",
     "block_size": "cache",
     "num_gpu_blocks": "cache",
+    "kv_block_limit": "cache",
 }
 _BOOL_KNOBS = {
     "enable_chunked_prefill": "scheduler",
@@ -39,7 +40,7 @@ _BOOL_KNOBS = {
     "async_scheduling": "scheduler",
     "enable_prefix_caching": "cache",
 }
-_ZERO_OK = {"long_prefill_token_threshold", "num_speculative_tokens"}
+_ZERO_OK = {"long_prefill_token_threshold", "num_speculative_tokens", "kv_block_limit"}
 _REQUEST_KEYS = {
     "id",
     "arrival_step",

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import random
+import signal
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, fields
@@ -198,6 +199,12 @@ def _run_point_safely(
         return PointResult(point, error=f"{type(exc).__name__}: {exc}")
 
 
+def _ignore_sigint() -> None:
+    """Worker initializer: Ctrl-C is the parent's to handle (it lets running points finish
+    and keeps them); a worker killed mid-point would lose its point."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def run_sweep(
     base: dict[str, Any],
     knobs: list[Knob],
@@ -206,42 +213,59 @@ def run_sweep(
     cost_model: str | None = None,
     workers: int | None = None,
     on_result: Callable[[PointResult, int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> list[PointResult]:
     """Every point, in parallel worker processes (one per core by default). Results come
-    back in point order; on KeyboardInterrupt the finished ones are returned."""
+    back in point order. On KeyboardInterrupt, or once `should_stop()` (polled about
+    twice a second) is true, no further point starts; the running ones finish and
+    everything finished is returned."""
     points = plan_points(knobs, repeat)
     for point in points:
         point_scenario(base, point)  # validate every point before any runs
     workers = max(1, min(workers or os.cpu_count() or 1, len(points)))
     done: dict[int, PointResult] = {}
+
+    def collect(res: PointResult) -> None:
+        done[res.point.index] = res
+        if on_result:
+            on_result(res, len(done), len(points))
+
     if workers == 1:
         try:
             for point in points:
-                done[point.index] = _run_point_safely(base, point, runner, cost_model)
-                if on_result:
-                    on_result(done[point.index], len(done), len(points))
+                if should_stop and should_stop():
+                    break
+                collect(_run_point_safely(base, point, runner, cost_model))
         except KeyboardInterrupt:
             pass
         return [done[i] for i in sorted(done)]
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
-    futures: dict[Future[PointResult], SweepPoint] = {}
+    pool = ProcessPoolExecutor(
+        max_workers=workers, mp_context=get_context("spawn"), initializer=_ignore_sigint
+    )
+    futures = {pool.submit(_run_point_safely, base, p, runner, cost_model): p for p in points}
     try:
-        for point in points:
-            futures[pool.submit(_run_point_safely, base, point, runner, cost_model)] = point
-        pending = set(futures)
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+        pending: set[Future[PointResult]] = set(futures)
+        while pending and not (should_stop and should_stop()):
+            finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for fut in finished:
-                res = fut.result()
-                done[res.point.index] = res
-                if on_result:
-                    on_result(res, len(done), len(points))
+                collect(_outcome(fut, futures[fut]))
     except KeyboardInterrupt:
-        for fut in futures:
-            fut.cancel()
+        pass
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+    for fut, point in futures.items():  # points that were running when the sweep stopped
+        if fut.done() and not fut.cancelled() and point.index not in done:
+            collect(_outcome(fut, point))
     return [done[i] for i in sorted(done)]
+
+
+def _outcome(fut: Future[PointResult], point: SweepPoint) -> PointResult:
+    """A finished future's result; a worker that died (say, killed for memory) fails its
+    point, not the sweep."""
+    exc = fut.exception()
+    if exc is not None:
+        return PointResult(point, error=f"{type(exc).__name__}: {exc}")
+    return fut.result()
 
 
 def iter_rows(results: list[PointResult]) -> Iterator[dict[str, Any]]:

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import stat
 import subprocess
 import sys
 import time
+import tomllib
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,6 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 import yaml  # type: ignore[import-untyped]
+from packaging.requirements import Requirement
 
 from tests.app.records.conftest import PG_ADMIN, PostgresDatabases, _pg_unreachable
 from tests.conftest import ROOT, TOKEN, free_port
@@ -55,8 +59,11 @@ def test_compose_wires_db_and_app(compose: dict[str, Any]) -> None:
     assert "/healthz" in " ".join(app["healthcheck"]["test"])
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert dockerfile.startswith("#") and "\nFROM python:3.11-slim\n" in dockerfile
-    assert "pip install -r requirements/lock.txt" in dockerfile
+    assert "pip install -r requirements/runtime.txt" in dockerfile
+    assert "lock.txt" not in dockerfile  # the dev lock (pytest, mypy, playwright...) stays out
     assert "torch==2.13.0" in dockerfile
+    healthcheck = next(line for line in dockerfile.splitlines() if line.startswith("HEALTHCHECK"))
+    assert "--interval=" in healthcheck and "/healthz" in dockerfile.split("HEALTHCHECK", 1)[1]
 
 
 def _batchscope_on_path(tmp_path: Path) -> str:
@@ -128,8 +135,8 @@ def test_compose_command_records_into_postgresql(compose: dict[str, Any], tmp_pa
                     health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).json()
                 except httpx.HTTPError:
                     continue
-                assert health["ok"]
-                if (health.get("recorder") or {}).get("written", 1) == 0:
+                assert health["status"] == "ok", health
+                if health["checks"]["recorder"]["info"]["written"] == 0:
                     continue
                 recorded = [r for r in _sessions(env) if r["steps"] > 0 and r["requests"] > 0]
         finally:
@@ -144,3 +151,40 @@ def test_compose_command_records_into_postgresql(compose: dict[str, Any], tmp_pa
         assert rows[0]["steps"] >= recorded[0]["steps"]
     finally:
         databases.drop_all()
+
+
+def _requirement_names(text: str) -> dict[str, str]:
+    pins = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return pins
+
+
+def test_runtime_lock_is_the_runtime_closure_pinned_as_in_the_dev_lock() -> None:
+    """requirements/runtime.txt (the Docker image's) = what batchscope, its torch and
+    postgres extras need, transitively, at the versions lock.txt pins; nothing else."""
+    runtime = _requirement_names((ROOT / "requirements" / "runtime.txt").read_text())
+    lock = _requirement_names((ROOT / "requirements" / "lock.txt").read_text())
+    assert {name: lock.get(name) for name in runtime} == runtime
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    roots = [*project["dependencies"], *extras["torch"], *extras["postgres"]]
+    closure: set[str] = set()
+    stack = [Requirement(r) for r in roots]
+    while stack:
+        req = stack.pop()
+        name = re.sub(r"[-_.]+", "-", req.name).lower()
+        wanted = tuple(sorted(req.extras))
+        if (name, wanted) in closure:
+            continue
+        closure.add((name, wanted))  # type: ignore[arg-type]
+        for spec in metadata.requires(req.name) or []:
+            dep = Requirement(spec)
+            extras_on = list(req.extras) or [""]
+            if dep.marker is None or any(dep.marker.evaluate({"extra": e}) for e in extras_on):
+                stack.append(dep)
+    assert set(runtime) == {name for name, _ in closure}
+    for tool in ("pytest", "mypy", "ruff", "playwright", "transformers", "hypothesis"):
+        assert tool not in runtime

@@ -13,7 +13,6 @@ record has the shape of `engine.simulate.build_result`'s steps, without waiting_
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from vllm.v1.request import Request, RequestStatus
 
 from engine.runner.sim import sim_drafts, sim_token, verify_drafts
 from engine.scenario import Scenario
-from engine.simulate import empty_request_record
+from engine.simulate import empty_request_record, step_timing
 
 Rejector = Callable[[Scenario, int, int], str | None]
 
@@ -311,10 +310,5 @@ class Driver:
             ),
             "steps": steps,
             "requests": requests,
-            "timing": {
-                "median_step_us": round(statistics.median(overheads), 2) if overheads else 0.0,
-                "p90_step_us": round(overheads[int(0.9 * (len(overheads) - 1))], 2)
-                if overheads
-                else 0.0,
-            },
+            "timing": step_timing(overheads),
         }

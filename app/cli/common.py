@@ -4,9 +4,9 @@ reads, and the runner it builds. Imports no other command module."""
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from app.cli.help import from_env
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
@@ -19,7 +19,10 @@ class CliError(Exception):
 
 
 def add_database_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--database-url", dest="database_url")
+    from_env(
+        p.add_argument("--database-url", dest="database_url", metavar="URL", help="the database"),
+        "database_url",
+    )
 
 
 def database_url(args: argparse.Namespace) -> str:
@@ -68,18 +71,45 @@ def make_runner_from_args(args: argparse.Namespace, config: Any) -> Any:
         raise CliError(str(exc)) from None
 
 
-def load_cost_model(path: str) -> Any:
-    from engine.runner.sim import CostModel
+def load_cost_model(spec: str) -> Any:
+    """A preset (`h100:llama-3-8b`) or a file from `batchscope calibrate` (linear or
+    --roofline)."""
+    from engine.runner.cost_model import load_cost_model as load
 
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return CostModel(
-            **{
-                k: float(data[k])
-                for k in ("base_ms", "per_token_ms", "per_seq_ms", "per_context_ms")
-            }
-        )
-    except OSError as exc:
-        raise CliError(f"--cost-model {path}: {exc.strerror}") from None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CliError(f"--cost-model {path}: not a cost model file ({exc})") from None
+        return load(spec)
+    except ValueError as exc:
+        raise CliError(f"--cost-model: {exc}") from None
+
+
+def add_loop_flags(p: argparse.ArgumentParser) -> None:
+    """The engine-loop knobs (override a scenario's or the settings' values)."""
+    p.add_argument(
+        "--async-scheduling",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="vLLM's async scheduling (batch queue of 2); default: the scenario's / off",
+    )
+    p.add_argument(
+        "--num-speculative-tokens",
+        type=int,
+        metavar="K",
+        default=None,
+        help="n-gram speculative decoding with K drafts per step (0 = off)",
+    )
+    p.add_argument(
+        "--batching",
+        choices=("continuous", "static"),
+        default=None,
+        help="continuous (vLLM) or static batching (the baseline)",
+    )
+
+
+def loop_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The engine-loop knobs given on the command line, by knob name."""
+    out: dict[str, Any] = {}
+    for name in ("async_scheduling", "num_speculative_tokens", "batching"):
+        value = getattr(args, name, None)
+        if value is not None:
+            out[name] = value
+    return out

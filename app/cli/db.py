@@ -14,11 +14,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     db = sub.add_parser("db", help="database schema (Alembic migrations)")
     db.add_argument("action", choices=("upgrade", "downgrade", "current"))
     add_database_flag(db)
-    db.add_argument("--revision", help="target revision (default head / base)")
+    db.add_argument(
+        "--revision", help="target revision (default: head to upgrade, base to downgrade)"
+    )
     db.set_defaults(run=cmd_db)
 
     sessions = sub.add_parser("sessions", help="list recorded sessions")
-    sessions.add_argument("--json", action="store_true")
+    sessions.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_database_flag(sessions)
     sessions.set_defaults(run=cmd_sessions)
 

@@ -10,16 +10,17 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from app.cli import db, push, records, serve, simulate
+from app.cli import db, push, records, serve, simulate, sweep
 from app.cli.common import EXIT_USAGE, CliError
+from app.cli.help import Parser
+from app.resources import package_version
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="batchscope", description="See how an LLM-serving scheduler works."
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    for module in (simulate, push, db, records, serve):
+    parser = Parser(prog="batchscope", description="See how an LLM-serving scheduler works.")
+    parser.add_argument("--version", action="version", version=f"batchscope {package_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for module in (simulate, sweep, push, db, records, serve):
         module.add_parsers(sub)
     return parser
 

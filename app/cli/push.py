@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from app.cli.common import CliError, make_runner_from_args
+from app.cli.help import from_env
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -17,11 +18,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="the dashboard's ingest socket, e.g. ws://127.0.0.1:8000/ws/ingest",
     )
     eng.add_argument("--token", required=True, help="the dashboard's control token")
-    eng.add_argument("--node", default=None, help="node name shown in the dashboard")
-    eng.add_argument("--runner", choices=("sim", "torch"))
-    eng.add_argument("--model", metavar="DIR")
-    eng.add_argument("--device", choices=("auto", "cpu", "cuda"))
-    eng.add_argument("--workload", choices=("poisson", "none"))
+    node = eng.add_argument("--node", default=None, help="node name shown in the dashboard")
+    node.shown_default = "this host's name"  # type: ignore[attr-defined]
+    from_env(eng.add_argument("--runner", choices=("sim", "torch")), "runner")
+    from_env(eng.add_argument("--model", metavar="DIR"), "model", "built-in random weights")
+    from_env(eng.add_argument("--device", choices=("auto", "cpu", "cuda")), "device")
+    from_env(eng.add_argument("--workload", choices=("poisson", "none")), "workload")
     eng.add_argument(
         "--buffer",
         type=int,

@@ -21,8 +21,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--format",
         choices=("perfetto", "jsonl"),
         default="jsonl",
-        help="perfetto: Chrome JSON trace for ui.perfetto.dev; jsonl: the protocol frames "
-        "(default)",
+        help="perfetto: Chrome JSON trace for ui.perfetto.dev; jsonl: the protocol frames",
     )
     export.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     add_database_flag(export)

@@ -6,24 +6,58 @@ import argparse
 from pathlib import Path
 
 from app.cli.common import CliError, add_database_flag
+from app.cli.help import from_env
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = sub.add_parser("serve", help="start the dashboard with the embedded engine")
-    serve.add_argument("--host", help="bind address (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port (default 8000)")
-    serve.add_argument("--runner", choices=("sim", "torch"))
-    serve.add_argument("--model", metavar="DIR", help="local Llama-family checkpoint directory")
-    serve.add_argument("--device", choices=("auto", "cpu", "cuda"))
-    serve.add_argument("--workload", choices=("poisson", "none"))
+    from_env(serve.add_argument("--host", help="bind address"), "host")
+    from_env(serve.add_argument("--port", type=int, help="port"), "port")
+    from_env(
+        serve.add_argument("--runner", choices=("sim", "torch"), help="the engine's runner"),
+        "runner",
+    )
+    from_env(
+        serve.add_argument(
+            "--model", metavar="DIR", help="local Llama-family checkpoint directory"
+        ),
+        "model",
+        shown_default="built-in random weights",
+    )
+    from_env(
+        serve.add_argument(
+            "--device", choices=("auto", "cpu", "cuda"), help="where the torch runner runs"
+        ),
+        "device",
+    )
+    from_env(
+        serve.add_argument(
+            "--workload", choices=("poisson", "none"), help="the live engine's own arrivals"
+        ),
+        "workload",
+    )
     add_database_flag(serve)
-    serve.add_argument("--token", help="control token (default: generated at start)")
     serve.add_argument(
-        "--no-engine",
-        dest="engine",
-        action="store_false",
-        default=None,
-        help="observe remote nodes only; no local engine",
+        "--migrate",
+        action="store_true",
+        help="migrate a database at an older schema revision before serving (without it, "
+        "serve refuses and names the command; a new SQLite file is always created)",
+    )
+    from_env(
+        serve.add_argument("--token", help="control token"),
+        "token",
+        shown_default="generated at start",
+    )
+    from_env(
+        serve.add_argument(
+            "--no-engine",
+            dest="engine",
+            action="store_false",
+            default=None,
+            help="observe remote nodes only; no local engine",
+        ),
+        "engine",
+        shown_default="engine on",
     )
     serve.set_defaults(run=cmd_serve)
 
@@ -45,7 +79,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
     from pydantic import ValidationError
 
-    from app.db.migrate import NotMigrated, is_memory_url, require_migrated
+    from app.cli.listen import bind_listener
+    from app.db.migrate import NotMigrated, is_memory_url, prepare_for_serving
     from app.main import create_app
     from app.settings import Settings
     from engine.config import ConfigError
@@ -67,23 +102,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
             import torch  # noqa: F401
         except ImportError:
             raise CliError("the torch runner needs torch (pip install torch==2.13.0)") from None
+    listener = bind_listener(settings.host, settings.port)
     if not is_memory_url(settings.database_url):
         try:
-            require_migrated(settings.database_url)
+            done = prepare_for_serving(settings.database_url, migrate=args.migrate)
         except NotMigrated as exc:
+            listener.close()
             raise CliError(str(exc)) from None
+        if done:
+            print(f"batchscope: {done}", flush=True)
     app = create_app(settings)
     url = f"http://{settings.host}:{settings.port}"
     print(f"batchscope dashboard: {url}/", flush=True)
     print(f"control (opens once, sets a cookie): {url}/launch?token={settings.token}", flush=True)
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
-        host=settings.host,
-        port=settings.port,
         log_level="warning",
         ws="websockets-sansio",
         # Compression would be per client (no encode-once) and costs more CPU than the
         # loopback/LAN bytes it saves.
         ws_per_message_deflate=False,
     )
+    uvicorn.Server(config).run(sockets=[listener])
     return 0

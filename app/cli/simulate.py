@@ -4,10 +4,17 @@ SimRunner's cost model on the torch runner): the engine offline, no dashboard.""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
-from app.cli.common import CliError, add_runner_flags, make_runner_from_args
+from app.cli.common import (
+    CliError,
+    add_loop_flags,
+    add_runner_flags,
+    loop_overrides,
+    make_runner_from_args,
+)
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -15,12 +22,23 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     sim.add_argument("file", help="scenario JSON (see docs/scenarios.md)")
     sim.add_argument("--out", metavar="RESULT.json", help="write the step-by-step result here")
     sim.add_argument("--table", action="store_true", help="print the seed-style step table")
-    sim.add_argument("--cost-model", metavar="FILE", help="SimRunner cost model (from calibrate)")
+    sim.add_argument(
+        "--cost-model",
+        metavar="FILE|PRESET",
+        help="SimRunner step times: a file from calibrate, or a preset like h100:llama-3-8b",
+    )
     add_runner_flags(sim, default="sim")
+    add_loop_flags(sim)
     sim.set_defaults(run=cmd_simulate)
 
     cal = sub.add_parser("calibrate", help="fit the SimRunner's cost model on the torch runner")
     cal.add_argument("--out", metavar="FILE", default="data/cost_model.json")
+    cal.add_argument(
+        "--roofline",
+        action="store_true",
+        help="fit the roofline (peak FLOP/s, bandwidth, launch overhead) instead of the "
+        "linear model",
+    )
     cal.add_argument("--model", metavar="DIR", help="local Llama-family checkpoint directory")
     cal.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     cal.add_argument("--repeats", type=int, default=3)
@@ -31,7 +49,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from engine.config import CacheConfig, EngineConfig, SchedulerConfig
-    from engine.runner.calibrate import calibrate
+    from engine.runner.calibrate import (
+        fit_cost_model,
+        fit_roofline,
+        measure_step_times,
+        model_spec,
+    )
 
     if args.repeats < 1:
         raise CliError("--repeats: must be >= 1")
@@ -41,16 +64,25 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     )
     args.runner = "torch"
     runner = make_runner_from_args(args, config)
-    model = calibrate(runner, repeats=args.repeats)
+    samples = measure_step_times(runner, repeats=args.repeats)
+    describe = runner.describe()
+    if args.roofline:
+        roof = fit_roofline(samples, model_spec(describe))
+        fitted = roof.as_dict()
+        note = f"knee at {roof.knee_tokens():.0f} tokens/step"
+    else:
+        fitted = asdict(fit_cost_model(samples))
+        note = ", ".join(f"{k}={v}" for k, v in fitted.items())
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    payload = {**asdict(model), "runner": runner.describe()}
+    payload = {**fitted, "runner": describe}
     out.write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
-    print(f"cost model written to {out}: {asdict(model)}")
+    print(f"cost model written to {out} ({note})")
     return 0
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from engine.config import ConfigError
     from engine.scenario import ScenarioError, load_scenario
     from engine.simulate import format_table, run_scenario
 
@@ -58,6 +90,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.file)
     except ScenarioError as exc:
         raise CliError(str(exc)) from None
+    overrides = loop_overrides(args)
+    if overrides:
+        try:
+            scenario = dataclasses.replace(
+                scenario, config=scenario.config.with_updates(**overrides)
+            )
+        except (ConfigError, ValueError) as exc:
+            raise CliError(str(exc)) from None
     runner = make_runner_from_args(args, scenario.config)
     result = run_scenario(scenario, runner)
     if args.out:

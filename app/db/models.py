@@ -1,11 +1,13 @@
 """Tables of a recording: sessions, iterations (frame + summary columns), other frames,
-requests, config changes and periodic checkpoints of the folded state."""
+requests, config changes and periodic checkpoints of the folded state. (The lab's tables,
+in app/db/lab_models.py, register with the same metadata when this module is imported.)"""
 
 from __future__ import annotations
 
 from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
+from app.db import lab_models  # noqa: F401  (the lab's tables join the metadata)
 from app.db.base import Base
 
 

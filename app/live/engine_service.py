@@ -8,7 +8,6 @@ import asyncio
 import itertools
 from collections.abc import Callable
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from typing_extensions import TypedDict
@@ -17,6 +16,7 @@ from app.errors import NotFound
 from app.live.bridge import HubSink
 from app.live.hub import EventHub
 from app.protocol.session import engine_fields, new_session_id, session_meta
+from app.resources import asset_path
 from app.settings import Settings
 from engine.commands import (
     Abort,
@@ -38,7 +38,7 @@ from engine.runner.tokenizer import ByteTokenizer, Tokenizer
 from engine.scenario import Scenario, ScenarioError, load_scenario
 from engine.workload import PoissonWorkload, WorkloadSpec
 
-SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
+SCENARIO_DIR = asset_path("scenarios")
 COMMAND_TIMEOUT_S = 30.0
 
 

@@ -1,193 +1,206 @@
-"""Prometheus metrics in vLLM's names, fed by the hub, so vLLM's Grafana dashboards work."""
+"""Prometheus metrics in vLLM 0.20's names, fed by the hub, so vLLM's Grafana dashboards
+work against a batchscope dashboard (docs/operators.md).
+
+Every engine is its own series: label `engine` is the node's name for an ingested node
+(so a node that reconnects continues its counters) and the session id for a local
+session; `model_name` is the served model's name. Re-runs (what-if replays of a
+recording) and sessions relayed from another dashboard process are not counted: they
+are not traffic this process served. The exposition is prometheus_client's, over the
+families `collect()` builds at scrape time.
+"""
 
 from __future__ import annotations
 
-import bisect
+import logging
+from collections.abc import Iterator
 from typing import Any
 
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from app.live import metric_defs as d
+from app.live.engine_stats import EngineStats
 from app.live.hub import EventHub
 
-TTFT_BUCKETS = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-    160.0,
-    640.0,
-    2560.0,
-)
-ITL_BUCKETS = (
-    0.01,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.4,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-)
-LATENCY_BUCKETS = (
-    0.3,
-    0.5,
-    0.8,
-    1.0,
-    1.5,
-    2.0,
-    2.5,
-    5.0,
-    10.0,
-    15.0,
-    20.0,
-    30.0,
-    40.0,
-    50.0,
-    60.0,
-    120.0,
-    240.0,
-    480.0,
-    960.0,
-    1920.0,
-    7680.0,
-)
-TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+log = logging.getLogger("batchscope.metrics")
+
+KEEP_ENDED = 8
+"""Ended local sessions whose series stay exported (then they are dropped)."""
 
 
-class Histogram:
-    def __init__(self, buckets: tuple[float, ...]) -> None:
-        self.buckets = buckets
-        self.counts = [0] * (len(buckets) + 1)
-        self.sum = 0.0
-        self.count = 0
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(self.buckets, value)] += 1
-        self.sum += value
-        self.count += 1
-
-    def lines(self, name: str, labels: str) -> list[str]:
-        out, cumulative = [], 0
-        for bound, n in zip(self.buckets, self.counts, strict=False):
-            cumulative += n
-            out.append(f'{name}_bucket{{{labels},le="{bound}"}} {cumulative}')
-        out.append(f'{name}_bucket{{{labels},le="+Inf"}} {self.count}')
-        out.append(f"{name}_sum{{{labels}}} {self.sum}")
-        out.append(f"{name}_count{{{labels}}} {self.count}")
-        return out
-
-
-class Metrics:
-    """Counters since the server started, over every session the hub carries."""
+class Metrics(Collector):
+    """A hub listener that folds frames into one EngineStats per engine."""
 
     def __init__(self, hub: EventHub) -> None:
         self.hub = hub
-        self.counters = {
-            "num_preemptions": 0,
-            "prompt_tokens": 0,
-            "generation_tokens": 0,
-            "prefix_cache_queries": 0,
-            "prefix_cache_hits": 0,
-        }
-        self.hist = {
-            "time_to_first_token_seconds": Histogram(TTFT_BUCKETS),
-            "inter_token_latency_seconds": Histogram(ITL_BUCKETS),
-            "e2e_request_latency_seconds": Histogram(LATENCY_BUCKETS),
-            "request_queue_time_seconds": Histogram(LATENCY_BUCKETS),
-            "iteration_tokens_total": Histogram(TOKEN_BUCKETS),
-        }
-        self._arrived_t: dict[tuple[str, str], float] = {}
-        self._last_token_t: dict[tuple[str, str], float] = {}
+        self.engines: dict[tuple[str, str], EngineStats] = {}
+        self._by_session: dict[str, EngineStats | None] = {}
+        """Each session's series (None: not counted); a series outlives its sessions."""
+        self._local: list[tuple[str, str]] = []
+        """Series of local sessions, oldest first."""
+        self.errors = 0
+        """Frames that could not be counted (logged)."""
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
         hub.add_listener(self.on_frame)
 
+    # ---------------------------------------------------------------- folding
     def on_frame(
         self, session: str, frame_type: str, seq: int, data: dict[str, Any], text: str
     ) -> None:
-        del seq, text
-        c, h = self.counters, self.hist
-        if frame_type == "iteration":
-            t_end = data["t_start"] + data["duration"]
-            h["iteration_tokens_total"].observe(data["budget"]["used"])
-            c["num_preemptions"] += len(data["preempted"])
-            c["generation_tokens"] += len(data["sampled"])
-            state = self.hub.live_state(session)
-            for item in data["scheduled"]:
-                if item["req"] in data["new"] or item["req"] in data["resumed"]:
-                    row = state.requests.get(item["req"]) if state else None
-                    c["prefix_cache_queries"] += row["num_tokens"] if row else item["n"]
-                    c["prefix_cache_hits"] += item["prefix_hit"]
-            for req in data["sampled"]:
-                key = (session, req)
-                prev = self._last_token_t.get(key)
-                if prev is not None:
-                    h["inter_token_latency_seconds"].observe(t_end - prev)
-                self._last_token_t[key] = t_end
-        elif frame_type == "request":
-            key = (session, data["req"])
-            kind, t = data["kind"], data["t"]
-            if kind == "arrived":
-                self._arrived_t[key] = t
-                c["prompt_tokens"] += data["detail"].get("num_prompt_tokens", 0)
-            elif kind == "scheduled" and key in self._arrived_t:
-                h["request_queue_time_seconds"].observe(t - self._arrived_t[key])
-            elif kind == "first_token" and key in self._arrived_t:
-                h["time_to_first_token_seconds"].observe(t - self._arrived_t[key])
-            elif kind in ("finished", "aborted", "rejected"):
-                arrived = self._arrived_t.pop(key, None)
-                self._last_token_t.pop(key, None)
-                if kind == "finished" and arrived is not None:
-                    h["e2e_request_latency_seconds"].observe(t - arrived)
+        del text
+        try:
+            self._fold(session, frame_type, data)
+        except Exception:  # a metrics bug must never cost the hub (or the recorder) a frame
+            self.errors += 1
+            log.exception("metrics: frame %s of %s not counted", seq, session)
 
-    def render(self, model_name: str) -> str:
-        labels = f'model_name="{model_name}",engine="0"'
-        state = self.hub.live_state()
-        running = waiting = 0
-        usage = 0.0
-        if state is not None and state.history:
-            last = state.history[-1]
-            running, waiting = last["running"], last["waiting"]
-            usage = last["kv_used"] / last["kv_total"] if last["kv_total"] else 0.0
-        lines = [
-            "# TYPE vllm:num_requests_running gauge",
-            f"vllm:num_requests_running{{{labels}}} {running}",
-            "# TYPE vllm:num_requests_waiting gauge",
-            f"vllm:num_requests_waiting{{{labels}}} {waiting}",
-            "# TYPE vllm:kv_cache_usage_perc gauge",
-            f"vllm:kv_cache_usage_perc{{{labels}}} {usage:.6f}",
-        ]
-        for name, value in self.counters.items():
-            lines.append(
-                f"# TYPE vllm:{name}_total counter"
-                if not name.startswith("prefix")
-                else f"# TYPE vllm:{name} counter"
-            )
-            metric = f"vllm:{name}_total" if not name.startswith("prefix") else f"vllm:{name}"
-            lines.append(f"{metric}{{{labels}}} {value}")
-        for name, hist in self.hist.items():
-            lines.append(f"# TYPE vllm:{name} histogram")
-            lines.extend(hist.lines(f"vllm:{name}", labels))
-        return "\n".join(lines) + "\n"
+    def _fold(self, session: str, frame_type: str, data: dict[str, Any]) -> None:
+        stats = self._stats(session)
+        if stats is None:
+            return
+        if frame_type == "iteration":
+            stats.on_iteration(data)
+        elif frame_type == "request":
+            stats.on_request(data)
+        elif frame_type == "config":
+            stats.config.update(data.get("config") or {})
+        elif frame_type == "session" and data.get("event") == "closed":
+            stats.live = False
+            self._forget_ended()
+        elif frame_type == "session" and data.get("event") == "opened":
+            stats.live = True
+
+    def _stats(self, session: str) -> EngineStats | None:
+        if session in self._by_session:
+            return self._by_session[session]
+        info = self.hub.sessions.get(session)
+        meta = info.meta if info is not None else {}
+        source = str(meta.get("source") or "")
+        relayed = self.hub.is_relayed(session) or bool(meta.get("relayed"))
+        counted = info is not None and not relayed
+        counted = counted and (source == "local" or source.startswith("node:"))
+        stats = None
+        if counted:
+            key = (model_name(meta), str(meta.get("node") or session))
+            stats = self.engines.get(key)
+            if stats is None:
+                stats = self.engines[key] = EngineStats(*key, meta.get("config") or {})
+                if source == "local":
+                    self._local.append(key)
+            stats.live = True
+        self._by_session[session] = stats
+        return stats
+
+    def _forget_ended(self) -> None:
+        """Keep the series of live engines, of nodes, and of the latest ended local
+        sessions (each local session is its own series: without this they would pile up)."""
+        ended = [k for k in self._local if not self.engines[k].live]
+        for key in ended[:-KEEP_ENDED]:
+            self._local.remove(key)
+            del self.engines[key]
+
+    # ------------------------------------------------------------- exposition
+    def collect(self) -> Iterator[Metric]:
+        engines = list(self.engines.values())
+        live = [s for s in engines if s.live]
+        labels = list(d.LABELS)
+        for name, doc in d.GAUGES.items():
+            family = GaugeMetricFamily(name, doc, labels=labels)
+            for s in live:
+                value = {
+                    "vllm:num_requests_running": s.running,
+                    "vllm:num_requests_waiting": s.waiting,
+                    "vllm:kv_cache_usage_perc": s.kv_usage,
+                }[name]
+                family.add_metric(s.labels, value)
+            yield family
+        yield from _waiting_by_reason(live)
+        sleep = GaugeMetricFamily(
+            "vllm:engine_sleep_state",
+            "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine "
+            "is awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means "
+            "sleep level 2.",
+            labels=[*labels, "sleep_state"],
+        )
+        for s in live:
+            for state in d.SLEEP_STATES:
+                sleep.add_metric([*s.labels, state], 1 if state == "awake" else 0)
+        yield sleep
+        info = GaugeMetricFamily(
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig",
+            labels=["engine", *d.CACHE_INFO_LABELS],
+        )
+        for s in engines:
+            cache = s.cache_info()
+            info.add_metric([s.labels[1], *(cache[k] for k in d.CACHE_INFO_LABELS)], 1)
+        yield info
+        yield from _counters(engines)
+        for name, (doc, _) in d.HISTOGRAMS.items():
+            hist = HistogramMetricFamily(name, doc, labels=labels)
+            for s in engines:
+                h = s.hist[name]
+                hist.add_metric(s.labels, h.cumulative(), h.sum)
+            yield hist
+
+    def exposition(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)
+
+
+def model_name(meta: dict[str, Any]) -> str:
+    """vLLM's `model_name` label: the served model's name."""
+    for key in ("served_model_name", "model"):
+        if meta.get(key):
+            return str(meta[key])
+    runner = meta.get("runner") or "engine"
+    return f"batchscope-{runner}"
+
+
+def _waiting_by_reason(live: list[EngineStats]) -> Iterator[Metric]:
+    labels = [*d.LABELS, "reason"]
+    vllm = GaugeMetricFamily(
+        "vllm:num_requests_waiting_by_reason",
+        "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for "
+        "scheduling capacity; 'deferred' = deferred by transient constraints (LoRA budget, "
+        "KV transfer, blocked status). Sum of all reasons equals vllm:num_requests_waiting.",
+        labels=labels,
+    )
+    ours = GaugeMetricFamily(
+        "batchscope:num_requests_waiting_by_reason",
+        "Waiting requests by the scheduler's own reason at the last step (token_budget, "
+        "max_num_seqs, kv_blocks, policy_order, ...; 'other': not classified this step). "
+        "vllm:num_requests_waiting_by_reason folds them into capacity and deferred.",
+        labels=labels,
+    )
+    for s in live:
+        deferred = sum(n for r, n in s.waiting_reasons.items() if r in d.DEFERRED_REASONS)
+        deferred = min(deferred, s.waiting)
+        vllm.add_metric([*s.labels, "capacity"], s.waiting - deferred)
+        vllm.add_metric([*s.labels, "deferred"], deferred)
+        for reason, n in sorted(s.waiting_reasons.items()):
+            ours.add_metric([*s.labels, reason], n)
+    yield vllm
+    yield ours
+
+
+def _counters(engines: list[EngineStats]) -> Iterator[Metric]:
+    labels = list(d.LABELS)
+    for name, doc in d.COUNTERS.items():
+        family = CounterMetricFamily(name, doc, labels=labels)
+        for s in engines:
+            family.add_metric(s.labels, s.counters[name])
+        yield family
+    for name, (doc, label) in d.LABELLED_COUNTERS.items():
+        family = CounterMetricFamily(name, doc, labels=[*labels, label])
+        for s in engines:
+            for value, n in sorted(s.labelled[name].items()):
+                family.add_metric([*s.labels, str(value)], n)
+        yield family

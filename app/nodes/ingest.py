@@ -152,6 +152,7 @@ class NodeRegistry:
             device=str(msg.get("device") or "")[:32],
             config=config if isinstance(config, dict) else {},
             node=node_name,
+            served_model_name=str(msg.get("served_model_name") or model)[:300],
         )
         if info is None and restored is not None:
             self.hub.adopt_session(restored, meta, live=self.hub.follow_most_active)

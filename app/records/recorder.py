@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
@@ -18,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.migrate import is_memory_url
 from app.db.writer_process import TextFrame, Writer, start_writer, write_texts
+from app.live.health import Check
 from app.live.hub import EventHub
 
 log = logging.getLogger("batchscope.recorder")
@@ -46,6 +48,11 @@ class Recorder:
         self.checkpoint_every = checkpoint_every
         self.flush_interval = flush_interval
         self.pending: list[TextFrame] = []
+        self.pending_since: float | None = None
+        """Monotonic time the oldest pending frame arrived."""
+        self.writing = 0
+        """Frames of the batch being written now."""
+        self._writing_since: float | None = None
         self.written = 0
         self.failures = 0
         self.last_error: str | None = None
@@ -57,8 +64,13 @@ class Recorder:
 
     @property
     def lag(self) -> int:
-        """Frames received but not yet in the database."""
-        return len(self.pending)
+        """Frames received but not yet in the database (the batch being written included)."""
+        return len(self.pending) + self.writing
+
+    def lag_seconds(self) -> float:
+        """How long the oldest frame not yet in the database has waited (0: none)."""
+        since = [t for t in (self._writing_since, self.pending_since) if t is not None]
+        return time.monotonic() - min(since) if since else 0.0
 
     def on_frame(
         self, session: str, frame_type: str, seq: int, data: dict[str, Any], text: str
@@ -66,6 +78,8 @@ class Recorder:
         if self.hub.is_relayed(session):
             return  # its origin process records it
         del data  # the writer re-parses the text, off this loop (in its own process)
+        if not self.pending:
+            self.pending_since = time.monotonic()
         self.pending.append(TextFrame(session, frame_type, seq, text))
         if len(self.pending) >= 5000:
             self._wake.set()
@@ -104,6 +118,8 @@ class Recorder:
         if not self.pending:
             return
         batch, self.pending = self.pending, []
+        since, self.pending_since = self.pending_since, None
+        self.writing, self._writing_since = len(batch), since
         try:
             if self._writer is not None:
                 loop = asyncio.get_running_loop()
@@ -118,12 +134,29 @@ class Recorder:
                 "recording write failed (%s frames kept for retry): %s", len(batch), self.last_error
             )
             self.pending[:0] = batch
+            self.pending_since = since
             await asyncio.sleep(min(5.0, 0.2 * self.failures))
+        finally:
+            self.writing, self._writing_since = 0, None
 
     def status(self) -> dict[str, Any]:
         return {
             "written": self.written,
             "lag": self.lag,
+            "lag_seconds": round(self.lag_seconds(), 3),
             "failures": self.failures,
             "last_error": self.last_error,
         }
+
+    def health(self, max_lag_s: float) -> Check:
+        """Not ok once a frame has waited longer than `max_lag_s` for the database."""
+        status, waited = self.status(), self.lag_seconds()
+        if waited <= max_lag_s:
+            return Check(True, f"{self.lag} frames waiting ({waited:.1f} s)", status)
+        error = f"; last error: {self.last_error}" if self.last_error else ""
+        return Check(
+            False,
+            f"{self.lag} frames not yet in the database, the oldest for {waited:.0f} s "
+            f"(over {max_lag_s:g} s){error}",
+            status,
+        )

@@ -116,7 +116,6 @@ async def rerun_session(
     """Re-run `source`'s arrivals under `config` (off the loop) and publish the result as a
     new, closed session (source `rerun`), recorded like any other. Returns (id, name)."""
     events = await asyncio.to_thread(rerun_events, config, arrivals, runner_kind)
-    new_id = new_session_id()
     knobs = ", ".join(f"{k}={v}" for k, v in changes.items()) or "same knobs"
     label = name or f"rerun of {source['name'] or source['id']}: {knobs}"
     meta = session_meta(
@@ -127,10 +126,17 @@ async def rerun_session(
         config=config.as_dict(),
         rerun_of=source["id"],
     )
+    return publish_closed_session(hub, meta, events), label
+
+
+def publish_closed_session(hub: EventHub, meta: dict[str, Any], events: list[Event]) -> str:
+    """A finished run's events as a new, closed session, recorded like any other (the
+    recorder listens to the hub). Returns the new session's id."""
+    new_id = new_session_id()
     hub.open_session(new_id, meta, live=False)
     for event in events:
         frame_type, frame = event_to_frame(event)
         if frame_type != "engine_snapshot":
             hub.publish(new_id, frame_type, frame)
     hub.close_session(new_id)
-    return new_id, label
+    return new_id

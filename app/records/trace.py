@@ -167,6 +167,12 @@ class TraceBuilder:
         self._counter(
             "tokens per step", start, {"prefill": budget["prefill"], "decode": budget["decode"]}
         )
+        accepted = d.get("accepted", {})
+        if d.get("spec_tokens") or accepted:
+            drafts = {"drafts": d.get("spec_tokens", 0), "accepted": sum(accepted.values())}
+            self._counter("speculative decoding", start, drafts)
+        if d.get("padding"):
+            self._counter("static batching padding", start, {"padding": d["padding"]})
         # Preemption happens while this step is scheduled: the wait starts with the step.
         for p in d["preempted"]:
             track = self.track(p["req"])
@@ -178,6 +184,14 @@ class TraceBuilder:
             track = self.track(item["req"])
             self._close_open(track, start)
             run = track.decode
+            if item.get("spec"):
+                # A draft-verifying step gets its own slice: drafts and how many held.
+                self._flush_decode(track)
+                args = {"tokens": item["n"], "drafts": item["spec"], "step": step}
+                if item["req"] in accepted:
+                    args["accepted"] = accepted[item["req"]]
+                self._slice(track, f"decode + {item['spec']} drafts", start, end, args)
+                continue
             if item["phase"] == "decode":
                 if run is not None and run.last_step == step - 1:
                     run.end, run.last_step = end, step

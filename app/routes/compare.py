@@ -9,6 +9,8 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
+from app.api_docs import error_responses
+from app.api_models import Comparison
 from app.deps import DbDep, View, not_found_page
 from app.records.compare import compare_sessions
 from app.templating import templates
@@ -32,7 +34,13 @@ METRICS = (
 )
 
 
-@router.get("/api/compare")
+@router.get(
+    "/api/compare",
+    response_model=Comparison,
+    tags=["sessions"],
+    responses=error_responses(401, 404),
+    summary="Compare two recordings",
+)
 async def compare(a: str, b: str, db: DbDep) -> dict[str, Any]:
     return await compare_sessions(db, a, b)
 

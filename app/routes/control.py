@@ -9,18 +9,42 @@ from __future__ import annotations
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
+from typing import Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from app.deps import BodyDep, Control, ControlDep, HubDep, LocalEngineDep, SettingsDep, answer
+from app.api_docs import CONTROL_ERRORS, error_responses
+from app.api_models import (
+    AbortResult,
+    ConfigResult,
+    InjectBody,
+    InjectResult,
+    LiveKnobs,
+    Message,
+    WorkloadBody,
+    WorkloadResult,
+    body_doc,
+)
+from app.deps import (
+    Control,
+    ControlDep,
+    HubDep,
+    LocalEngineDep,
+    SettingsDep,
+    answer,
+    json_or_form,
+)
 from app.errors import NotFound
-from app.forms import FormError, parse_config_changes, parse_inject, parse_workload
+from app.forms import parse_config_changes, parse_inject, parse_workload
 from app.live.engine_service import EngineBusy, NewRequest
 from engine.config import ConfigError
 from engine.request import SamplingParams
 
-router = APIRouter(prefix="/api", dependencies=Control)
+router = APIRouter(prefix="/api", dependencies=Control, tags=["control"], responses=CONTROL_ERRORS)
+InjectDep = Annotated[InjectBody, Depends(json_or_form(InjectBody))]
+KnobsDep = Annotated[LiveKnobs, Depends(json_or_form(LiveKnobs))]
+WorkloadDep = Annotated[WorkloadBody, Depends(json_or_form(WorkloadBody))]
 
 SHARED_PREFIXES = {
     "system": [3 + (7 * i) % 256 for i in range(64)],
@@ -28,14 +52,19 @@ SHARED_PREFIXES = {
 }
 
 
-@router.post("/requests")
+@router.post(
+    "/requests",
+    status_code=201,
+    response_model=InjectResult,
+    openapi_extra=body_doc(InjectBody),
+    summary="Inject requests",
+)
 async def inject(
-    request: Request, target: ControlDep, settings: SettingsDep, body: BodyDep
+    request: Request, target: ControlDep, settings: SettingsDep, body: InjectDep
 ) -> Response:
-    try:
-        spec = parse_inject(body, settings)
-    except FormError as exc:
-        return answer(request, False, str(exc), 422)
+    """Queue `count` requests: `prompt` text, or a random prompt of `prompt_len` tokens,
+    after an optional shared prefix. 422 when every one is refused (`rejected` says why)."""
+    spec = parse_inject(body.model_dump(exclude_none=True), settings)
     base = target.tokenizer().encode(spec.prompt) if spec.prompt is not None else []
     prefix = SHARED_PREFIXES.get(spec.shared_prefix, [])
     ids: list[str] = []
@@ -67,7 +96,12 @@ async def inject(
     return answer(request, True, message, 201, {"req_ids": ids, "rejected": rejected})
 
 
-@router.post("/requests/{req_id}/abort")
+@router.post(
+    "/requests/{req_id}/abort",
+    response_model=AbortResult,
+    responses=error_responses(404),
+    summary="Abort a request",
+)
 async def abort(req_id: str, request: Request, target: ControlDep) -> Response:
     try:
         aborted = await target.abort(req_id)
@@ -78,15 +112,19 @@ async def abort(req_id: str, request: Request, target: ControlDep) -> Response:
     return answer(request, True, f"aborted {req_id}", 200, {"aborted": aborted})
 
 
-@router.post("/config")
+@router.post(
+    "/config",
+    response_model=ConfigResult,
+    openapi_extra=body_doc(LiveKnobs),
+    summary="Change live knobs",
+)
 async def update_config(
-    request: Request, target: ControlDep, hub: HubDep, body: BodyDep
+    request: Request, target: ControlDep, hub: HubDep, body: KnobsDep
 ) -> Response:
+    """Apply the knobs given (at least one) from the engine's next step."""
+    changes = parse_config_changes(body.model_dump(exclude_none=True))
     try:
-        changes = parse_config_changes(body)
         config = await target.update_config(changes)
-    except FormError as exc:
-        return answer(request, False, str(exc), 422)
     except ConfigError as exc:
         return answer(request, False, f"{exc.field}: {exc.message}", 422)
     except ValueError as exc:
@@ -100,17 +138,17 @@ async def update_config(
     return answer(request, True, f"applied {summary}", 200, payload)
 
 
-@router.post("/pause")
+@router.post("/pause", response_model=Message, summary="Pause the engine")
 async def pause(request: Request, target: ControlDep) -> Response:
     return await _run(request, target.pause, "paused")
 
 
-@router.post("/resume")
+@router.post("/resume", response_model=Message, summary="Resume the engine")
 async def resume(request: Request, target: ControlDep) -> Response:
     return await _run(request, target.resume, "resumed")
 
 
-@router.post("/step")
+@router.post("/step", response_model=Message, summary="Run exactly one step (pauses first)")
 async def single_step(request: Request, target: ControlDep) -> Response:
     return await _run(request, target.step, "stepped one iteration")
 
@@ -125,12 +163,16 @@ async def _run(request: Request, action: Callable[[], Awaitable[None]], message:
     return answer(request, True, message, 200)
 
 
-@router.post("/workload")
-async def workload(request: Request, service: LocalEngineDep, body: BodyDep) -> Response:
+@router.post(
+    "/workload",
+    response_model=WorkloadResult,
+    openapi_extra=body_doc(WorkloadBody),
+    summary="Set the local engine's Poisson workload",
+)
+async def workload(request: Request, service: LocalEngineDep, body: WorkloadDep) -> Response:
+    changes = parse_workload(body.model_dump(exclude_none=True))
     try:
-        spec = service.set_workload(**parse_workload(body))
-    except FormError as exc:
-        return answer(request, False, str(exc), 422)
+        spec = service.set_workload(**changes)
     except EngineBusy as exc:
         return answer(request, False, str(exc), 409)
     state = "on" if spec.enabled else "off"

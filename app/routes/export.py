@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import Response, StreamingResponse
 from sqlalchemy.orm import Session
 
+from app.api_docs import error_responses
 from app.deps import DbDep, View
 from app.records.export import jsonl_lines, perfetto_trace
 
@@ -39,7 +40,20 @@ def _chunks(db: Session, lines: Iterator[str]) -> Iterator[str]:
         db.close()
 
 
-@router.get("/sessions/{session_id}/export", dependencies=View)
+@router.get(
+    "/sessions/{session_id}/export",
+    dependencies=View,
+    tags=["sessions"],
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The recording as a file (Content-Disposition: attachment).",
+            "content": {"application/x-ndjson": {}, "application/json": {}},
+        },
+        **error_responses(401, 404, 422),
+    },
+    summary="Download a recording (JSONL frames or a Perfetto trace)",
+)
 async def export_session(
     session_id: str,
     db: DbDep,

@@ -7,20 +7,24 @@ live, in replay and after a restart."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Depends
 
+from app.api_docs import error_responses
+from app.api_models import RequestRow
 from app.db import queries
 from app.deps import DbDep, HubDep, RecorderDep, View
 from app.errors import NotFound
-from app.forms import FormError
+from app.life_models import BlockMap, RequestLife
 from app.live.hub import EventHub
 from app.records.recorder import Recorder
 from app.records.request_life import request_life
-from app.request_table import parse_query, select_rows, table_rows
+from app.request_table import RequestQuery, request_query, select_rows, table_rows
 
-router = APIRouter(prefix="/api", dependencies=View)
+router = APIRouter(
+    prefix="/api", dependencies=View, tags=["sessions"], responses=error_responses(401, 404, 422)
+)
 
 
 async def _settled(hub: EventHub, recorder: Recorder | None, session: str) -> None:
@@ -30,7 +34,11 @@ async def _settled(hub: EventHub, recorder: Recorder | None, session: str) -> No
         await recorder.flush()
 
 
-@router.get("/requests/{req_id}")
+@router.get(
+    "/requests/{req_id}",
+    response_model=RequestLife,
+    summary="A request's whole life, read from the recording (forensics)",
+)
 async def life(
     req_id: str,
     db: DbDep,
@@ -53,16 +61,19 @@ async def life(
     return await asyncio.to_thread(load)
 
 
-@router.get("/sessions/{session_id}/requests")
+@router.get(
+    "/sessions/{session_id}/requests",
+    response_model=list[RequestRow],
+    summary="A recording's requests at a step, filtered and sorted",
+)
 async def recorded_rows(
-    request: Request, session_id: str, db: DbDep, step: int | None = None
+    session_id: str,
+    db: DbDep,
+    query: Annotated[RequestQuery, Depends(request_query)],
+    step: int | None = None,
 ) -> list[dict[str, Any]]:
     """The request table of a recording at `step` (default: the last), with the query
     parameters of the live twin (/api/requests)."""
-    try:
-        query = parse_query(request.query_params)
-    except FormError as exc:
-        raise HTTPException(422, str(exc)) from None
 
     def load() -> list[dict[str, Any]]:
         with db() as s:
@@ -73,7 +84,11 @@ async def recorded_rows(
     return await asyncio.to_thread(load)
 
 
-@router.get("/sessions/{session_id}/blocks")
+@router.get(
+    "/sessions/{session_id}/blocks",
+    response_model=BlockMap,
+    summary="A recording's KV block map after a step",
+)
 async def recorded_blocks(
     session_id: str, db: DbDep, hub: HubDep, recorder: RecorderDep, step: int | None = None
 ) -> dict[str, Any]:

@@ -4,17 +4,20 @@ app.request_table), latency summary and knobs."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Depends
 
+from app.api_docs import error_responses
+from app.api_models import LatencySummary, LiveConfig, RequestRow, Snapshot
 from app.deps import HubDep, ServiceDep, View
 from app.errors import NotFound
-from app.forms import FormError
 from app.protocol.state import SessionState
-from app.request_table import parse_query, select_rows, table_rows
+from app.request_table import RequestQuery, request_query, select_rows, table_rows
 
-router = APIRouter(prefix="/api", dependencies=View)
+router = APIRouter(
+    prefix="/api", dependencies=View, tags=["live"], responses=error_responses(401, 404)
+)
 
 
 def _live(hub: HubDep, session: str | None = None) -> SessionState:
@@ -24,29 +27,33 @@ def _live(hub: HubDep, session: str | None = None) -> SessionState:
     return state
 
 
-@router.get("/state")
+@router.get("/state", response_model=Snapshot, summary="The live session's state")
 async def state(hub: HubDep) -> dict[str, Any]:
     return _live(hub).snapshot()
 
 
-@router.get("/requests")
+@router.get(
+    "/requests",
+    response_model=list[RequestRow],
+    summary="The live session's requests (table rows), filtered and sorted",
+    responses=error_responses(422),
+)
 async def requests_rows(
-    request: Request, hub: HubDep, live: str | None = None
+    hub: HubDep,
+    query: Annotated[RequestQuery, Depends(request_query)],
+    live: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The table's rows; the query parameters of app.request_table filter and sort them."""
-    try:
-        query = parse_query(request.query_params)
-    except FormError as exc:
-        raise HTTPException(422, str(exc)) from None
+    """The table's rows with `phase`, `e2e` and `waiting_text`; the query parameters are
+    the page's filters (app.request_table)."""
     return select_rows(table_rows(_live(hub, live)), query)
 
 
-@router.get("/stats")
+@router.get("/stats", response_model=LatencySummary, summary="Latency percentiles and totals")
 async def stats(hub: HubDep) -> dict[str, Any]:
     return _live(hub).latency_summary()
 
 
-@router.get("/config")
+@router.get("/config", response_model=LiveConfig, summary="The live session's knobs")
 async def config(hub: HubDep, service: ServiceDep) -> dict[str, Any]:
     live = _live(hub)
     return {

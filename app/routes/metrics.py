@@ -1,20 +1,20 @@
-"""GET /metrics: Prometheus text format, vLLM metric names."""
+"""GET /metrics: Prometheus exposition in vLLM 0.20's metric names (app.live.metrics)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST
 
-from app.deps import HubDep, MetricsDep
+from app.deps import MetricsDep
 
-router = APIRouter()
+router = APIRouter(tags=["observability"])
 
 
-@router.get("/metrics", response_class=PlainTextResponse)
-async def metrics(hub: HubDep, registry: MetricsDep) -> PlainTextResponse:
-    state = hub.live_state()
-    model = "batchscope"
-    if state is not None:
-        model = str(state.meta.get("model") or state.meta.get("runner") or model)
-    text = registry.render(model.replace('"', "'"))
-    return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text"}},
+)
+async def metrics(registry: MetricsDep) -> Response:
+    return Response(registry.exposition(), media_type=CONTENT_TYPE_LATEST)

@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
+from app.api_docs import VIEW_ERRORS
 from app.deps import HubDep, NodesDep, View
 from app.nodes.ingest import NodeView
 from app.routes.links import session_href
@@ -16,7 +17,9 @@ from app.templating import templates
 router = APIRouter(dependencies=View)
 
 
-@router.get("/api/nodes")
+@router.get(
+    "/api/nodes", tags=["nodes"], responses=VIEW_ERRORS, summary="Producers and their links"
+)
 async def nodes(registry: NodesDep) -> list[NodeView]:
     return registry.views()
 

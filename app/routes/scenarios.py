@@ -6,18 +6,26 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from app.api_docs import CONTROL_ERRORS, VIEW_ERRORS, error_responses
+from app.api_models import ScenarioLoaded
 from app.deps import Control, LocalEngineDep, View, answer
 from app.live.engine_service import ScenarioSummary, scenario_summaries
 
-router = APIRouter(prefix="/api/scenarios")
+router = APIRouter(prefix="/api/scenarios", tags=["scenarios"])
 
 
-@router.get("", dependencies=View)
+@router.get("", dependencies=View, responses=VIEW_ERRORS, summary="List scenario files")
 async def scenarios() -> list[ScenarioSummary]:
     return scenario_summaries()
 
 
-@router.post("/{name}/load", dependencies=Control)
+@router.post(
+    "/{name}/load",
+    dependencies=Control,
+    response_model=ScenarioLoaded,
+    responses={**CONTROL_ERRORS, **error_responses(404)},
+    summary="Load a scenario into a new live session",
+)
 async def load(name: str, request: Request, service: LocalEngineDep) -> Response:
     session = service.load_scenario(name)
     return answer(request, True, f"loaded scenario {name}", 200, {"session": session})

@@ -4,14 +4,26 @@ recording's row, rename, delete, its state at a step, and a re-run under other k
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from enum import Enum
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
+from app.api_docs import CONTROL_ERRORS, error_responses
+from app.api_models import (
+    Deleted,
+    RenameBody,
+    Renamed,
+    RerunBody,
+    RerunResult,
+    SessionListRow,
+    Snapshot,
+    body_doc,
+)
 from app.db import queries
-from app.deps import BodyDep, Control, DbDep, HubDep, RecorderDep, View
-from app.forms import FormError, parse_config_changes
+from app.deps import Control, DbDep, HubDep, RecorderDep, View, json_or_form
+from app.forms import parse_config_changes
 from app.live.hub import EventHub
 from app.records.catalog import list_sessions
 from app.records.rerun import Arrival, load_arrivals, rerun_session
@@ -21,14 +33,34 @@ from app.templating import templates
 from engine.config import ConfigError, EngineConfig
 
 router = APIRouter()
+TAGS: list[str | Enum] = ["sessions"]
+VIEW_ERRORS = error_responses(401, 404)
+WRITE_ERRORS = {**CONTROL_ERRORS, **error_responses(404)}
+RenameDep = Annotated[RenameBody, Depends(json_or_form(RenameBody))]
+RerunDep = Annotated[RerunBody, Depends(json_or_form(RerunBody))]
 
 
-@router.get("/api/sessions", dependencies=View)
+@router.get(
+    "/api/sessions",
+    response_model=list[SessionListRow],
+    summary="List sessions",
+    dependencies=View,
+    tags=TAGS,
+    responses=VIEW_ERRORS,
+)
 async def sessions_json(db: DbDep, hub: HubDep, q: str | None = None) -> list[dict[str, Any]]:
+    """Live sessions not recorded yet first, then the recordings, newest first; `q`
+    filters by id, name or source."""
     return await list_sessions(db, hub, q)
 
 
-@router.get("/api/sessions/{session_id}", dependencies=View)
+@router.get(
+    "/api/sessions/{session_id}",
+    summary="One recorded session",
+    dependencies=View,
+    tags=TAGS,
+    responses=VIEW_ERRORS,
+)
 async def get_session(session_id: str, db: DbDep) -> queries.SessionRow:
     def load() -> queries.SessionRow:
         with db() as s:
@@ -37,21 +69,32 @@ async def get_session(session_id: str, db: DbDep) -> queries.SessionRow:
     return await asyncio.to_thread(load)
 
 
-@router.patch("/api/sessions/{session_id}", dependencies=Control)
-async def rename(session_id: str, db: DbDep, body: BodyDep) -> dict[str, Any]:
-    name = body.get("name")
-    if not isinstance(name, str) or not name.strip() or len(name) > 200:
-        raise HTTPException(422, "name: 1 to 200 characters")
-
+@router.patch(
+    "/api/sessions/{session_id}",
+    response_model=Renamed,
+    openapi_extra=body_doc(RenameBody),
+    summary="Rename a recording",
+    dependencies=Control,
+    tags=TAGS,
+    responses=WRITE_ERRORS,
+)
+async def rename(session_id: str, db: DbDep, body: RenameDep) -> dict[str, Any]:
     def write() -> None:
         with db.begin() as s:
-            queries.rename_session(s, session_id, name.strip())
+            queries.rename_session(s, session_id, body.name)
 
     await asyncio.to_thread(write)
-    return {"id": session_id, "name": name.strip()}
+    return {"id": session_id, "name": body.name}
 
 
-@router.delete("/api/sessions/{session_id}", dependencies=Control)
+@router.delete(
+    "/api/sessions/{session_id}",
+    response_model=Deleted,
+    summary="Delete a recording (not a live session: 409)",
+    dependencies=Control,
+    tags=TAGS,
+    responses=WRITE_ERRORS,
+)
 async def delete(session_id: str, db: DbDep, hub: HubDep) -> dict[str, Any]:
     info = hub.sessions.get(session_id)
     if info is not None and info.live:
@@ -66,7 +109,14 @@ async def delete(session_id: str, db: DbDep, hub: HubDep) -> dict[str, Any]:
     return {"deleted": session_id}
 
 
-@router.get("/api/sessions/{session_id}/state", dependencies=View)
+@router.get(
+    "/api/sessions/{session_id}/state",
+    response_model=Snapshot,
+    summary="A recording's state at a step (default: its last)",
+    dependencies=View,
+    tags=TAGS,
+    responses=VIEW_ERRORS,
+)
 async def state_at(session_id: str, db: DbDep, step: int | None = None) -> dict[str, Any]:
     def load() -> dict[str, Any]:
         with db() as s:
@@ -77,14 +127,21 @@ async def state_at(session_id: str, db: DbDep, step: int | None = None) -> dict[
     return await asyncio.to_thread(load)
 
 
-@router.post("/api/sessions/{session_id}/rerun", dependencies=Control)
+@router.post(
+    "/api/sessions/{session_id}/rerun",
+    response_model=RerunResult,
+    openapi_extra=body_doc(RerunBody),
+    summary="Re-run a recording's arrivals under other knobs",
+    dependencies=Control,
+    tags=TAGS,
+    responses=WRITE_ERRORS,
+)
 async def rerun(
-    session_id: str, db: DbDep, hub: HubDep, recorder: RecorderDep, body: BodyDep
+    session_id: str, db: DbDep, hub: HubDep, recorder: RecorderDep, body: RerunDep
 ) -> dict[str, Any]:
-    runner = str(body.pop("runner", "sim") or "sim")
-    if runner not in ("sim", "torch"):
-        raise HTTPException(422, "runner: must be sim or torch")
-    name = str(body.pop("name", "") or "")[:200]
+    knobs = body.model_dump(exclude_none=True)
+    runner = str(knobs.pop("runner", "sim"))
+    name = str(knobs.pop("name", ""))
 
     def load() -> tuple[queries.SessionRow, list[Arrival]]:
         with db() as s:
@@ -93,10 +150,8 @@ async def rerun(
     meta, arrivals = await asyncio.to_thread(load)
     try:
         base = EngineConfig().with_updates(**meta["config"]) if meta["config"] else EngineConfig()
-        changes = parse_config_changes(body, rerun=True) if body else {}
+        changes = parse_config_changes(knobs, rerun=True) if knobs else {}
         config = base.with_updates(**changes)
-    except FormError as exc:
-        raise HTTPException(422, str(exc)) from None
     except ConfigError as exc:
         raise HTTPException(422, f"{exc.field}: {exc.message}") from None
     if not arrivals:

@@ -168,6 +168,7 @@ def load_cost_model(spec: str) -> StepCostModel:
     if not isinstance(data, dict):
         raise ValueError(f"cost model {spec!r}: must be a JSON object")
     kind = data.pop("kind", "linear")
+    data.pop("runner", None)  # calibrate's note of the runner it measured
     cls: Any = RooflineCostModel if kind == "roofline" else CostModel
     names = {f.name for f in fields(cls)}
     unknown = set(data) - names

@@ -9,7 +9,10 @@ from tests.conftest import LiveServer
 def test_not_found_is_a_404_in_every_form(live_server: LiveServer) -> None:
     with live_server.client() as c:
         r = c.get("/api/sessions/nope")
-        assert r.status_code == 404 and r.json() == {"detail": "no recorded session 'nope'"}
+        assert r.status_code == 404 and r.json() == {
+            "detail": "no recorded session 'nope'",
+            "errors": [],
+        }
         r = c.post("/api/requests/nope/abort")
         assert r.status_code == 404 and r.json()["detail"] == "no live request 'nope'"
         r = c.post("/api/requests/nope/abort", headers={"HX-Request": "true"})

@@ -10,7 +10,10 @@ from app.db.base import Base
 from app.db.migrate import current_revision, downgrade, head_revision, upgrade
 from app.db.session import make_engine
 
-TABLES = {"sessions", "iterations", "events", "requests", "config_changes", "checkpoints"}
+TABLES = {
+    "sessions", "iterations", "events", "requests", "config_changes", "checkpoints",
+    "lab_sweeps", "lab_points",
+}  # fmt: skip
 
 
 def test_upgrade_then_downgrade_and_no_model_drift(database_url: str) -> None:

@@ -28,8 +28,9 @@ from batchscope_vllm.sender import REFUSAL, Sender
 from tests.app.nodes.test_ingest import _serve, _stop, _wait
 from tests.conftest import ROOT, TOKEN, free_port
 
-SCENARIOS = ("kv_pressure", "shared_prefixes", "priority")
-ASYNC_SCENARIOS = ("kv_pressure",)
+SCENARIOS = ("kv_pressure", "shared_prefixes", "priority", "spec_decode")
+# Through vLLM's AsyncScheduler and the batch-queue loop (two batches in flight).
+ASYNC_SCENARIOS = ("kv_pressure", "async_placeholders")
 
 
 def _vllm_python() -> str | None:
@@ -93,9 +94,31 @@ def _recorded(base: str, db_url: str, obs: dict[str, Any]) -> list[dict[str, Any
         return [json.loads(text) for _, text in iter_frames(db, sid)]
 
 
+def _engine_steps(steps: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[int, int]]:
+    """The reference's steps as an observer sees them: idle loop turns (nothing scheduled,
+    no output applied) call no hook, so they are not steps; their arrivals count for the
+    next step. Returns (steps renumbered, old step -> new step)."""
+    out: list[dict[str, Any]] = []
+    renum: dict[int, int] = {}
+    carried: list[str] = []
+    for s in steps:
+        if not s["scheduled"] and s["updated_step"] is None:
+            carried += s["arrived"]
+            continue
+        renum[s["step"]] = len(out)
+        out.append({**s, "step": len(out), "arrived": carried + s["arrived"]})
+        carried = []
+    for s in out:
+        if s["updated_step"] is not None:
+            s["updated_step"] = renum[s["updated_step"]]
+    return out, renum
+
+
 def _check_steps(steps: list[dict[str, Any]], its: list[dict[str, Any]]) -> None:
     assert [it["step"] for it in its] == [s["step"] for s in steps]
     computed: dict[str, int] = {}
+    sampling: dict[int, set[str]] = {}
+    drafts: dict[int, dict[str, int]] = {}
     for want, it in zip(steps, its, strict=True):
         at = f"step {want['step']}"
         assert [(i["req"], i["n"]) for i in it["scheduled"]] == list(want["scheduled"].items()), at
@@ -103,6 +126,7 @@ def _check_steps(steps: list[dict[str, Any]], its: list[dict[str, Any]]) -> None
         assert [f["req"] for f in it["finished"]] == want["finished_req_ids"], at
         assert it["new"] == want["new_req_ids"] and it["resumed"] == want["resumed_req_ids"], at
         assert it["arrived"] == want["arrived"] and it["sampled"] == want["sampled_req_ids"], at
+        assert it["updated_step"] == want["updated_step"], at
         q = it["queues"]
         assert (q["running"], q["waiting"]) == (want["num_running"], want["num_waiting"]), at
         assert (q["running_end"], q["waiting_end"]) == (
@@ -111,25 +135,39 @@ def _check_steps(steps: list[dict[str, Any]], its: list[dict[str, Any]]) -> None
         ), at
         assert it["kv"]["used"] == want["kv_blocks_used"], at
         assert it["kv"]["used_end"] == want["kv_blocks_used_end"], at
+        spec = {i["req"]: i["spec"] for i in it["scheduled"] if i.get("spec")}
+        assert spec == want["scheduled_spec_tokens"], at
+        assert it.get("accepted", {}) == want["accepted_tokens"], at
         admitted = set(it["new"]) | set(it["resumed"])
         hits = {i["req"]: i["prefix_hit"] for i in it["scheduled"] if i["req"] in admitted}
         assert hits == want["prefix_cache_hit_tokens"], at
-        assert {i["req"] for i in it["scheduled"] if i["sample"]} == set(it["sampled"]), at
+        sampling[want["step"]] = {i["req"] for i in it["scheduled"] if i["sample"]}
+        drafts[want["step"]] = spec
+        # A step schedules first (preempting), then applies an output.
         for p in it["preempted"]:
             assert p["tokens_lost"] == computed.pop(p["req"], 0), at
         for i in it["scheduled"]:  # `start` follows vLLM's num_computed_tokens
             assert i["start"] == (i["prefix_hit"] if i["req"] in admitted else computed[i["req"]])
             computed[i["req"]] = i["start"] + i["n"]
+        if it["updated_step"] is not None:
+            # The batch this step applied sampled exactly its sampling rows' requests
+            # (bar those finished or aborted meanwhile); rejected drafts roll back.
+            assert set(it["sampled"]) <= sampling.pop(it["updated_step"]), at
+            for req, accepted in it.get("accepted", {}).items():
+                if req in computed:
+                    computed[req] -= drafts[it["updated_step"]][req] - accepted
 
 
-def _check_requests(base: str, sid: str, want: dict[str, dict[str, Any]]) -> None:
+def _check_requests(
+    base: str, sid: str, want: dict[str, dict[str, Any]], renum: dict[int, int]
+) -> None:
     rows = {r["req"]: r for r in httpx.get(f"{base}/api/sessions/{sid}/state").json()["requests"]}
     assert set(rows) == set(want)
     for req, rec in want.items():
         row = rows[req]
         assert row["status"] == "FINISHED" and row["finish_reason"] == rec["finish_reason"]
-        assert row["finish_step"] == rec["finish_step"]
-        assert row["first_scheduled_step"] == rec["first_scheduled_step"]
+        assert row["finish_step"] == renum[rec["finish_step"]]
+        assert row["first_scheduled_step"] == renum[rec["first_scheduled_step"]]
         assert row["num_preemptions"] == rec["num_preemptions"]
         assert row["first_token_t"] is not None and row["num_tokens"] == (
             rec["num_prompt_tokens"] + rec["num_output_tokens"]
@@ -152,12 +190,21 @@ def test_recorded_sessions_equal_what_vllm_decided(
         opened = frames[0]["data"]
         assert (opened["event"], opened["engine"], opened["runner"]) == ("opened", "vllm", "vllm")
         its = [f["data"] for f in frames if f["type"] == "iteration"]
-        _check_steps(result["steps"], its)
+        steps, renum = _engine_steps(result["steps"])
+        _check_steps(steps, its)
         state = httpx.get(f"{base}/api/sessions/{obs['session']}/state").json()
         plans = [list(h["plan"].items()) for h in state["history"]]
-        assert plans == [list(s["scheduled"].items()) for s in result["steps"]], name
+        assert plans == [list(s["scheduled"].items()) for s in steps], name
         assert state["meta"]["source"] == "node:vllm-test"
-        _check_requests(base, obs["session"], result["requests"])
+        assert state["meta"]["config"]["async_scheduling"] is name.endswith(".async"), name
+        _check_requests(base, obs["session"], result["requests"], renum)
+        if name == "spec_decode":
+            assert result["total_accepted_tokens"] > 0
+            rows = {r["req"]: r for r in state["requests"]}
+            assert (
+                sum(r["num_accepted_tokens"] for r in rows.values())
+                == (result["total_accepted_tokens"])
+            )
     assert sum(json.loads((out_dir / f"{n}.json").read_text())["total_preemptions"] for n in names)
 
 

@@ -47,7 +47,7 @@ async def test_frames_of_one_dashboard_reach_clients_of_another(pg_url: str) -> 
                 seqs = [f["seq"] for f in seen]
                 assert seqs == list(range(snapshot_seq + 1, snapshot_seq + 1 + len(seqs)))
                 health = httpx.get(observer.url + "/healthz").json()
-                assert health["relay"]["received"] > 20
+                assert health["checks"]["relay"]["info"]["received"] > 20
     # Only the origin recorded the session: one row, no duplicate-key failures.
     listing = subprocess.run(
         [sys.executable, "-m", "app.cli", "sessions", "--json", "--database-url", pg_url],

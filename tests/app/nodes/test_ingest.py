@@ -206,9 +206,10 @@ def test_malformed_frames_get_clear_errors_and_gaps_are_visible(db_url: str) -> 
 
     try:
         asyncio.run(scenario())
+        health = f"http://127.0.0.1:{port}/healthz"
         _wait(
             lambda: (
-                (r := httpx.get(f"http://127.0.0.1:{port}/healthz").json()["recorder"])
+                (r := httpx.get(health).json()["checks"]["recorder"]["info"])
                 and r["written"] >= 3
                 and r["lag"] == 0
             )

@@ -129,7 +129,7 @@ def test_http_unknown_session_is_404_and_bad_format_422(client: TestClient) -> N
     for fmt in ("jsonl", "perfetto"):
         r = client.get(f"/api/sessions/s-nope/export?format={fmt}")
         assert r.status_code == 404
-        assert r.json() == {"detail": "no recorded session 's-nope'"}
+        assert r.json() == {"detail": "no recorded session 's-nope'", "errors": []}
     assert client.get("/api/sessions/s-nope/export?format=csv").status_code == 422
 
 

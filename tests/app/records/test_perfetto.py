@@ -116,3 +116,36 @@ def test_docs_name_every_track(traced: Any) -> None:
     names = {n for n in names if not n.startswith("config v")} | {"config v"}
     for name in names | set(COUNTERS) | {"thread_name", "process_name"}:
         assert f"`{name}" in doc, name
+
+
+def test_drafts_get_their_own_slices_and_counters() -> None:
+    """A speculative-decoding run: each draft-verifying step is a slice with the drafts
+    and how many held, and the counter sums what the frames say."""
+    from app.protocol.convert import event_to_frame
+    from app.records.trace import TraceBuilder
+    from engine.engine import Engine
+    from engine.events import ListSink
+    from engine.runner.sim import SimRunner
+    from engine.scenario import load_scenario
+
+    scenario = load_scenario(ROOT / "scenarios" / "spec_decode.json")
+    sink = ListSink()
+    engine = Engine(scenario.config, SimRunner(), sink)
+    for req in scenario.requests:
+        engine.add_request(req.id, list(req.prompt_token_ids), req.sampling_params)
+    while engine.has_unfinished_requests():
+        engine.step()
+    builder = TraceBuilder("spec")
+    frames = [event_to_frame(ev) for ev in sink.events]
+    for kind, data in frames:
+        builder.add(kind, data)
+    trace = json.loads(json.dumps(builder.finish()))
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X" and "drafts" in e["name"]]
+    its = [d for kind, d in frames if kind == "iteration"]
+    want = [(i["req"], i["spec"]) for d in its for i in d["scheduled"] if i.get("spec")]
+    assert len(slices) == len(want) > 0
+    assert sum(e["args"]["accepted"] for e in slices) == sum(
+        sum(d.get("accepted", {}).values()) for d in its
+    )
+    counter = [e for e in trace["traceEvents"] if e["name"] == "speculative decoding"]
+    assert sum(e["args"]["drafts"] for e in counter) == sum(n for _, n in want)

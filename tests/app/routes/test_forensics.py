@@ -154,7 +154,7 @@ def test_the_requests_twin_filters_and_sorts(live_server: LiveServer) -> None:
                     {"phase": "think"}, {"limit": "-1"}):  # fmt: skip
             r = c.get("/api/requests", params=bad)
             assert r.status_code == 422, bad
-            assert isinstance(r.json()["detail"], str)
+            assert r.json()["errors"][0]["loc"] == ["query", next(iter(bad))], r.json()
         # The recording's twin at a step: waiting rows say why, with the step's numbers.
         d = next(f["data"] for f in frames if f["data"]["waiting_reasons"])
         query = {"step": d["step"], "status": "waiting,preempted"}

@@ -10,6 +10,18 @@ from pathlib import Path
 from tests.conftest import ROOT, server_process
 
 
+def _wait_recorded(c, session: str, n: int) -> dict:  # type: ignore[no-untyped-def]
+    """The sessions list once the recorder has written `session` with its n requests to
+    the database (the list also shows live sessions the recorder has not reached yet)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        r = c.get(f"/api/sessions/{session}")
+        if r.status_code == 200 and r.json()["requests"] == n:
+            break
+        time.sleep(0.1)
+    return {s["id"]: s for s in c.get("/api/sessions").json()}
+
+
 def _wait_finished(c, n: int) -> dict:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
@@ -31,9 +43,8 @@ def test_rerun_under_other_knobs_and_compare(tmp_path: Path) -> None:
     with server_process(database_url=url) as live, live.client() as c:
         assert c.post("/api/scenarios/long_prompt_vs_decodes/load").status_code == 200
         original = _wait_finished(c, 9)["session"]
-        time.sleep(1.0)  # recorder flush
-        sessions = {s["id"]: s for s in c.get("/api/sessions").json()}
-        assert original in sessions and sessions[original]["requests"] == 9
+        sessions = _wait_recorded(c, original, 9)
+        assert sessions[original]["requests"] == 9
 
         r = c.post(f"/api/sessions/{original}/rerun", json={"long_prefill_token_threshold": 0})
         assert r.status_code == 200, r.text

@@ -1,0 +1,283 @@
+"""The typed HTTP API's bodies: what each JSON route takes and answers (the errors, the
+tags and the schema hook: app.api_docs; docs at /docs, schema at /openapi.json).
+
+Request bodies are JSON or form data (the dashboard's htmx forms post forms); both are
+validated against the same model (app.deps.json_or_form). Bounds that depend on the
+server's settings (prompt length, burst size, max_model_len) are checked afterwards by
+app.forms, and fail with the same error body.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+# ------------------------------------------------------------ request bodies
+class _Body(BaseModel):
+    """A form's empty field means 'not given', as in JSON leaving the key out."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+
+class InjectBody(_Body):
+    prompt: str | None = Field(None, description="text (tokenized by the engine's tokenizer)")
+    prompt_len: int | None = Field(None, ge=1, description="random prompt of this length")
+    max_tokens: int | None = Field(None, ge=1, description="default 32")
+    priority: int | None = Field(None, ge=-1000, le=1000, description="lower runs first")
+    shared_prefix: Literal["none", "system", "long"] | None = None
+    count: int | None = Field(None, ge=1, description="a burst of N identical requests")
+    temperature: float | None = Field(None, ge=0.0, le=5.0)
+
+
+class LiveKnobs(_Body):
+    """Knobs an engine takes while running (at least one)."""
+
+    max_num_batched_tokens: int | None = Field(None, ge=0)
+    max_num_seqs: int | None = Field(None, ge=0)
+    long_prefill_token_threshold: int | None = Field(None, ge=0)
+    kv_block_limit: int | None = Field(None, ge=0, description="usable KV blocks (0: all)")
+    enable_chunked_prefill: bool | None = None
+    scheduler_reserve_full_isl: bool | None = None
+    policy: Literal["fcfs", "priority"] | None = None
+
+
+class RerunBody(LiveKnobs):
+    """A re-run of a recording's arrivals: any knob, the pool's size included."""
+
+    num_gpu_blocks: int | None = Field(None, ge=0)
+    block_size: int | None = Field(None, ge=0)
+    max_model_len: int | None = Field(None, ge=0)
+    enable_prefix_caching: bool | None = None
+    runner: Literal["sim", "torch"] | None = Field(None, description="default sim")
+    name: str | None = Field(None, max_length=200)
+
+
+class WorkloadBody(_Body):
+    enabled: bool | None = None
+    rate: float | None = Field(None, ge=0.01, le=200.0, description="requests per second")
+    prompt_len_mean: int | None = Field(None, ge=1, le=100_000)
+    max_tokens_mean: int | None = Field(None, ge=1, le=100_000)
+
+
+class RenameBody(_Body):
+    name: str = Field(min_length=1, max_length=200)
+
+    @field_validator("name")
+    @classmethod
+    def _stripped(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value.strip()
+
+
+BODY_MODELS: tuple[type[BaseModel], ...] = (
+    InjectBody,
+    LiveKnobs,
+    RerunBody,
+    WorkloadBody,
+    RenameBody,
+)
+"""Bodies routes read themselves (json_or_form); body_doc references them by name."""
+
+
+def body_doc(model: type[BaseModel]) -> dict[str, Any]:
+    """`openapi_extra` of a route whose body is `model`, as JSON or a form."""
+    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": ref},
+                "application/x-www-form-urlencoded": {"schema": ref},
+            },
+        }
+    }
+
+
+# ---------------------------------------------------------- response bodies
+class Message(BaseModel):
+    message: str
+
+
+class InjectResult(Message):
+    req_ids: list[str]
+    rejected: list[str] = Field(description="`id: reason` of the requests refused")
+
+
+class AbortResult(Message):
+    aborted: Any
+
+
+class ConfigResult(Message):
+    config: dict[str, Any]
+    config_version: int
+
+
+class WorkloadState(BaseModel):
+    enabled: bool
+    rate: float
+    prompt_len_mean: int
+    max_tokens_mean: int
+
+
+class WorkloadResult(Message):
+    workload: WorkloadState
+
+
+class ScenarioLoaded(Message):
+    session: str
+
+
+class RequestRow(BaseModel):
+    """A request as the live table shows it (times in seconds; None until known)."""
+
+    model_config = ConfigDict(extra="allow")
+    req: str
+    status: str
+    num_prompt_tokens: int
+    num_tokens: int
+    num_computed_tokens: int
+    num_output_tokens: int
+    max_tokens: int
+    priority: int
+    num_preemptions: int
+    prefix_hit: int
+    ttft: float | None
+    itl: float | None
+    finish_reason: str | None
+    waiting_reason: str | None
+
+
+class LiveConfig(BaseModel):
+    config: dict[str, Any]
+    config_version: int
+    workload: WorkloadState | None = Field(description="the local engine's (None: a node)")
+
+
+class Quantiles(BaseModel):
+    p50: float | None
+    p95: float | None
+    p99: float | None
+
+
+class LatencySummary(BaseModel):
+    ttft: Quantiles
+    itl: Quantiles
+    queue: Quantiles
+    e2e: Quantiles
+    finished: int
+    throughput_tok_s: float
+    preemptions: int
+    kv_peak: int
+    steps: int
+
+
+class Snapshot(BaseModel):
+    """A session's whole state (what a late joiner of /ws/live gets first)."""
+
+    model_config = ConfigDict(extra="allow")
+    session: str
+    meta: dict[str, Any]
+    seq: int
+    step: int
+    t: float
+    config: dict[str, Any]
+    config_version: int
+    paused: bool
+    simulated: bool
+    requests: list[dict[str, Any]]
+    blocks: list[list[Any]]
+    history: list[dict[str, Any]]
+    totals: dict[str, Any]
+
+
+class SessionListRow(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str
+    name: str
+    source: str
+    live: bool
+    steps: int
+    requests: int
+    started_at: float
+
+
+class Renamed(BaseModel):
+    id: str
+    name: str
+
+
+class Deleted(BaseModel):
+    deleted: str
+
+
+class RerunResult(BaseModel):
+    session: str
+    name: str
+    steps: int
+
+
+class Comparison(BaseModel):
+    a: dict[str, Any]
+    b: dict[str, Any]
+    diff: dict[str, Any] = Field(description="B - A of every number")
+
+
+class HealthCheck(BaseModel):
+    ok: bool
+    detail: str
+    info: dict[str, Any] = Field(default_factory=dict)
+
+
+class Health(BaseModel):
+    status: Literal["ok", "unhealthy"]
+    reason: str | None = Field(description="`check: what is wrong` of every failing check")
+    checks: dict[str, HealthCheck]
+
+
+class LabSweepBody(_Body):
+    """A sweep from the lab's form: a source, one or two knobs with their values. Fields
+    are loosely typed on purpose: the lab's parser (app.lab.form) checks them and names
+    the knob or value at fault in its 422."""
+
+    source: str | None = Field(None, max_length=20, description="library|workload|session|scenario")
+    scenario: str | None = Field(None, max_length=200, description="library scenario name")
+    workload: str | None = Field(None, max_length=500, description="e.g. poisson:rate=20,n=200")
+    session: str | None = Field(None, max_length=200, description="a recording's id")
+    scenario_json: str | None = Field(None, max_length=2_000_000)
+    knob: str | None = Field(None, max_length=100, description="the knob to sweep")
+    values: str | None = Field(None, max_length=2000, description="its values, e.g. 128,256")
+    knob2: str | None = Field(None, max_length=100)
+    values2: str | None = Field(None, max_length=2000)
+    set: str | None = Field(None, max_length=2000, description="fixed knobs NAME=V; ...")
+    repeat: str | int | None = Field(None, description="1..50")
+    seed: str | int | None = Field(None, description="0..2^31-1")
+    runner: str | None = Field(None, max_length=20, description="sim or torch")
+    cost_model: str | None = Field(None, max_length=500)
+    name: str | None = Field(None, max_length=200)
+
+
+class LabStarted(BaseModel):
+    sweep: str
+    href: str
+    points: int
+
+
+class LabCancel(BaseModel):
+    sweep: str
+    cancelling: bool
+
+
+class PointSession(BaseModel):
+    session: str
+    href: str
+
+
+BODY_MODELS = (*BODY_MODELS, LabSweepBody)

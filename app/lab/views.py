@@ -1,0 +1,96 @@
+"""The data behind the lab's pages, shared with their JSON twins (the routes only pick
+the template): the overview (/lab) and one sweep (/lab/sweeps/ID)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from app.lab.catalog import SUMMARY, metric_catalog
+from app.lab.experiments import experiments, get_experiment
+from app.lab.store import SweepDetail, SweepRow
+from app.live.engine_service import list_scenario_names
+from engine.runner.cost_model import preset_names
+from engine.sweep import SWEEPABLE
+
+FINISHED = ("done", "cancelled", "interrupted", "failed")
+# Values the form suggests when a knob is picked (any list can be typed instead).
+SUGGESTED = {
+    "max_num_batched_tokens": "256,512,1024,2048,4096",
+    "max_num_seqs": "4,8,16,32,64",
+    "long_prefill_token_threshold": "0,64,128,256,512",
+    "num_gpu_blocks": "100,200,400,800",
+    "kv_block_limit": "0,50,100,200",
+    "enable_chunked_prefill": "true,false",
+    "enable_prefix_caching": "true,false",
+    "scheduler_reserve_full_isl": "true,false",
+    "async_scheduling": "false,true",
+    "num_speculative_tokens": "0,1,2,3,4,5,6",
+    "batching": "continuous,static",
+    "policy": "fcfs,priority",
+}
+
+
+def sweep_href(sweep_id: str) -> str:
+    return "/lab/sweeps/" + quote(sweep_id, safe="")
+
+
+def progress(row: SweepRow) -> dict[str, Any]:
+    total = max(1, row["num_points"])
+    return {
+        "done": row["num_done"],
+        "total": row["num_points"],
+        "percent": round(100.0 * row["num_done"] / total, 1),
+        "finished": row["status"] in FINISHED,
+    }
+
+
+def list_view(rows: list[SweepRow]) -> list[dict[str, Any]]:
+    return [{**r, "href": sweep_href(r["id"]), "progress": progress(r)} for r in rows]
+
+
+def overview(rows: list[SweepRow], worker_status: dict[str, object]) -> dict[str, Any]:
+    """/lab and /api/lab: the experiments, the form's choices and the stored sweeps."""
+    return {
+        "experiments": [e.summary() for e in experiments()],
+        "sweeps": list_view(rows),
+        "scenarios": list_scenario_names(),
+        "knobs": SWEEPABLE,
+        "suggested_values": SUGGESTED,
+        "cost_models": preset_names(),
+        "metrics": metric_catalog(),
+        "worker": worker_status,
+    }
+
+
+def sweep_view(sweep: SweepDetail) -> dict[str, Any]:
+    """/lab/sweeps/ID and its twin: the sweep (not its base scenario), its experiment's
+    explanation and chart, and where to download it."""
+    out: dict[str, Any] = {k: v for k, v in sweep.items() if k != "base"}
+    experiment = None
+    if sweep["experiment"]:
+        try:
+            experiment = get_experiment(sweep["experiment"]).summary()
+        except LookupError:
+            experiment = None  # an experiment no longer shipped: the sweep stays readable
+    api = "/api/lab/sweeps/" + quote(sweep["id"], safe="")
+    chart = dict(experiment["chart"]) if experiment else {}
+    chart.setdefault("metric", "ttft")
+    chart.setdefault("percentile", "p50")
+    out.update(
+        {
+            "href": sweep_href(sweep["id"]),
+            "progress": progress(sweep),
+            "experiment_info": experiment,
+            "chart": chart,
+            "knob_names": [k["name"] for k in sweep["knobs"]],
+            "summary_columns": list(SUMMARY),
+            "metrics": metric_catalog(),
+            "links": {
+                "api": api,
+                "csv": api + "/download?format=csv",
+                "json": api + "/download?format=json",
+            },
+        }
+    )
+    return out

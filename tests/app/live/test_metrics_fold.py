@@ -1,0 +1,146 @@
+"""How frames become vLLM's counters: KV block residency from block changes, the
+speculative-decoding counters, and which sessions count at all (a real hub and Metrics,
+frames published as a producer would)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.live.hub import EventHub
+from app.live.kv_residency import BlockResidency
+from app.live.metrics import Metrics
+from app.protocol.frames import request_payload
+from app.protocol.session import session_meta
+from tests.app.live.frames import iteration
+
+
+def test_block_lifetime_idle_and_reuse_gaps() -> None:
+    kv = BlockResidency()
+    # t=1: r1 allocates blocks 1 and 2; t=2: both freed with their content (cached).
+    assert kv.step(1.0, [[1, "used", "r1", 1], [2, "used", "r1", 1]], {}) == []
+    assert kv.step(2.0, [[1, "cached", None, 0], [2, "cached", None, 0]], {}) == []
+    # t=3: r2 hits block 1 (a prefix-cache hit: an access); t=4 r3 shares it.
+    assert kv.step(3.0, [[1, "used", "r2", 1]], {"r2": 1}) == []
+    assert kv.step(4.0, [[1, "shared", "r2", 2]], {}) == []
+    # t=5: block 2's content is evicted: handed to r4, which had no hit to account for.
+    (evicted,) = kv.step(5.0, [[2, "used", "r4", 1]], {})
+    assert evicted == (4.0, 4.0, ())
+    # t=6: block 1 freed and cached again; t=9: cleared (its content dropped).
+    assert kv.step(6.0, [[1, "cached", None, 0]], {}) == []
+    (evicted,) = kv.step(9.0, [[1, "free", None, 0]], {})
+    assert evicted.lifetime_s == 8.0 and evicted.idle_s == 5.0
+    assert evicted.reuse_gaps_s == (1.0,)  # between the accesses at t=3 and t=4
+    # A block freed without content (no hash) is not an eviction.
+    kv.step(10.0, [[3, "used", "r5", 1]], {})
+    assert kv.step(11.0, [[3, "free", None, 0]], {}) == []
+
+
+def _frame(step: int, **extra: Any) -> dict[str, Any]:
+    """`a` decoding while `b` waits for KV blocks and `c` is held back."""
+    waiting = {"num_waiting": 2, "num_waiting_end": 2}
+    reasons = {"b": "kv_blocks", "c": "paused"}
+    return iteration(step, 1, 10, **waiting, waiting_reasons=reasons, **extra)
+
+
+@pytest.fixture
+def hub_metrics() -> tuple[EventHub, Metrics]:
+    hub = EventHub()
+    return hub, Metrics(hub)
+
+
+def test_spec_decode_counters_follow_the_frames(hub_metrics: tuple[EventHub, Metrics]) -> None:
+    """Real frames of a speculative-decoding run: drafts, draft tokens, accepted tokens and
+    accepted positions add up to what the engine verified."""
+    from app.protocol.convert import event_to_frame
+    from engine.engine import Engine
+    from engine.events import IterationEvent, ListSink
+    from engine.runner.sim import SimRunner
+    from engine.scenario import load_scenario
+    from tests.conftest import ROOT
+
+    hub, metrics = hub_metrics
+    scenario = load_scenario(ROOT / "scenarios" / "spec_decode.json")
+    sink = ListSink()
+    engine = Engine(scenario.config, SimRunner(), sink)
+    for req in scenario.requests:
+        engine.add_request(req.id, list(req.prompt_token_ids), req.sampling_params)
+    while engine.has_unfinished_requests():
+        engine.step()
+    hub.open_session("s1", session_meta("spec", "local", model="m", config={}))
+    for ev in sink.events:
+        kind, data = event_to_frame(ev)
+        if kind != "engine_snapshot":
+            hub.publish("s1", kind, data)
+    (stats,) = metrics.engines.values()
+    its = [ev for ev in sink.events if isinstance(ev, IterationEvent)]
+    verified = [
+        (len(c.spec_token_ids), ev.accepted_tokens[c.req_id])
+        for ev in its
+        for c in ev.chunks
+        if c.spec_token_ids and c.req_id in ev.accepted_tokens
+    ]
+    assert verified and stats.counters["vllm:spec_decode_num_drafts"] == len(verified)
+    assert stats.counters["vllm:spec_decode_num_draft_tokens"] == sum(d for d, _ in verified)
+    accepted = sum(a for _, a in verified)
+    assert stats.counters["vllm:spec_decode_num_accepted_tokens"] == accepted > 0
+    assert sum(stats.accepted_per_pos.values()) == accepted
+    generated = sum(n for ev in its for n in ev.appended_tokens.values())
+    assert stats.counters["vllm:generation_tokens"] == generated
+
+
+def test_waiting_reasons_by_vllm_and_by_batchscope(hub_metrics: tuple[EventHub, Metrics]) -> None:
+    hub, metrics = hub_metrics
+    hub.open_session("s1", session_meta("spec", "local", model="m", config={}))
+    hub.publish("s1", "iteration", _frame(0))
+    (stats,) = metrics.engines.values()
+    assert stats.labels == ("m", "s1")
+    text = metrics.exposition().decode()
+    assert (
+        'vllm:num_requests_waiting_by_reason{engine="s1",model_name="m",reason="capacity"} 1.0'
+        in text
+    )
+    assert 'reason="deferred"} 1.0' in text
+    ours = 'batchscope:num_requests_waiting_by_reason{engine="s1",model_name="m",'
+    assert ours + 'reason="kv_blocks"} 1.0' in text
+    assert ours + 'reason="paused"} 1.0' in text
+
+
+def test_reruns_and_relayed_sessions_are_not_counted(hub_metrics: tuple[EventHub, Metrics]) -> None:
+    hub, metrics = hub_metrics
+    hub.open_session("r1", session_meta("what-if", "rerun", model="m"), live=False)
+    # As app.live.relay opens a session another dashboard process serves.
+    meta = {**session_meta("elsewhere", "local", model="m"), "relayed": True}
+    hub.open_session("p1", meta, live=False, announce=False)
+    hub.mark_relayed("p1")
+    for sid in ("r1", "p1"):
+        hub.publish(sid, "iteration", _frame(0))
+    assert metrics.engines == {}
+
+
+def test_ended_local_sessions_are_dropped_after_a_few(
+    hub_metrics: tuple[EventHub, Metrics],
+) -> None:
+    hub, metrics = hub_metrics
+    for i in range(12):
+        sid = f"s{i}"
+        hub.open_session(sid, session_meta("live", "local", model="m"))
+        hub.publish(sid, "iteration", _frame(0))
+        hub.close_session(sid)
+    assert sorted(e for _, e in metrics.engines) == sorted(f"s{i}" for i in range(4, 12))
+
+
+def test_a_frame_metrics_cannot_count_still_reaches_the_other_listeners(
+    hub_metrics: tuple[EventHub, Metrics],
+) -> None:
+    hub, metrics = hub_metrics
+    seen: list[int] = []
+    hub.add_listener(
+        lambda session, kind, seq, data, text: seen.append(seq)
+    )  # the recorder's place
+    hub.open_session("s1", session_meta("live", "local", model="m"))
+    hub.publish("s1", "request", request_payload("a", "arrived", 0, 0.0, {"num_prompt_tokens": 4}))
+    odd = request_payload("a", "finished", 1, 0.5, {"reason": "stop", "num_output_tokens": "two"})
+    hub.publish("s1", "request", odd)  # a producer's detail the protocol does not type
+    assert seen == [1, 2, 3] and metrics.errors == 1
