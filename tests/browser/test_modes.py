@@ -59,10 +59,12 @@ def test_async_and_spec_modes_show(page: Any, server: Server, console: Console) 
     assert drafts and all(0 <= m[3] <= m[2] <= 4 for m in drafts)
     assert any(m[3] < m[2] for m in drafts) and any(m[3] > 0 for m in drafts)
     assert page.locator("#timeline li.mode-spec").first.is_visible()  # legend: accepted/rejected
-    page.wait_for_function("() => document.getElementById('charts').layout?.yaxis5 !== undefined")
-    rates = page.evaluate(
-        "() => document.getElementById('charts').data.find(t => t.name === 'acceptance %').y"
-        ".filter(y => y !== null)"
+    rates_js = (
+        "() => { const el = document.getElementById('charts');"
+        " const t = el.layout && el.layout.yaxis5 && el.data.find(t => t.name === 'acceptance %');"
+        " return t ? t.y.filter(y => y !== null) : []; }"
     )
-    assert rates and all(0 <= y <= 100 for y in rates)
+    page.wait_for_function(f"() => ({rates_js})().length > 0")  # the charts draw throttled
+    rates = page.evaluate(rates_js)
+    assert all(0 <= y <= 100 for y in rates)
     assert console.errors == []
