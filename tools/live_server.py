@@ -39,6 +39,14 @@ class LiveServer:
         return resp
 
 
+def recorder_lag(srv: LiveServer) -> int:
+    """Frames the server's recorder has not written yet (/healthz answers 503 while the
+    lag is long, with the same body)."""
+    body = httpx.get(srv.url + "/healthz", timeout=15).json()
+    lag: int = body["checks"]["recorder"]["info"]["lag"]
+    return lag
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

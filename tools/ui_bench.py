@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from live_server import LiveServer, chromium, live_server
+from live_server import LiveServer, chromium, live_server, recorder_lag
 from ui_bench_js import (
     FILTER_JS,
     FIRST_PAINT_JS,
@@ -78,7 +78,7 @@ def paint_part(browser: Any, srv: LiveServer) -> dict[str, Any]:
     inject(srv, 10_000 - total, 3000)
     n = len(srv.api("GET", "/api/requests").json())
     deadline = time.monotonic() + 60  # the recorder's writes are done: an idle server
-    while srv.api("GET", "/healthz").json()["recorder"]["lag"] and time.monotonic() < deadline:
+    while recorder_lag(srv) and time.monotonic() < deadline:
         time.sleep(0.2)
     paints = []
     context = browser.new_context(viewport={"width": 1500, "height": 1100})
