@@ -1,7 +1,7 @@
-"""Read side for one request of a recording: its row in the requests table and the frames
-of the steps it lived through (iterations by the (session, step) primary key, request
-marks by the (session, step) index), streamed as stored text so the caller parses only
-the frames that mention the request."""
+"""Read side for one request of a recording: its row in the requests table, the frames of
+the steps it ran (iterations by the (session, step) primary key, request marks by the
+(session, step) index), streamed as stored text so the caller parses only the frames that
+mention the request, and the waiting numbers of the steps it waited (step_waits)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.db.models import EventRecord, IterationRecord, RequestRecord
+from app.db.models import EventRecord, IterationRecord, RequestRecord, StepWaitRecord
 
 STREAM_ROWS = 500
 
@@ -69,3 +69,16 @@ def request_mark_texts(db: Session, session_id: str, first: int, last: int) -> I
         .execution_options(yield_per=STREAM_ROWS)
     )
     yield from db.scalars(query)
+
+
+def step_waits(
+    db: Session, session_id: str, first: int, last: int
+) -> dict[int, dict[str, Any] | None]:
+    """{step: waiting detail} of steps first..last that have a row (recordings made
+    before the table have none): {} nothing waited, None no numbers in the frame."""
+    query = select(StepWaitRecord.step, StepWaitRecord.detail).where(
+        StepWaitRecord.session_id == session_id,
+        StepWaitRecord.step >= first,
+        StepWaitRecord.step <= last,
+    )
+    return {row.step: row.detail for row in db.execute(query)}

@@ -16,6 +16,7 @@ from app.db.models import (
     IterationRecord,
     RequestRecord,
     SessionRecord,
+    StepWaitRecord,
 )
 
 
@@ -138,6 +139,7 @@ def _write_batch(db: Session, batch: Iterable[Frame], checkpoints: Iterable[Chec
     sessions: dict[str, SessionRecord] = {}
     requests: dict[tuple[str, str], RequestRecord] = {}
     iterations: list[dict[str, Any]] = []
+    waits: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     for session, frame_type, seq, data, text in batch:
         rec = _session_row(db, sessions, session)
@@ -159,6 +161,14 @@ def _write_batch(db: Session, batch: Iterable[Frame], checkpoints: Iterable[Chec
                     "num_preempted": len(data["preempted"]),
                     "num_finished": len(data["finished"]),
                     "frame": text,
+                }
+            )
+            reasons, detail = data["waiting_reasons"], data.get("waiting_detail")
+            waits.append(
+                {
+                    "session_id": session,
+                    "step": step,
+                    "detail": detail if detail else (None if reasons else {}),
                 }
             )
             rec.num_steps = max(rec.num_steps, step + 1)
@@ -185,6 +195,7 @@ def _write_batch(db: Session, batch: Iterable[Frame], checkpoints: Iterable[Chec
             )
     if iterations:
         db.execute(insert(IterationRecord), iterations)
+        db.execute(insert(StepWaitRecord), waits)
     if events:
         db.execute(insert(EventRecord), events)
     for session, seq, step, state in checkpoints:

@@ -9,8 +9,10 @@ import time
 from typing import Any
 
 import httpx
+from sqlalchemy import text
 
 from app.records import frame_slices
+from app.records import request_life as request_life_module
 from engine.waiting import waiting_text
 from tests.conftest import LiveServer
 
@@ -83,6 +85,19 @@ def test_a_preempted_requests_life_matches_the_recorded_frames(live_server: Live
             f"/api/requests/{victims[0]}", params={"session": sid, "step": first_wait}
         ).json()
         assert early["upto_step"] == first_wait and early["status"] == "PREEMPTED"
+        # Waits come from the steps' numbers, not from every frame of the wait...
+        long_wait = max(victims, key=lambda r: len(expected_life(r, frames)["waits"]))
+        life = c.get(f"/api/requests/{long_wait}", params={"session": sid}).json()
+        span = life["upto_step"] - life["request"]["arrival_step"] + 1
+        waited = len(expected_life(long_wait, frames)["waits"])
+        assert life["frames"]["scanned"] < span - waited // 2
+        # ... and a recording without those numbers (made before them) reads the frames.
+        with live_server.app.state.db.begin() as db:
+            db.execute(text("DELETE FROM step_waits WHERE session_id = :s"), {"s": sid})
+        request_life_module._CACHE.clear()
+        again = c.get(f"/api/requests/{long_wait}", params={"session": sid}).json()
+        assert again["waits"] == life["waits"] and again["scheduled"] == life["scheduled"]
+        assert again["frames"]["scanned"] == span
         assert c.get("/api/requests/nope", params={"session": sid}).status_code == 404
         assert c.get("/api/requests/r1", params={"session": "s-nope"}).status_code == 404
 
