@@ -46,6 +46,14 @@ ROW_COLUMNS = (
 """A request row's keys, in the order of a columns snapshot (segments last)."""
 
 
+SNAPSHOT_PLAN_STEPS = 64
+"""Steps whose plan a columns snapshot keeps (a plain one keeps PLAN_STEPS)."""
+
+
+def _without_plan(h: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in h.items() if k not in ("plan", "finished", "preempted_ids")}
+
+
 def _quantiles(values: list[float]) -> dict[str, float | None]:
     if not values:
         return {"p50": None, "p95": None, "p99": None}
@@ -389,6 +397,12 @@ class SessionState:
             else:
                 rows.append({**r, "segments": segments})
         requests: Any = {"columns": list(ROW_COLUMNS), "rows": rows} if columns else rows
+        history = list(self.history)
+        if columns:
+            # The compact form also keeps fewer per-request plans (a page's step table
+            # shows the latest steps; with 500 running, 256 plans are ~2 MB).
+            cut = len(history) - SNAPSHOT_PLAN_STEPS
+            history[:cut] = [_without_plan(h) if "plan" in h else h for h in history[:cut]]
         return {
             "session": self.session,
             "meta": dict(self.meta),
@@ -402,7 +416,7 @@ class SessionState:
             "simulated": self.simulated,
             "requests": requests,
             "blocks": [self.blocks[k] for k in sorted(self.blocks)],
-            "history": list(self.history),
+            "history": history,
             "totals": {**self.totals, "dropped_rows": self.dropped_rows},
             "waiting_detail": dict(self.waiting_detail),
         }
