@@ -58,6 +58,7 @@ bench: $(STAMP) browser vllm-venv
 	$(BIN)/python -m bench.fault_bench
 	$(BIN)/python -m bench.lab_bench
 	$(BIN)/python tools/ui_bench.py
+	$(BIN)/python -m bench.forensics_bench
 	.venv-vllm/bin/python -m bench.vllm_adapter_bench
 
 screenshot: $(STAMP) browser

@@ -5,6 +5,7 @@ headless Chromium: the harness shared by tools/screenshot.py and tools/ui_bench.
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import socket
 import subprocess
@@ -38,6 +39,14 @@ class LiveServer:
         return resp
 
 
+def recorder_lag(srv: LiveServer) -> int:
+    """Frames the server's recorder has not written yet (/healthz answers 503 while the
+    lag is long, with the same body)."""
+    body = httpx.get(srv.url + "/healthz", timeout=15).json()
+    lag: int = body["checks"]["recorder"]["info"]["lag"]
+    return lag
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -45,7 +54,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def live_server(workload: str = "poisson", runner: str = "sim") -> Iterator[LiveServer]:
+def live_server(
+    workload: str = "poisson", runner: str = "sim", env: dict[str, str] | None = None
+) -> Iterator[LiveServer]:
+    """`env`: settings for the server (BATCHSCOPE_* variables)."""
     with tempfile.TemporaryDirectory(prefix="batchscope-") as tmp:
         db_url = f"sqlite:///{tmp}/db.sqlite"
         cli = [sys.executable, "-m", "app.cli"]
@@ -57,7 +69,7 @@ def live_server(workload: str = "poisson", runner: str = "sim") -> Iterator[Live
             proc = subprocess.Popen(
                 [*cli, "serve", "--port", str(port), "--runner", runner, "--workload", workload,
                  "--database-url", db_url, f"--token={token}"],
-                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
             )  # fmt: skip
         try:
             url = f"http://127.0.0.1:{port}"

@@ -77,6 +77,21 @@ class FrameBlockRecord(Base):
     __table_args__ = (Index("ix_frame_blocks_session_last", "session_id", "last_seq"),)
 
 
+class StepWaitRecord(Base):
+    """Per recorded step, the numbers behind its waiting reasons (the frame's
+    `waiting_detail`: gate, head, ...), a few hundred bytes where the frame may hold
+    every waiting request's reason: request forensics reads a request's waits from these
+    instead of the frames of every step it waited (app.records.request_life)."""
+
+    __tablename__ = "step_waits"
+
+    session_id: Mapped[str] = mapped_column(String(128), session_fk(), primary_key=True)
+    step: Mapped[int] = mapped_column(Integer, primary_key=True)
+    detail: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
+    """{} when nothing waited; None when requests waited but the frame has no numbers
+    (e.g. a vLLM node): the frame is the only source then."""
+
+
 class EventRecord(Base):
     """Every frame that is not an iteration (request, config, session marks)."""
 

@@ -20,6 +20,7 @@ from app.db.models import (
     IterationRecord,
     RequestRecord,
     SessionRecord,
+    StepWaitRecord,
 )
 from app.errors import NotFound
 from app.protocol.state import SessionState
@@ -95,7 +96,14 @@ def rename_session(db: Session, session_id: str, name: str) -> None:
 def delete_session(db: Session, session_id: str) -> None:
     if db.get(SessionRecord, session_id) is None:
         raise NotFound(f"no recorded session {session_id!r}")
-    for model in (CheckpointRecord, EventRecord, FrameBlockRecord, IterationRecord, RequestRecord):
+    for model in (
+        CheckpointRecord,
+        EventRecord,
+        FrameBlockRecord,
+        IterationRecord,
+        RequestRecord,
+        StepWaitRecord,
+    ):
         db.execute(delete(model).where(model.session_id == session_id))  # type: ignore[attr-defined]
     db.execute(delete(SessionRecord).where(SessionRecord.id == session_id))
 

@@ -18,6 +18,7 @@ from app.db.models import (
     IterationRecord,
     RequestRecord,
     SessionRecord,
+    StepWaitRecord,
 )
 
 BLOCK_FRAMES = 128
@@ -155,6 +156,7 @@ def _write_batch(
     sessions: dict[str, SessionRecord] = {}
     requests: dict[tuple[str, str], RequestRecord] = {}
     iterations: list[dict[str, Any]] = []
+    waits: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     blocks: dict[str, list[tuple[int, str]]] = {}
     for session, frame_type, seq, data, text in batch:
@@ -186,6 +188,14 @@ def _write_batch(
                 }
             )
             blocks.setdefault(session, []).append((seq, text))
+            reasons, detail = data["waiting_reasons"], data.get("waiting_detail")
+            waits.append(
+                {
+                    "session_id": session,
+                    "step": step,
+                    "detail": detail if detail else (None if reasons else {}),
+                }
+            )
             rec.num_steps = max(rec.num_steps, step + 1)
             continue
         step = int(data["step"]) if "step" in data else rec.num_steps
@@ -229,6 +239,7 @@ def _write_batch(
                 for frames in _chunks(sorted(block), BLOCK_FRAMES)
             ],
         )
+        db.execute(insert(StepWaitRecord), waits)
     if events:
         db.execute(insert(EventRecord), events)
     for session, seq, step, state in checkpoints:

@@ -7,7 +7,6 @@ it from a checkpoint plus the frames after it.
 
 from __future__ import annotations
 
-import copy
 from collections import deque
 from typing import Any
 
@@ -21,6 +20,41 @@ PLAN_STEPS = 256
 COMPACT_HISTORY = 128
 COMPACT_DONE_ROWS = 100
 """Only the latest steps keep their full plan ({req: n}) in the history (the step table)."""
+
+
+ROW_COLUMNS = (
+    "req",
+    "status",
+    "num_prompt_tokens",
+    "num_tokens",
+    "num_computed_tokens",
+    "max_tokens",
+    "priority",
+    "num_preemptions",
+    "prefix_hit",
+    "arrived_step",
+    "arrived_t",
+    "first_scheduled_step",
+    "first_token_t",
+    "last_token_t",
+    "finish_t",
+    "finish_step",
+    "finish_reason",
+    "waiting_reason",
+    "num_draft_tokens",
+    "num_accepted_tokens",
+    "placeholders",
+    "segments",
+)
+"""A request row's keys, in the order of a columns snapshot (segments last)."""
+
+
+SNAPSHOT_PLAN_STEPS = 64
+"""Steps whose plan a columns snapshot keeps (a plain one keeps PLAN_STEPS)."""
+
+
+def _without_plan(h: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in h.items() if k not in ("plan", "finished", "preempted_ids")}
 
 
 def _quantiles(values: list[float]) -> dict[str, float | None]:
@@ -349,23 +383,38 @@ class SessionState:
         return state
 
     # ---------------------------------------------------------------- views
-    def snapshot(self, compact: bool = False) -> dict[str, Any]:
-        """The state for a late joiner. `compact`: only the latest COMPACT_HISTORY steps
-        and COMPACT_DONE_ROWS finished or rejected rows (a client that fell behind)."""
-        requests = list(self.requests.values())
+    def snapshot(self, compact: bool = False, columns: bool = False) -> dict[str, Any]:
+        """The state for a late joiner (docs/protocol.md). `compact`: only the latest
+        COMPACT_HISTORY steps and COMPACT_DONE_ROWS finished or rejected rows (a client that
+        fell behind). `columns`: `requests` as `{"columns": [...], "rows": [[...], ...]}` (a
+        quarter of the bytes, faster to encode and parse for a 10,000-request session)."""
+        selected = list(self.requests.values())
         history = list(self.history)
         if compact:
             history = history[-COMPACT_HISTORY:]
-            done = [r for r in requests if r["status"] in ("FINISHED", "REJECTED")]
+            done = [r for r in selected if r["status"] in ("FINISHED", "REJECTED")]
             keep = {id(r) for r in done[-COMPACT_DONE_ROWS:]}
-            requests = [
-                r for r in requests if r["status"] not in ("FINISHED", "REJECTED") or id(r) in keep
+            selected = [
+                r for r in selected if r["status"] not in ("FINISHED", "REJECTED") or id(r) in keep
             ]
-        rows = copy.deepcopy(requests)
-        for row in rows:
-            for seg in row["segments"]:
+        # Rows hold scalars and the segment lists: copying those is enough (and ~10x
+        # faster than copy.deepcopy on a 10,000-request session).
+        rows: list[Any] = []
+        for r in selected:
+            segments = [list(seg) for seg in r["segments"]]
+            for seg in segments:
                 if seg[2] is None:
                     seg[2] = max(self.step, seg[1])
+            if columns:
+                rows.append([r.get(c) for c in ROW_COLUMNS[:-1]] + [segments])
+            else:
+                rows.append({**r, "segments": segments})
+        requests: Any = {"columns": list(ROW_COLUMNS), "rows": rows} if columns else rows
+        if columns:
+            # The compact form also keeps fewer per-request plans (a page's step table
+            # shows the latest steps; with 500 running, 256 plans are ~2 MB).
+            cut = len(history) - SNAPSHOT_PLAN_STEPS
+            history[:cut] = [_without_plan(h) if "plan" in h else h for h in history[:cut]]
         return {
             "session": self.session,
             "meta": dict(self.meta),
@@ -377,7 +426,7 @@ class SessionState:
             "config_marks": list(self.config_marks),
             "paused": self.paused,
             "simulated": self.simulated,
-            "requests": rows,
+            "requests": requests,
             "blocks": [self.blocks[k] for k in sorted(self.blocks)],
             "history": history,
             "totals": {**self.totals, "dropped_rows": self.dropped_rows},

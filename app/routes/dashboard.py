@@ -1,4 +1,5 @@
-"""The dashboard page and its htmx panels (request table, latency summary).
+"""The dashboard page and its htmx panels (controls, latency summary); the request table
+and the timeline are drawn in the page from its socket's model (static/js).
 
 Routes build plain data (from the live SessionState, the same data as the /api twins)
 and the templates only format it (STYLE R8). `/?session=ID` is the same page replaying a
@@ -27,8 +28,6 @@ from app.templating import templates
 
 router = APIRouter(dependencies=View, include_in_schema=False)
 
-MAX_TABLE_ROWS = 150
-ACTIVE = {"RUNNING": 0, "PREEMPTED": 1, "WAITING": 2}
 KNOBS = (
     "max_num_batched_tokens",
     "max_num_seqs",
@@ -40,53 +39,20 @@ KNOBS = (
 )
 
 
-def _snapshot(state: SessionState | None) -> dict[str, Any]:
+def _header(state: SessionState | None) -> dict[str, Any]:
+    """What the page renders before its socket's snapshot arrives (the rows come with
+    the snapshot: a 10,000-request page is not rendered twice)."""
     if state is None:
-        return {
-            "session": None,
-            "step": -1,
-            "config": {},
-            "requests": [],
-            "history": [],
-            "paused": False,
-            "simulated": False,
-            "meta": {},
-            "totals": {},
-        }
-    snap: dict[str, Any] = state.snapshot()
-    return snap
-
-
-def request_rows(snap: dict[str, Any], limit: int = MAX_TABLE_ROWS) -> list[dict[str, Any]]:
-    """Live requests first (running, preempted, waiting), then the latest finished ones;
-    each with TTFT and mean ITL in seconds (None until known)."""
-    t_of = {h["step"]: h["t"] for h in snap.get("history", [])}
-    now = snap.get("t", 0.0)
-    rows = []
-    for i, r in enumerate(snap.get("requests", [])):
-        row = dict(r)
-        arrived, first = r.get("arrived_t"), r.get("first_token_t")
-        row["ttft"] = first - arrived if first is not None and arrived is not None else None
-        outputs = max(0, r.get("num_tokens", 0) - r.get("num_prompt_tokens", 0))
-        row["num_output_tokens"] = outputs
-        end = t_of.get(r["finish_step"]) if r.get("finish_step") is not None else now
-        if first is not None and end is not None and outputs > 1:
-            row["itl"] = max(0.0, end - first) / (outputs - 1)
-        else:
-            row["itl"] = None
-        row["_order"] = (ACTIVE.get(r.get("status", ""), 3), -i)
-        rows.append(row)
-    rows.sort(key=lambda x: x["_order"])
-    return rows[:limit]
-
-
-def _counts(snap: dict[str, Any]) -> dict[str, int]:
-    counts: dict[str, int] = {"total": 0}
-    for r in snap.get("requests", []):
-        status = r.get("status", "WAITING")
-        counts[status] = counts.get(status, 0) + 1
-        counts["total"] += 1
-    return counts
+        return {"session": None, "step": -1, "config": {}, "paused": False, "simulated": False}
+    return {
+        "session": state.session,
+        "step": state.step,
+        "config": dict(state.config),
+        "paused": state.paused,
+        "simulated": state.simulated,
+        "meta": {"name": state.meta.get("name", "")},
+        "num_requests": len(state.requests),
+    }
 
 
 def _summary(state: SessionState | None) -> dict[str, Any] | None:
@@ -169,7 +135,7 @@ async def dashboard(
         return RedirectResponse("/?session=" + quote(live, safe=""), status_code=303)
     else:
         state = hub.live_state(live)
-    snap = _snapshot(state)
+    snap = _header(state)
     config = (meta and meta["config"]) or snap.get("config") or {}
     return templates.TemplateResponse(
         request,
@@ -182,25 +148,8 @@ async def dashboard(
             "scenarios": scenario_summaries(),
             "token_ok": has_control(request),
             "workload": service.workload_spec() if service is not None else None,
-            "rows": request_rows(snap),
-            "counts": _counts(snap),
             "summary": _summary(state),
             **_mode(session, live),
-        },
-    )
-
-
-@router.get("/panels/requests", response_class=HTMLResponse)
-async def requests_panel(request: Request, view: PanelDep) -> HTMLResponse:
-    snap = _snapshot(view.state)
-    return templates.TemplateResponse(
-        request,
-        "partials/_request_table.html",
-        {
-            "rows": request_rows(snap),
-            "counts": _counts(snap),
-            "token_ok": has_control(request),
-            **view.mode,
         },
     )
 

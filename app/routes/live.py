@@ -1,27 +1,29 @@
 """The live session's JSON twins (?live=ID: another live session): its state (the
-snapshot a late joiner gets), request rows, latency summary and knobs."""
+snapshot a late joiner gets), request rows (filtered and sorted like the page's table:
+app.request_table), latency summary and knobs."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
 from app.api_docs import error_responses
 from app.api_models import LatencySummary, LiveConfig, RequestRow, Snapshot
 from app.deps import HubDep, ServiceDep, View
 from app.errors import NotFound
 from app.protocol.state import SessionState
+from app.request_table import RequestQuery, request_query, select_rows, table_rows
 
 router = APIRouter(
     prefix="/api", dependencies=View, tags=["live"], responses=error_responses(401, 404)
 )
 
 
-def _live(hub: HubDep) -> SessionState:
-    state = hub.live_state()
+def _live(hub: HubDep, session: str | None = None) -> SessionState:
+    state = hub.live_state(session)
     if state is None:
-        raise NotFound("no live session")
+        raise NotFound(f"no live session {session!r}" if session else "no live session")
     return state
 
 
@@ -33,10 +35,17 @@ async def state(hub: HubDep) -> dict[str, Any]:
 @router.get(
     "/requests",
     response_model=list[RequestRow],
-    summary="The live session's requests (table rows)",
+    summary="The live session's requests (table rows), filtered and sorted",
+    responses=error_responses(422),
 )
-async def requests_rows(hub: HubDep) -> list[dict[str, Any]]:
-    return _live(hub).request_rows()
+async def requests_rows(
+    hub: HubDep,
+    query: Annotated[RequestQuery, Depends(request_query)],
+    live: str | None = None,
+) -> list[dict[str, Any]]:
+    """The table's rows with `phase`, `e2e` and `waiting_text`; the query parameters are
+    the page's filters (app.request_table)."""
+    return select_rows(table_rows(_live(hub, live)), query)
 
 
 @router.get("/stats", response_model=LatencySummary, summary="Latency percentiles and totals")

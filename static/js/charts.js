@@ -1,13 +1,15 @@
-/* charts.js: per-step series in one plotly figure with four stacked panels sharing the
- * step axis: prefill + decode tokens against max_num_batched_tokens; scheduled sequences
- * against max_num_seqs; queue depths; KV blocks used / cached / free. A rolling window of
- * the last WINDOW steps, extended with Plotly.extendTraces (full redraw only on reset). */
+/* charts.js: per-step series in one plotly figure with stacked panels sharing the step
+ * axis: prefill + decode tokens (+ static batching's padding) against
+ * max_num_batched_tokens; scheduled sequences against max_num_seqs; queue depths; KV
+ * blocks used / cached / free; with speculative decoding a fifth panel: drafts scheduled
+ * and accepted per step and the acceptance rate. A rolling window of the last WINDOW
+ * steps, extended with Plotly.extendTraces (full redraw on reset or a mode change). */
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
   const WINDOW = 500;
   // [series key, name, y axis, colour var, options]
-  const TRACES = [
+  const BASE = [
     ["prefill", "prefill", "y", "--c-prefill", { stackgroup: "tok" }],
     ["decode", "decode", "y", "--c-decode", { stackgroup: "tok" }],
     ["max_tokens", "max_num_batched_tokens", "y", "--c-limit", { dash: true }],
@@ -19,12 +21,32 @@
     ["kv_cached", "cached", "y4", "--kv-cached", { stackgroup: "kv" }],
     ["kv_free", "free", "y4", "--kv-free-line", { stackgroup: "kv" }],
   ];
-  const st = { el: null, cursor: 0, epoch: -1 };
+  const PADDING = ["padding", "padding (static)", "y", "--c-waiting-line", { stackgroup: "tok" }];
+  const SPEC = [
+    ["spec", "drafts", "y5", "--c-rejected", {}],
+    ["accepted", "accepted", "y5", "--c-accepted", {}],
+    ["accept_rate", "acceptance %", "y6", "--c-limit", { dash: true }],
+  ];
+  let TRACES = BASE;
+  const st = { el: null, cursor: 0, epoch: -1, mode: "", loading: false };
   BS.charts = st;
 
   function value(p, key) {
     if (key === "kv_free") return Math.max(0, (p.kv_total || 0) - p.kv_used - p.kv_cached);
-    return p[key];
+    if (key === "accept_rate") return p.spec ? Math.round(1000 * (p.accepted || 0) / p.spec) / 10 : null;
+    return p[key] === undefined ? 0 : p[key];
+  }
+
+  /** The traces for the session's mode (spec: the drafts panel; static: padding). */
+  function modeOf(model) {
+    const c = model.config || {};
+    return (c.num_speculative_tokens > 0 ? "spec" : "") + (c.batching === "static" ? "+static" : "");
+  }
+  function tracesFor(mode) {
+    let t = BASE.slice();
+    if (mode.indexOf("static") >= 0) t.splice(2, 0, PADDING);
+    if (mode.indexOf("spec") === 0) t = t.concat(SPEC);
+    return t;
   }
 
   function traces(points) {
@@ -46,31 +68,60 @@
   }
 
   function layout() {
-    return {
-      margin: { l: 52, r: 10, t: 8, b: 30 }, showlegend: true, hovermode: "x unified",
+    const spec = st.mode.indexOf("spec") === 0;
+    const n = spec ? 5 : 4;
+    const gap = 0.04, h = (0.97 - gap * (n - 1)) / n;
+    const dom = (i) => [0.03 + (n - 1 - i) * (h + gap), 0.03 + (n - 1 - i) * (h + gap) + h];
+    const out = {
+      margin: { l: 52, r: spec ? 40 : 10, t: 8, b: 30 }, showlegend: true, hovermode: "x unified",
       legend: { orientation: "h", x: 0, y: -0.07, yanchor: "top", font: { size: 10 },
         traceorder: "normal", itemwidth: 30 },
       paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: BS.cssVar("--plot-bg"),
       font: { family: BS.cssVar("--font-ui"), size: 11, color: BS.cssVar("--fg") },
       xaxis: { title: { text: "step", standoff: 2 }, gridcolor: BS.cssVar("--grid"),
-        zeroline: false, anchor: "y4" },
-      yaxis: axis([0.78, 1.0], "tokens"),
-      yaxis2: axis([0.53, 0.74], "seqs"),
-      yaxis3: axis([0.28, 0.49], "queues"),
-      yaxis4: axis([0.03, 0.24], "KV blocks"),
-      uirevision: "charts",
+        zeroline: false, anchor: spec ? "y5" : "y4" },
+      yaxis: axis(dom(0), "tokens"),
+      yaxis2: axis(dom(1), "seqs"),
+      yaxis3: axis(dom(2), "queues"),
+      yaxis4: axis(dom(3), "KV blocks"),
+      uirevision: "charts" + st.mode,
     };
+    if (spec) {
+      out.yaxis5 = axis(dom(4), "drafts");
+      out.yaxis6 = { overlaying: "y5", side: "right", range: [0, 100], showgrid: false,
+        title: { text: "%", font: { size: 10 } }, tickfont: { size: 9 }, zeroline: false };
+    }
+    return out;
+  }
+
+  // plotly (4.6 MB) is fetched and compiled after the timeline's first picture, never
+  // before it: the page's first paint does not wait for the charts.
+  function loadPlotly(el) {
+    if (window.Plotly || st.loading) return;
+    st.loading = true;
+    const tag = document.createElement("script");
+    tag.src = el.dataset.plotly;
+    tag.addEventListener("load", function () { init(); BS.schedule(); });
+    document.head.appendChild(tag);
   }
 
   function init() {
-    st.el = document.getElementById("charts");
-    if (!st.el) return;
+    const el = document.getElementById("charts");
+    if (!el) return;
+    if (!window.Plotly) {
+      document.body.addEventListener("bs:painted", () => setTimeout(() => loadPlotly(el), 0));
+      setTimeout(() => loadPlotly(el), 1500);
+      return;
+    }
+    st.el = el;
     st.throttle = new BS.Throttle("charts.draw", st.el, 120, 0.15);
     Plotly.newPlot(st.el, traces([]), layout(),
       { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] });
   }
 
   function full(model) {
+    st.mode = modeOf(model);
+    TRACES = tracesFor(st.mode);
     const pts = model.history.since(model.history.end - WINDOW);
     Plotly.react(st.el, traces(pts), layout(),
       { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] });
@@ -94,13 +145,14 @@
   }
 
   function draw(model) {
-    if (st.epoch !== model.epoch || model.history.end - st.cursor > WINDOW) full(model);
+    const stale = st.epoch !== model.epoch || st.mode !== modeOf(model);
+    if (stale || model.history.end - st.cursor > WINDOW) full(model);
     else extend(model);
   }
 
   function render(model) {
     if (!st.el || !st.throttle) return;
-    if (st.epoch === model.epoch && st.cursor === model.history.end) return;
+    if (st.epoch === model.epoch && st.cursor === model.history.end && st.mode === modeOf(model)) return;
     st.throttle.poke(function () { draw(BS.model); });
   }
 

@@ -1,6 +1,6 @@
-/* compare.js: draws each side's Gantt from its recording's final state
+/* compare.js: draws each side's timeline from its recording's final state
  * (GET /api/sessions/{id}/state), folded by the same BS.Model and drawn by the same
- * figure builder as the live view, on one shared step axis. */
+ * canvas view as the live page (BS.GanttView), on one shared step axis. */
 (function () {
   "use strict";
   const BS = window.BS;
@@ -24,11 +24,14 @@
     }
     const lastStep = Math.max(0, ...models.map((m) => m.step));
     els.forEach(function (el, i) {
-      const fig = BS.ganttFigure(models[i], { xmode: "step", rows: 0 });
-      fig.layout.xaxis.range = [-0.5, lastStep + 1.5]; // the same scale on both sides
-      Plotly.newPlot(el, fig.data, fig.layout, fig.config);
-      el.dataset.rows = String(fig.shown);
-      el.dataset.steps = String(models[i].step + 1);
+      const model = models[i];
+      const ids = model.order.slice().reverse();
+      const view = new BS.GanttView(el, { model: () => model, ids: () => ids });
+      view.autoX = false; // the same scale on both sides
+      view.x0 = -0.5;
+      view.x1 = lastStep + 1.5;
+      view.draw();
+      el.dataset.steps = String(model.step + 1);
     });
     document.body.dataset.drawn = "yes";
   }

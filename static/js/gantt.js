@@ -1,158 +1,318 @@
-/* gantt.js: the request timeline. One row per request (newest at the top), one
- * horizontal-bar trace per segment kind (base/x arrays), a thin overlay for prefix-cache
- * hits, finish ticks, and a vertical marker per config change. Plotly.react runs at most
- * ~10 times a second and only over the visible rows (the latest N requests).
- * BS.ganttFigure(model, {xmode, rows}) builds a figure for any model (the compare page). */
+/* gantt.js: the request timeline, a canvas view (BS.GanttView) with windowing, pan and zoom.
+ * One row per request in the order of the shared query (filters.js), bars per segment
+ * (waiting, prefill chunk, decode run, preempted), painted by gantt_paint.js.
+ * Mouse: drag pans (x, and rows when they overflow), ctrl/⌘+wheel zooms x at the pointer,
+ * shift+wheel pans x, wheel scrolls rows when they overflow, double-click fits, click selects.
+ * Keys (timeline focused): ←/→ pan, +/− zoom, ↑/↓/PgUp/PgDn/Home/End rows, 0 fit, f follow.
+ * The x axis is steps or seconds (#gantt-x); rows fit the height or have a fixed size. */
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
-  // Level of detail: finish ticks are drawn up to this many rows (beyond it a row is a
-  // pixel or two high and the tick is invisible, but it would still cost an SVG node).
-  const FINISH_TICKS_MAX_ROWS = 600;
-  const KINDS = ["waiting", "preempted", "prefill", "decode"];
-  const LABEL = { waiting: "waiting", preempted: "preempted (recompute)",
-    prefill: "prefill chunk", decode: "decode" };
+  const GUTTER = 92; // px for row labels
+  const AXIS = 22; // px for the x axis
+  const ROW_MAX = 18;
 
-  const st = { el: null, xmode: "step", rows: 300, drawn: -1,
-    markersDrawn: -1, epoch: -1, shown: 0 };
+  function colours() {
+    const v = (n) => BS.cssVar(n);
+    return { bg: v("--plot-bg"), fg: v("--fg"), muted: v("--muted"), grid: v("--grid"),
+      waiting: v("--c-waiting"), prefill: v("--c-prefill"), decode: v("--c-decode"),
+      preempted: v("--c-preempted"), hit: v("--c-prefix-hit"), finished: v("--c-finished"),
+      marker: v("--c-marker"), accepted: v("--c-accepted"), rejected: v("--c-rejected"),
+      late: v("--c-late"), sel: v("--c-selected"), selBand: v("--c-selected-band"),
+      cursor: v("--c-cursor"), fontUi: v("--font-ui"), fontMono: v("--font-mono") };
+  }
+
+  class GanttView {
+    /** opts: model() and ids() (rows in order), selected() -> req | null, stepLine() ->
+     * step | null, onSelect(req, step). */
+    constructor(el, opts) {
+      this.el = el;
+      this.opts = opts;
+      this.canvas = document.createElement("canvas");
+      this.tip = document.createElement("div");
+      this.tip.className = "gantt-tip";
+      this.tip.hidden = true;
+      el.replaceChildren(this.canvas, this.tip);
+      el.tabIndex = 0;
+      this.ctx = this.canvas.getContext("2d");
+      this.colors = colours();
+      this.axis = new BS.TimeAxis();
+      this.xmode = "step";
+      this.rowMode = "fit";
+      this.x0 = 0; this.x1 = 1; this.autoX = true; this.follow = false;
+      this.scrollY = 0;
+      this.width = 0; this.height = 0;
+      this.pending = false;
+      this.drawn = 0;
+      this.resize();
+      new ResizeObserver(() => { this.resize(); this.redraw(); }).observe(el);
+      this.wire();
+    }
+
+    resize() {
+      const w = Math.max(200, this.el.clientWidth), h = Math.max(120, this.el.clientHeight);
+      if (w === this.width && h === this.height) return;
+      this.width = w; this.height = h;
+      const dpr = window.devicePixelRatio || 1;
+      this.canvas.width = Math.round(w * dpr);
+      this.canvas.height = Math.round(h * dpr);
+      this.canvas.style.width = w + "px";
+      this.canvas.style.height = h + "px";
+      this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    }
+
+    plot() { return { l: GUTTER, t: 4, w: this.width - GUTTER - 8, h: this.height - 4 - AXIS }; }
+    rowHeight(n) {
+      if (this.rowMode === "fit") return Math.min(ROW_MAX, this.plot().h / Math.max(n, 1));
+      return parseFloat(this.rowMode);
+    }
+    xOf(step) { return this.xmode === "time" ? this.axis.at(step) : step; }
+    stepOf(x) { return this.xmode === "time" ? this.axis.stepAt(x) : Math.floor(x); }
+
+    /** The x range that shows every row from its arrival to the current step. */
+    fitRange(model, ids) {
+      let lo = Infinity;
+      for (const id of ids) {
+        const r = model.reqs.get(id);
+        if (r && r.arrived_step < lo) lo = r.arrived_step;
+      }
+      if (lo === Infinity) lo = 0;
+      const hi = Math.max(model.step + 1, lo + 1);
+      const a = this.xOf(lo), b = this.xOf(hi);
+      const margin = (b - a) * 0.01;
+      return [a - margin, b + margin];
+    }
+
+    view(model, ids) {
+      if (this.xmode === "time") this.axis.refresh(model);
+      if (this.autoX) [this.x0, this.x1] = this.fitRange(model, ids);
+      else if (this.follow) {
+        const span = this.x1 - this.x0;
+        this.x1 = this.xOf(model.step + 1) + span * 0.02;
+        this.x0 = this.x1 - span;
+      }
+      const rowH = this.rowHeight(ids.length);
+      const rows = this.plot().h / rowH;
+      this.scrollY = Math.max(0, Math.min(this.scrollY, ids.length - rows));
+      const stepLine = this.opts.stepLine ? this.opts.stepLine() : null;
+      return { model: model, ids: ids, colors: this.colors, xmode: this.xmode, axis: this.axis,
+        x0: this.x0, x1: this.x1, plot: this.plot(), width: this.width, height: this.height,
+        rowH: rowH, scrollY: this.scrollY, cur: model.step,
+        sel: this.opts.selected ? this.opts.selected() : null, stepLine: stepLine,
+        markers: model.markers };
+    }
+
+    draw() {
+      const t0 = performance.now();
+      const model = this.opts.model();
+      const ids = this.opts.ids();
+      this.last = this.view(model, ids);
+      this.drawn = BS.paintGantt(this.ctx, this.last);
+      this.el.dataset.rows = String(ids.length);
+      this.el.dataset.drawn = String(this.drawn);
+      this.el.dataset.renderMs = (performance.now() - t0).toFixed(1);
+      // When the frame with this picture begins (for the bench's "first paint").
+      const rows = String(ids.length);
+      const log = (this.draws = this.draws || []); // [start ms, rows, draw ms] (the bench reads it)
+      if (log.length < 20) log.push([Math.round(t0), ids.length, Math.round(performance.now() - t0)]);
+      requestAnimationFrame(() => {
+        this.el.dataset.shownAt = performance.now().toFixed(1);
+        this.el.dataset.shownRows = rows;
+      });
+    }
+
+    /** Redraw on the next animation frame (user interaction: no throttle). */
+    redraw() {
+      if (this.pending) return;
+      this.pending = true;
+      requestAnimationFrame(() => { this.pending = false; this.draw(); });
+    }
+
+    // ---------------------------------------------------------------- navigation
+    zoom(factor, px) {
+      const p = this.plot();
+      const at = px === undefined ? 0.5 : Math.min(1, Math.max(0, (px - p.l) / p.w));
+      const span = (this.x1 - this.x0) * factor;
+      const x = this.x0 + (this.x1 - this.x0) * at;
+      this.autoX = false;
+      this.x0 = x - span * at; this.x1 = this.x0 + span;
+      this.redraw();
+    }
+    pan(fraction) {
+      const d = (this.x1 - this.x0) * fraction;
+      this.autoX = false;
+      this.x0 += d; this.x1 += d;
+      this.redraw();
+    }
+    scrollRows(d) { this.scrollY += d; this.redraw(); }
+    fit() { this.autoX = true; this.follow = false; this.scrollY = 0; this.redraw(); }
+    toggleFollow() {
+      if (this.autoX) [this.x0, this.x1] = [this.last.x0, this.last.x1];
+      this.autoX = false; this.follow = !this.follow; this.redraw();
+    }
+    /** Scroll so request `req` is in view. */
+    reveal(req) {
+      const ids = this.opts.ids();
+      const i = ids.indexOf(req);
+      if (i < 0) return;
+      const rows = this.plot().h / this.rowHeight(ids.length);
+      if (i < this.scrollY || i >= this.scrollY + rows - 1) this.scrollY = i - rows / 2;
+      this.redraw();
+    }
+
+    /** Where request `req` is drawn at `step` ({x, y} in the view's pixels), or null. */
+    pointOf(req, step) {
+      const v = this.last;
+      const i = v ? v.ids.indexOf(req) : -1;
+      if (i < 0) return null;
+      const p = v.plot;
+      const x = p.l + (this.xOf(step + 0.5) - v.x0) / (v.x1 - v.x0) * p.w;
+      return { x: x, y: p.t + (i - v.scrollY + 0.5) * v.rowH };
+    }
+
+    /** {req, step, seg} under the pointer, or null. */
+    hit(px, py) {
+      const v = this.last;
+      if (!v) return null;
+      const p = v.plot;
+      if (px < p.l || px > p.l + p.w || py < p.t || py > p.t + p.h) return null;
+      const i = Math.floor(v.scrollY + (py - p.t) / v.rowH);
+      const req = v.ids[i];
+      if (req === undefined) return null;
+      const step = this.stepOf(v.x0 + (px - p.l) / p.w * (v.x1 - v.x0));
+      const r = v.model.reqs.get(req);
+      let seg = null;
+      if (r) {
+        for (const s of r.segs) {
+          const end = s[2] === null ? Math.max(v.cur, s[1]) : s[2];
+          if (step >= s[1] && step <= end) seg = s;
+        }
+      }
+      return { req: req, step: step, seg: seg, row: r };
+    }
+
+    showTip(ev, h) {
+      if (!h || !h.row) { this.tip.hidden = true; return; }
+      const r = h.row;
+      const lines = [r.req + " · " + r.status.toLowerCase() + " · step " + h.step];
+      if (h.seg) {
+        const s = h.seg, end = s[2] === null ? Math.max(this.last.cur, s[1]) : s[2];
+        const steps = s[1] === end ? "step " + s[1] : "steps " + s[1] + "–" + end;
+        const what = { waiting: "waiting", prefill: "prefill chunk " + s[3] + " tokens",
+          decode: "decode " + s[3] + " tokens", preempted: "preempted: " + s[3] +
+          " tokens lost (recomputed)" }[s[0]] || s[0];
+        lines.push(what + " · " + steps + (s[4] ? " · prefix hit " + s[4] : ""));
+        if (s[2] === null && r.waiting_reason && BS.waitingText) {
+          lines.push(BS.waitingText(r.req, r.waiting_reason, this.last.model.waitingDetail));
+        }
+      }
+      lines.push("prompt " + r.num_prompt_tokens + " · max_tokens " + r.max_tokens +
+        (r.num_preemptions ? " · preempted ×" + r.num_preemptions : ""));
+      lines.push("click: its whole life");
+      this.tip.textContent = lines.join("\n");
+      this.tip.hidden = false;
+      const x = Math.min(ev.offsetX + 14, this.width - 320);
+      this.tip.style.transform = "translate(" + x + "px," + (ev.offsetY + 14) + "px)";
+    }
+
+    wire() {
+      const el = this.el;
+      let drag = null;
+      el.addEventListener("wheel", (ev) => {
+        const v = this.last;
+        const overflow = v && v.ids.length * v.rowH > v.plot.h + 1;
+        if (ev.ctrlKey || ev.metaKey) this.zoom(Math.exp(ev.deltaY * 0.002), ev.offsetX);
+        else if (ev.shiftKey) this.pan((ev.deltaY || ev.deltaX) / Math.max(this.plot().w, 1));
+        else if (overflow) this.scrollRows(ev.deltaY / v.rowH / 2);
+        else return;
+        ev.preventDefault();
+      }, { passive: false });
+      el.addEventListener("mousedown", (ev) => {
+        drag = { x: ev.clientX, y: ev.clientY, x0: this.x0, x1: this.x1, sy: this.scrollY,
+          moved: false };
+      });
+      window.addEventListener("mousemove", (ev) => {
+        if (!drag) return;
+        const dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
+        if (!drag.moved && Math.abs(dx) + Math.abs(dy) < 4) return;
+        drag.moved = true;
+        const per = (drag.x1 - drag.x0) / Math.max(this.plot().w, 1);
+        this.autoX = false;
+        this.x0 = drag.x0 - dx * per; this.x1 = drag.x1 - dx * per;
+        if (this.last) this.scrollY = drag.sy - dy / this.last.rowH;
+        this.redraw();
+      });
+      window.addEventListener("mouseup", (ev) => {
+        if (!drag) return;
+        const moved = drag.moved;
+        drag = null;
+        if (moved || ev.target !== this.canvas) return;
+        const h = this.hit(ev.offsetX, ev.offsetY);
+        if (h && this.opts.onSelect) this.opts.onSelect(h.req, h.step);
+      });
+      el.addEventListener("mousemove", (ev) => {
+        if (!drag && ev.target === this.canvas) this.showTip(ev, this.hit(ev.offsetX, ev.offsetY));
+      });
+      el.addEventListener("mouseleave", () => { this.tip.hidden = true; });
+      el.addEventListener("dblclick", () => this.fit());
+      el.addEventListener("keydown", (ev) => this.onKey(ev));
+    }
+
+    onKey(ev) {
+      if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+      const page = this.last ? this.last.plot.h / this.last.rowH : 10;
+      const k = ev.key;
+      if (k === "ArrowLeft" || k === "ArrowRight") this.pan((k === "ArrowLeft" ? -1 : 1) * (ev.shiftKey ? 0.5 : 0.1));
+      else if (k === "+" || k === "=") this.zoom(1 / 1.5);
+      else if (k === "-" || k === "_") this.zoom(1.5);
+      else if (k === "ArrowUp" || k === "ArrowDown") this.scrollRows((k === "ArrowUp" ? -1 : 1) * (ev.shiftKey ? page : 1));
+      else if (k === "PageUp" || k === "PageDown") this.scrollRows((k === "PageUp" ? -1 : 1) * page);
+      else if (k === "Home") this.scrollRows(-Infinity);
+      else if (k === "End") this.scrollRows(Infinity);
+      else if (k === "0") this.fit();
+      else if (k === "f") this.toggleFollow();
+      else return;
+      if (!isFinite(this.scrollY)) this.scrollY = this.scrollY > 0 ? 1e9 : 0;
+      ev.preventDefault();
+      ev.stopPropagation();
+    }
+  }
+  BS.GanttView = GanttView;
+
+  // ------------------------------------------------------------------ the dashboard's
+  const st = { view: null, drawn: "", throttle: null };
   BS.gantt = st;
 
-  const esc = BS.esc;
+  function key(model) {
+    const sel = BS.selection ? BS.selection.req + ":" + BS.selection.step : "";
+    return model.epoch + ":" + model.ganttVersion + ":" + BS.filters.version + ":" + sel;
+  }
 
   function init() {
-    st.el = document.getElementById("gantt");
-    if (!st.el) return;
-    st.throttle = new BS.Throttle("gantt.draw", st.el, 100, 0.2);
+    const el = document.getElementById("gantt");
+    if (!el) return;
+    st.view = new GanttView(el, {
+      model: () => BS.model,
+      ids: () => BS.filters.ids(BS.model),
+      selected: () => (BS.selection ? BS.selection.req : null),
+      stepLine: () => (BS.mode.replay ? BS.model.step : null),
+      onSelect: (req, step) => BS.select && BS.select(req, { step: BS.mode.replay ? step : null }),
+    });
+    st.throttle = new BS.Throttle("gantt.draw", el, 100, 0.2);
     const xsel = document.getElementById("gantt-x");
-    const rsel = document.getElementById("gantt-rows");
-    if (xsel) xsel.addEventListener("change", function () { st.xmode = xsel.value; force(); });
-    if (rsel) rsel.addEventListener("change", function () {
-      st.rows = parseInt(rsel.value, 10) || 0; force();
-    });
-    Plotly.newPlot(st.el, [], layout([], [], [], BS.model, st), config());
-  }
-  // A user action (x mode, row cap) redraws at once, outside the live-rate throttle.
-  function force() {
-    st.markersDrawn = -1;
-    BS.timed("gantt.draw", function () { draw(BS.model); });
-  }
-
-  function config() {
-    return { displaylogo: false, responsive: true, scrollZoom: false,
-      modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d"] };
-  }
-
-  function layout(tickvals, ticktext, markers, model, o) {
-    const shapes = [];
-    const annotations = [];
-    for (const m of markers) {
-      shapes.push({ type: "line", xref: "x", yref: "paper", x0: m.x, x1: m.x, y0: 0, y1: 1,
-        line: { color: BS.cssVar("--c-marker"), width: 1.5, dash: "dot" } });
-      annotations.push({ xref: "x", yref: "paper", x: m.x, y: 1, yanchor: "bottom",
-        xanchor: "left", text: esc(m.label), showarrow: false,
-        font: { size: 10, color: BS.cssVar("--c-marker") } });
-    }
-    return {
-      barmode: "overlay", bargap: 0.2, showlegend: false, hovermode: "closest",
-      margin: { l: 70, r: 12, t: 22, b: 40 },
-      uirevision: String(model.epoch) + o.xmode + o.rows,
-      paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: BS.cssVar("--plot-bg"),
-      font: { family: BS.cssVar("--font-ui"), size: 11, color: BS.cssVar("--fg") },
-      xaxis: { title: { text: o.xmode === "time" ? "seconds" : "step", standoff: 4 },
-        zeroline: false, gridcolor: BS.cssVar("--grid") },
-      yaxis: { tickvals: tickvals, ticktext: ticktext, zeroline: false, showgrid: false,
-        range: tickvals.length ? undefined : [-0.5, 0.5], fixedrange: false,
-        tickfont: { family: BS.cssVar("--font-mono"), size: 10 } },
-      shapes: shapes, annotations: annotations,
-    };
-  }
-
-  // x coordinates of a step range [s0, s1] (inclusive) in the current mode.
-  function span(model, s0, s1, o) {
-    if (o.xmode === "step") return [s0, s1 - s0 + 1];
-    const a = model.timeOf(s0);
-    let b = model.tEnd.get(s1);
-    if (b === undefined) b = model.timeOf(s1 + 1);
-    if (a === null || b === null || b === undefined) return null;
-    return [a, Math.max(b - a, 1e-6)];
-  }
-
-  function build(model, o) {
-    const traces = {};
-    for (const k of KINDS) traces[k] = { y: [], base: [], x: [], text: [] };
-    const hit = { y: [], base: [], x: [], text: [] };
-    const fin = { y: [], x: [], text: [] };
-    const order = model.order;
-    const from = o.rows > 0 ? Math.max(0, order.length - o.rows) : 0;
-    const tickvals = [];
-    const ticktext = [];
-    const n = order.length - from;
-    const every = Math.max(1, Math.ceil(n / 40));
-    const cur = Math.max(model.step, 0);
-    for (let i = from; i < order.length; i++) {
-      const r = model.reqs.get(order[i]);
-      if (!r) continue;
-      const y = i - from;
-      const id = esc(r.req);
-      if ((n - 1 - y) % every === 0) { tickvals.push(y); ticktext.push(id); }
-      for (const s of r.segs) {
-        const end = s[2] === null ? Math.max(cur, s[1]) : s[2];
-        const xs = span(model, s[1], end, o);
-        if (!xs) continue;
-        const t = traces[s[0]] || traces.waiting;
-        t.y.push(y); t.base.push(xs[0]); t.x.push(xs[1]);
-        t.text.push(hoverText(r, s, end, id));
-        if (s[4] > 0) {
-          hit.y.push(y); hit.base.push(xs[0]); hit.x.push(xs[1]);
-          hit.text.push("<b>" + id + "</b> prefix-cache hit<br>" + s[4] + " tokens at step " + s[1]);
-        }
-      }
-      if (n <= FINISH_TICKS_MAX_ROWS && r.finish_step !== null && r.status === "FINISHED") {
-        const xs = span(model, r.finish_step, r.finish_step, o);
-        if (xs) {
-          fin.y.push(y); fin.x.push(xs[0] + xs[1]);
-          fin.text.push("<b>" + id + "</b> finished (" + esc(r.finish_reason) + ") at step " +
-            r.finish_step);
-        }
-      }
-    }
-    const data = KINDS.map(function (k) {
-      return { type: "bar", orientation: "h", name: LABEL[k], y: traces[k].y,
-        base: traces[k].base, x: traces[k].x, text: traces[k].text, width: 0.8,
-        textposition: "none", hovertemplate: "%{text}<extra></extra>",
-        marker: { color: BS.cssVar("--c-" + k), line: { width: 0 } } };
-    });
-    data.push({ type: "bar", orientation: "h", name: "prefix hit", y: hit.y, base: hit.base,
-      x: hit.x, text: hit.text, width: 0.3, textposition: "none",
-      hovertemplate: "%{text}<extra></extra>", marker: { color: BS.cssVar("--c-prefix-hit") } });
-    data.push({ type: "scatter", mode: "markers", name: "finish", y: fin.y, x: fin.x,
-      text: fin.text, hovertemplate: "%{text}<extra></extra>", marker: { symbol: "line-ns",
-        size: 7, line: { width: 1.5, color: BS.cssVar("--c-finished") } } });
-    return { data: data, tickvals: tickvals, ticktext: ticktext, shown: n };
-  }
-
-  function hoverText(r, s, end, id) {
-    const steps = s[1] === end ? "step " + s[1] : "steps " + s[1] + "–" + end;
-    let line = "<b>" + id + "</b> " + LABEL[s[0]] + "<br>" + steps;
-    if (s[0] === "prefill") line += " · " + s[3] + " tokens";
-    else if (s[0] === "decode") line += " · " + s[3] + " tokens";
-    else if (s[0] === "preempted") line += " · " + s[3] + " tokens lost";
-    if (s[2] === null && r.waiting_reason) line += "<br>reason: " + esc(r.waiting_reason);
-    return line + "<br>prompt " + r.num_prompt_tokens + " · max_tokens " + r.max_tokens;
-  }
-
-  function markerList(model, o) {
-    const out = [];
-    for (const m of model.markers) {
-      const x = o.xmode === "step" ? m.step : model.timeOf(m.step);
-      if (x !== null && x !== undefined) out.push({ x: x, label: m.label });
-    }
-    return out;
+    const rsel = document.getElementById("gantt-rowh");
+    if (xsel) xsel.addEventListener("change", () => { st.view.xmode = xsel.value; st.view.fit(); });
+    if (rsel) rsel.addEventListener("change", () => { st.view.rowMode = rsel.value; st.view.redraw(); });
+    const fit = document.getElementById("gantt-fit");
+    if (fit) fit.addEventListener("click", () => st.view.fit());
+    document.body.addEventListener("bs:select", (ev) => { if (ev.detail.req) st.view.reveal(ev.detail.req); });
+    renderMarkersList(BS.model);
   }
 
   function renderMarkersList(model) {
     const ol = document.getElementById("config-markers");
-    if (!ol) return;
+    if (!ol || st.markers === model.markers.length + ":" + model.epoch) return;
+    st.markers = model.markers.length + ":" + model.epoch;
     ol.replaceChildren();
     for (const m of model.markers) {
       const li = document.createElement("li");
@@ -162,41 +322,17 @@
     }
   }
 
-  function draw(model) {
-    const t0 = performance.now();
-    st.drawn = model.ganttVersion;
-    const fig = figure(model, st);
-    st.shown = fig.shown;
-    Plotly.react(st.el, fig.data, fig.layout, fig.config);
-    if (st.markersDrawn !== model.markers.length || st.epoch !== model.epoch) {
-      renderMarkersList(model);
-      st.markersDrawn = model.markers.length;
-      st.epoch = model.epoch;
-    }
-    const count = document.getElementById("gantt-count");
-    if (count) {
-      count.textContent = st.shown < model.order.length
-        ? "showing the latest " + st.shown + " of " + model.order.length + " requests"
-        : model.order.length + " requests";
-    }
-    st.el.dataset.rows = String(st.shown);
-    st.el.dataset.renderMs = (performance.now() - t0).toFixed(1);
-  }
-
   function render(model) {
-    if (!st.el || !st.throttle) return;
-    if (model.ganttVersion === st.drawn) return;
-    st.throttle.poke(function () { draw(BS.model); });
+    if (!st.view) return;
+    renderMarkersList(model);
+    const k = key(model);
+    if (k === st.drawn) return;
+    st.throttle.poke(function () {
+      st.drawn = key(BS.model);
+      st.view.draw();
+      if (!st.painted) { st.painted = true; requestAnimationFrame(() => BS.emit("bs:painted", {})); }
+    });
   }
 
-  /** {data, layout, config, shown} of the timeline of `model` (opts: xmode, rows). */
-  function figure(model, opts) {
-    const o = { xmode: opts.xmode || "step", rows: opts.rows || 0 };
-    const b = build(model, o);
-    return { data: b.data, layout: layout(b.tickvals, b.ticktext, markerList(model, o), model, o),
-      config: config(), shown: b.shown };
-  }
-  BS.ganttFigure = figure;
-
-  if (BS.register) BS.register({ name: "gantt", init: init, render: render });
+  if (BS.register) BS.register({ name: "gantt", init: init, render: render, first: true });
 })();

@@ -1,12 +1,17 @@
 /* kv_grid.js: the KV block map on a <canvas>. One cell per usable block, coloured by state
  * (free / cached / used / shared / withheld) or by owner (a hue per request); shared
- * blocks are outlined. Only changed cells are repainted; hover shows block, owner, ref_cnt. */
+ * blocks are outlined. Only changed cells are repainted; hover shows block, owner, ref_cnt;
+ * clicking a held block selects its owner. The selected request's blocks (at the step
+ * shown) are outlined and the rest dimmed. History: live, the slider scrubs back through
+ * the recording (GET /api/sessions/{id}/blocks?step=N); in replay the scrubber does. */
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
   const GAP = 1;
+  const FETCH_MS = 120;
   const st = { canvas: null, ctx: null, cell: 12, cols: 1, total: 0, epoch: -1,
-    mode: "state", width: 0, wrapWidth: 0, colours: {} };
+    mode: "state", width: 0, wrapWidth: 0, colours: {}, hist: null, selKey: "", sel: null,
+    timer: null, seq: 0 };
   BS.kvGrid = st;
 
   function hue(owner) {
@@ -19,7 +24,12 @@
     for (const k of ["free", "cached", "used", "shared", "withheld", "outline"]) {
       st.colours[k] = BS.cssVar("--kv-" + k);
     }
+    st.colours.selected = BS.cssVar("--c-selected");
   }
+
+  /** The map on screen: a recorded step's (history) or the model's. */
+  function blocks(model) { return st.hist ? st.hist.map : model.blocks; }
+  function shownStep(model) { return st.hist ? st.hist.step : model.step; }
 
   function layoutGrid(model) {
     const width = Math.max(120, st.wrapWidth);
@@ -54,13 +64,20 @@
     if (i < 0 || i >= st.total) return;
     const x = (i % st.cols) * st.cell;
     const y = Math.floor(i / st.cols) * st.cell;
-    const b = model.blocks[id];
+    const b = blocks(model)[id];
     const ctx = st.ctx;
     const s = st.cell - GAP;
+    const mine = st.sel && st.sel.has(id);
     ctx.clearRect(x, y, st.cell, st.cell);
+    ctx.globalAlpha = st.sel && !mine ? 0.3 : 1;
     ctx.fillStyle = fill(b);
     ctx.fillRect(x, y, s, s);
-    if (b && b[0] === "shared" && s >= 5) {
+    ctx.globalAlpha = 1;
+    if (mine) {
+      ctx.strokeStyle = st.colours.selected;
+      ctx.lineWidth = 2;
+      ctx.strokeRect(x + 1, y + 1, s - 2, s - 2);
+    } else if (b && b[0] === "shared" && s >= 5) {
       ctx.strokeStyle = st.colours.outline;
       ctx.lineWidth = 1.5;
       ctx.strokeRect(x + 0.75, y + 0.75, s - 1.5, s - 1.5);
@@ -71,12 +88,16 @@
     const el = document.getElementById("kv-summary");
     if (!el) return;
     const n = { used: 0, shared: 0, cached: 0, free: 0, withheld: 0 };
+    const map = blocks(model);
     for (let id = 1; id <= st.total; id++) {
-      const b = model.blocks[id];
+      const b = map[id];
       n[b ? b[0] : "free"] = (n[b ? b[0] : "free"] || 0) + 1;
     }
-    el.textContent = st.total + " blocks · used " + (n.used + n.shared) + " (shared " + n.shared +
-      ") · cached " + n.cached + " · free " + n.free + (n.withheld ? " · withheld " + n.withheld : "");
+    const at = st.hist ? "step " + st.hist.step + " · " : "";
+    const sel = st.sel ? " · " + BS.selection.req + " holds " + st.sel.size : "";
+    el.textContent = at + st.total + " blocks · used " + (n.used + n.shared) + " (shared " +
+      n.shared + ") · cached " + n.cached + " · free " + n.free +
+      (n.withheld ? " · withheld " + n.withheld : "") + sel;
   }
 
   function redrawAll(model) {
@@ -87,13 +108,32 @@
     st.epoch = model.epoch;
   }
 
+  // The step whose holdings are outlined: the history step, else the end of the life read
+  // (live: "now" as of the last refresh), so a live selection is not repainted every frame.
+  function selectionStep(model) {
+    const life = BS.selection && BS.selection.life;
+    if (!life) return null;
+    return st.hist ? st.hist.step : Math.min(shownStep(model), life.upto_step);
+  }
+  function selectionKey(model) {
+    const at = selectionStep(model);
+    return at === null ? "" : BS.selection.req + ":" + BS.selection.life.upto_step + ":" + at;
+  }
+
   function render(model) {
     if (!st.canvas) return;
-    if (model.blocksAll || st.epoch !== model.epoch || model.kvTotal !== st.total ||
+    syncSlider(model);
+    const sk = selectionKey(model);
+    const selChanged = sk !== st.selKey;
+    if (selChanged) {
+      st.selKey = sk;
+      st.sel = sk ? BS.selectedBlocks(selectionStep(model)) : null;
+    }
+    if (selChanged || model.blocksAll || st.epoch !== model.epoch || model.kvTotal !== st.total ||
         Math.abs(st.wrapWidth - st.width) > 2) {
       redrawAll(model);
     } else if (model.blockDirty.size) {
-      for (const id of model.blockDirty) paint(model, id);
+      if (!st.hist) for (const id of model.blockDirty) paint(model, id);
       model.blockDirty.clear();
     } else {
       return;
@@ -101,19 +141,73 @@
     summary(model);
   }
 
-  function onHover(ev) {
+  function blockAt(ev) {
     const rect = st.canvas.getBoundingClientRect();
     const col = Math.floor((ev.clientX - rect.left) / st.cell);
     const row = Math.floor((ev.clientY - rect.top) / st.cell);
     const id = row * st.cols + col + 1;
-    if (col >= st.cols || id < 1 || id > st.total) { st.canvas.title = ""; return; }
-    const b = BS.model.blocks[id] || ["free", null, 0];
+    return col >= st.cols || id < 1 || id > st.total ? null : id;
+  }
+
+  function onHover(ev) {
+    const id = blockAt(ev);
+    if (id === null) { st.canvas.title = ""; return; }
+    const b = blocks(BS.model)[id] || ["free", null, 0];
     const held = b[0] === "used" || b[0] === "shared";
     const who = b[1] ? (held ? " · owner " : " · last owner ") + b[1] : "";
-    const text = "block " + id + " · " + b[0] + who + " · ref_cnt " + b[2];
+    const text = "block " + id + " · " + b[0] + who + " · ref_cnt " + b[2] +
+      (held && b[1] ? " · click: " + b[1] + "'s life" : "");
     st.canvas.title = text; // title is plain text: no markup is ever interpreted
     const info = document.getElementById("kv-hover");
     if (info) info.textContent = text;
+  }
+
+  function onClick(ev) {
+    const id = blockAt(ev);
+    const b = id === null ? null : blocks(BS.model)[id];
+    if (b && b[1] && (b[0] === "used" || b[0] === "shared") && BS.select) {
+      BS.select(b[1], { step: st.hist ? st.hist.step : undefined });
+    }
+  }
+
+  // ------------------------------------------------------------------ history (live)
+  function syncSlider(model) {
+    const s = document.getElementById("kv-scrub");
+    if (!s || BS.mode.replay) return;
+    const max = String(Math.max(model.step, 0));
+    if (s.max !== max) s.max = max;
+    if (!st.hist && document.activeElement !== s) s.value = max;
+    const label = document.getElementById("kv-step");
+    const text = st.hist ? "step " + st.hist.step : "live";
+    if (label && label.textContent !== text) label.textContent = text;
+    const live = document.getElementById("kv-live");
+    if (live) live.disabled = !st.hist;
+  }
+
+  function toLive() {
+    st.hist = null;
+    st.seq++;
+    st.selKey = "-";
+    BS.model.blocksAll = true;
+    BS.schedule();
+  }
+
+  async function fetchStep(step) {
+    const seq = ++st.seq;
+    const sid = BS.model.session;
+    if (!sid) return;
+    try {
+      const out = await BS.api("GET", "/api/sessions/" + encodeURIComponent(sid) + "/blocks?step=" + step);
+      if (seq !== st.seq) return;
+      const map = [];
+      for (const b of out.blocks) map[b[0]] = [b[1], b[2], b[3]];
+      st.hist = { step: out.step, map: map };
+      st.selKey = "-";
+      BS.model.blocksAll = true;
+      BS.schedule();
+    } catch (e) {
+      if (seq === st.seq) BS.flash(false, "block map at step " + step + ": " + e.message);
+    }
   }
 
   function init(model) {
@@ -122,10 +216,22 @@
     st.ctx = st.canvas.getContext("2d");
     loadColours();
     st.canvas.addEventListener("mousemove", onHover);
+    st.canvas.addEventListener("click", onClick);
     const sel = document.getElementById("kv-colour");
     if (sel) sel.addEventListener("change", function () {
       st.mode = sel.value; redrawAll(BS.model);
     });
+    const scrub = document.getElementById("kv-scrub");
+    if (scrub) {
+      scrub.addEventListener("input", function () {
+        clearTimeout(st.timer);
+        const step = parseInt(scrub.value, 10);
+        if (step >= BS.model.step) { toLive(); return; }
+        st.timer = setTimeout(function () { fetchStep(step); }, FETCH_MS);
+      });
+      document.getElementById("kv-live").addEventListener("click", toLive);
+      document.body.addEventListener("bs:session", toLive);
+    }
     // Track the width with a ResizeObserver: reading clientWidth in render() would force
     // a synchronous layout of the whole page on every frame.
     st.wrapWidth = st.canvas.parentElement.clientWidth;

@@ -54,9 +54,11 @@
   };
 
   const model = (BS.model = new BS.Model());
+  const startStep = parseInt(new URLSearchParams(location.search).get("step"), 10);
   const mode = (BS.mode = {
     replay: document.body.dataset.replay || null,
     follow: document.body.dataset.follow || null,
+    startStep: isNaN(startStep) ? null : startStep,
   });
   const conn = (BS.conn = {
     ws: null, state: "connecting", awaitingSnapshot: true, backoff: 250,
@@ -83,12 +85,16 @@
     conn.awaitingSnapshot = true;
     if (mode.replay) {
       const msg = { type: "hello", session: mode.replay, mode: "replay" };
-      // A reconnect resumes the replay at the step on screen.
+      // A reconnect resumes the replay at the step on screen; a deep link (?step=N) opens
+      // the replay at that step.
       if (model.session === mode.replay && model.step >= 0) msg.step = model.step;
+      else if (mode.startStep !== null) msg.step = mode.startStep;
       BS.send(msg);
     } else {
-      // acks: answer the server's pings, so it can tell when this tab falls behind.
-      BS.send({ type: "hello", session: mode.follow, last_seq: null, acks: true });
+      // acks: answer the server's pings, so it can tell when this tab falls behind;
+      // rows: request rows as columns in snapshots (smaller, faster on big sessions).
+      BS.send({ type: "hello", session: mode.follow, last_seq: null, acks: true,
+        rows: "columns" });
     }
   }
   BS.resync = hello;
@@ -98,14 +104,9 @@
     const ws = new WebSocket(proto + "//" + location.host + "/ws/live");
     conn.ws = ws;
     setConnState("connecting");
-    ws.onopen = function () { setConnState("live"); hello(); };
+    ws.onopen = function () { conn.openAt = performance.now(); setConnState("live"); hello(); };
     ws.onmessage = function (ev) {
-      let msg;
-      try { msg = JSON.parse(ev.data); } catch (e) { return; }
-      BS.timed("fold", function () {
-        if (Array.isArray(msg)) { for (const f of msg) onFrame(f); } else { onFrame(msg); }
-      });
-      schedule();
+      if (ready) receive(ev.data, performance.now()); else early.push([ev.data, performance.now()]);
     };
     ws.onclose = function () {
       if (conn.ws !== ws) return;
@@ -117,16 +118,36 @@
     ws.onerror = function () { /* onclose follows and reconnects */ };
   }
 
+  // Messages that came before the page was ready wait for the renderers' init (their
+  // listeners of bs:* events must exist when the snapshot is folded).
+  const early = [];
+  function receive(data, at) {
+    const t0 = performance.now();
+    let msg;
+    try { msg = JSON.parse(data); } catch (e) { return; }
+    if (!Array.isArray(msg) && msg.type === "snapshot") {
+      conn.snapshotAt = at; // received; parsed after parseMs, folded after foldMs
+      conn.parseMs = performance.now() - t0;
+    }
+    BS.timed("fold", function () {
+      if (Array.isArray(msg)) { for (const f of msg) onFrame(f); } else { onFrame(msg); }
+    });
+    schedule();
+  }
+
   function onFrame(f) {
     if (!f || typeof f !== "object") return;
     conn.frames++;
     if (f.type === "snapshot") {
       clearTimeout(conn.gapTimer);
       const newSession = f.session !== model.session;
+      const t0 = performance.now();
       model.loadSnapshot(f);
+      conn.foldMs = performance.now() - t0;
       conn.awaitingSnapshot = false;
       conn.backoff = 250;
       conn.snapshots++;
+      conn.fresh = true;
       setConnState("live");
       if (newSession) BS.emit("bs:session", { session: f.session });
       BS.emit("bs:snapshot", { session: f.session, seq: f.seq });
@@ -162,15 +183,22 @@
   }
   function tick(now) {
     rafPending = false;
+    if (!ready) return; // the first tick comes after DOMContentLoaded
     if (now - lastRender < MIN_FRAME_MS) { schedule(); return; }
     lastRender = now;
     conn.renders++;
+    // Right after a snapshot only the renderers marked `first` (the timeline) draw, so the
+    // first picture is on screen before the charts and tables take their turn.
+    const firstOnly = conn.fresh;
+    conn.fresh = false;
     for (const r of renderers) {
+      if (firstOnly && !r.first) continue;
       try { BS.timed(r.name, function () { r.render(model); }); } catch (e) {
         console.warn("renderer failed", e);
       }
     }
     renderHeader();
+    if (firstOnly) schedule();
   }
   BS.schedule = schedule;
 
@@ -194,8 +222,14 @@
     if (sim) sim.hidden = !model.simulated;
   }
 
+  // The socket opens now, while the page's other scripts still load: the server builds
+  // the snapshot meanwhile. Nothing is folded or drawn before the renderers' init.
+  let ready = false;
+  connect();
   document.addEventListener("DOMContentLoaded", function () {
     for (const r of renderers) if (r.init) r.init(model);
-    connect();
+    ready = true;
+    for (const m of early.splice(0)) receive(m[0], m[1]);
+    schedule();
   });
 })();

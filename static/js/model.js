@@ -6,7 +6,10 @@
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
-  const MAX_REQUESTS = 5000;
+  // Bounds that keep the page's memory flat over an hour-long session: finished rows past
+  // MAX_REQUESTS go (oldest first), per-row draft marks past MAX_MARKS, times past MAX_TIMES.
+  const MAX_REQUESTS = 20000;
+  const MAX_MARKS = 256;
   const MAX_HISTORY = 2000;
   const MAX_STEP_ROWS = 2000;
   const MAX_TIMES = 20000;
@@ -54,6 +57,8 @@
       this.queues = { running: 0, waiting: 0 };
       this.inFlight = new Set(); // async: requests with output placeholders
       this.waitingDetail = {}; // the numbers behind the latest waiting reasons
+      this.batches = []; // async: steps whose batch output is not applied yet (oldest first)
+      this.lastUpdate = null; // {step, updated_step} of the latest iteration
       this.ganttVersion = 0; // bumped on every change that moves a Gantt bar
     }
 
@@ -70,13 +75,16 @@
       this.paused = !!d.paused;
       this.simulated = !!d.simulated;
       this.waitingDetail = d.waiting_detail || {};
-      for (const r of d.requests || []) {
-        const row = Object.assign({}, r);
-        row.num_draft_tokens = r.num_draft_tokens || 0;
-        row.num_accepted_tokens = r.num_accepted_tokens || 0;
-        row.placeholders = r.placeholders || 0;
+      // The rows are taken over (the parsed snapshot is not used after this).
+      for (const row of rowsOf(d.requests)) {
+        row.num_draft_tokens = row.num_draft_tokens || 0;
+        row.num_accepted_tokens = row.num_accepted_tokens || 0;
+        row.placeholders = row.placeholders || 0;
+        row.marks = []; // [step, kind, a, b]: draft (spec, accepted), skip, late
         if (row.placeholders) this.inFlight.add(row.req);
-        row.segs = (r.segments || []).map((s) => [s[0], s[1], s[2], s[3], 0]);
+        row.segs = row.segments || [];
+        row.segments = undefined;
+        for (const seg of row.segs) seg[4] = 0;
         this._openLast(row);
         if (row.prefix_hit) this._markHit(row);
         this.reqs.set(row.req, row);
@@ -93,7 +101,8 @@
           const n = sumValues(h.plan);
           total += n;
           this.steps.push({ step: h.step, plan: Object.entries(h.plan), total: n,
-            preempted: h.preempted_ids || [], finished: h.finished || [] });
+            preempted: h.preempted_ids || [], finished: h.finished || [],
+            updated: h.updated_step === undefined ? h.step : h.updated_step });
         }
       }
       this.totalTokens = (d.totals && d.totals.scheduled_tokens) || total;
@@ -122,8 +131,8 @@
           num_computed_tokens: 0, max_tokens: 0, priority: 0, num_preemptions: 0,
           prefix_hit: 0, arrived_step: s, arrived_t: null, first_scheduled_step: null,
           first_token_t: null, finish_step: null, finish_reason: null, waiting_reason: null,
-          num_draft_tokens: 0, num_accepted_tokens: 0, placeholders: 0,
-          segs: [["waiting", s, null, 0, 0]] };
+          num_draft_tokens: 0, num_accepted_tokens: 0, placeholders: 0, finish_t: null,
+          last_token_t: null, marks: [], segs: [["waiting", s, null, 0, 0]] };
         this.reqs.set(req, row);
         this.order.push(req);
         if (this.order.length > MAX_REQUESTS * 1.1) this._trim();
@@ -191,6 +200,7 @@
         row.status = "FINISHED";
         row.finish_reason = det.reason || "abort";
         row.finish_step = d.step;
+        row.finish_t = d.t;
         this._close(row, d.step);
         this.ganttVersion++;
         return [{ name: "bs:finished", detail: { req: d.req, reason: row.finish_reason } }];
@@ -207,6 +217,9 @@
       if (this.tStart.size > MAX_TIMES) trimTimes(this.tStart, this.tEnd, step - MAX_TIMES / 2);
       for (const req of d.arrived) this._row(req, step);
       const plan = [];
+      const accepted = d.accepted || {};
+      const placeholders = d.placeholders || {};
+      if (this.inFlight.size) this._skips(d, step);
       for (const it of d.scheduled) {
         const row = this._row(it.req, step);
         plan.push([it.req, it.n]);
@@ -220,7 +233,10 @@
         }
         row.waiting_reason = null;
         row.num_computed_tokens = it.start + it.n;
-        if (it.spec) row.num_draft_tokens += it.spec;
+        if (it.spec) {
+          row.num_draft_tokens += it.spec;
+          addMark(row, [step, "draft", it.spec, accepted[it.req] || 0]);
+        }
         const segs = row.segs;
         const last = segs[segs.length - 1];
         if (it.phase === "decode" && last && last[0] === "decode" && last[2] === step - 1) {
@@ -238,16 +254,19 @@
         row.segs.push(["preempted", step, null, p.tokens_lost, 0]);
       }
       const appended = d.appended || {};
+      const tEnd = d.t_start + d.duration;
       for (const req of d.sampled) {
         const r = this.reqs.get(req);
-        if (r) r.num_tokens += appended[req] || 1;
+        if (!r) continue;
+        r.num_tokens += appended[req] || 1;
+        r.last_token_t = tEnd;
+        // Async: the output of a batch still in flight when the request was preempted.
+        if (r.status === "PREEMPTED" || r.status === "WAITING") addMark(r, [step, "late"]);
       }
-      const accepted = d.accepted || {};
       for (const req in accepted) {
         const r = this.reqs.get(req);
         if (r) r.num_accepted_tokens += accepted[req];
       }
-      const placeholders = d.placeholders || {};
       for (const req of this.inFlight) {
         const r = this.reqs.get(req);
         if (r && !(req in placeholders)) r.placeholders = 0;
@@ -255,6 +274,7 @@
       this.inFlight = new Set(Object.keys(placeholders));
       for (const req in placeholders) this._row(req, step).placeholders = placeholders[req];
       this.waitingDetail = d.waiting_detail || {};
+      this._batches(d, step);
       for (const fin of d.finished) {
         const row = this._row(fin.req, step);
         row.status = "FINISHED"; row.finish_reason = fin.reason; row.finish_step = step;
@@ -279,10 +299,33 @@
       if (plan.length) {
         this.totalTokens += d.budget.used;
         this.steps.push({ step: step, plan: plan, total: d.budget.used,
-          preempted: d.preempted.map((p) => p.req), finished: d.finished.map((x) => x.req) });
+          preempted: d.preempted.map((p) => p.req), finished: d.finished.map((x) => x.req),
+          updated: d.updated_step === undefined ? step : d.updated_step });
       }
       this.ganttVersion++;
       return d.finished.length ? [{ name: "bs:step-finished", detail: { step: step } }] : [];
+    }
+
+    // Async scheduling: a running request left out of this step because the tokens of its
+    // batches in flight already reach max_tokens (the extra step vLLM avoids).
+    _skips(d, step) {
+      const planned = new Set(d.scheduled.map((it) => it.req));
+      for (const req of this.inFlight) {
+        const r = this.reqs.get(req);
+        if (!r || r.status !== "RUNNING" || planned.has(req)) continue;
+        const outputs = r.num_tokens - r.num_prompt_tokens;
+        if (r.max_tokens && outputs + r.placeholders >= r.max_tokens) addMark(r, [step, "skip"]);
+      }
+    }
+
+    // The batch queue: steps whose output is still to be applied, and the latest update.
+    _batches(d, step) {
+      const updated = d.updated_step === undefined ? step : d.updated_step;
+      if (updated !== step && d.scheduled.length) this.batches.push(step);
+      const at = this.batches.indexOf(updated);
+      if (at >= 0) this.batches.splice(0, at + 1);
+      if (this.batches.length > 4) this.batches.splice(0, this.batches.length - 4);
+      this.lastUpdate = { step: step, updated: updated };
     }
 
     /** Seconds since session start at the beginning of `step` (estimated if unseen). */
@@ -298,6 +341,33 @@
 
   function trimTimes(a, b, below) {
     for (const m of [a, b]) for (const k of m.keys()) { if (k >= below) break; m.delete(k); }
+  }
+  /** Snapshot rows: a list of objects, or {columns, rows} (the compact form; the row keys
+   * of app/protocol/state.py's ROW_COLUMNS). One object literal per row: every row gets
+   * the same shape at once (adding 22 keys one by one is several times slower). */
+  function rowsOf(requests) {
+    if (!requests) return [];
+    if (Array.isArray(requests)) return requests;
+    const at = {};
+    requests.columns.forEach((c, k) => { at[c] = k; });
+    const g = (a, c) => (at[c] === undefined ? null : a[at[c]]);
+    return requests.rows.map((a) => ({
+      req: g(a, "req"), status: g(a, "status"), num_prompt_tokens: g(a, "num_prompt_tokens"),
+      num_tokens: g(a, "num_tokens"), num_computed_tokens: g(a, "num_computed_tokens"),
+      max_tokens: g(a, "max_tokens"), priority: g(a, "priority"),
+      num_preemptions: g(a, "num_preemptions"), prefix_hit: g(a, "prefix_hit"),
+      arrived_step: g(a, "arrived_step"), arrived_t: g(a, "arrived_t"),
+      first_scheduled_step: g(a, "first_scheduled_step"), first_token_t: g(a, "first_token_t"),
+      last_token_t: g(a, "last_token_t"), finish_t: g(a, "finish_t"),
+      finish_step: g(a, "finish_step"), finish_reason: g(a, "finish_reason"),
+      waiting_reason: g(a, "waiting_reason"), num_draft_tokens: g(a, "num_draft_tokens"),
+      num_accepted_tokens: g(a, "num_accepted_tokens"), placeholders: g(a, "placeholders"),
+      segments: g(a, "segments"), marks: null, segs: null,
+    }));
+  }
+  function addMark(row, m) {
+    row.marks.push(m);
+    if (row.marks.length > MAX_MARKS) row.marks.splice(0, row.marks.length - MAX_MARKS);
   }
   function sumValues(obj) { let n = 0; for (const k in obj) n += obj[k]; return n; }
   function marker(step, changes) {

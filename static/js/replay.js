@@ -1,7 +1,8 @@
 /* replay.js: the scrubber of a replayed recording (<body data-replay="ID">). It steers the
  * replay on the live socket (live.js BS.send): seek answers with a snapshot, play / step
  * stream the recorded frames, which fold into the same model and renderers as live.
- * It also points the htmx panels at the step on screen and runs the re-run form. */
+ * It also points the htmx panels at the step on screen, lends space / ←/→ to keys.js and
+ * runs the re-run form. */
 (function () {
   "use strict";
   const BS = window.BS;
@@ -39,6 +40,14 @@
     send({ type: "step", delta: delta }, delta < 0);
     ui();
   }
+
+  // The keyboard (keys.js): space plays / pauses, ←/→ step.
+  st.toggle = function () { if (st.playing) pause(); else play(); };
+  st.stepBy = function (delta) {
+    const step = BS.model.step + delta;
+    if (st.playing || step < 0 || step > st.steps - 1) return;
+    stepBy(delta);
+  };
 
   // ------------------------------------------------------------------ view
   function ui() {

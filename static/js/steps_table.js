@@ -29,6 +29,10 @@
     cell(tr, "plan", planText(s.plan));
     cell(tr, "tokens num", String(s.total));
     const notes = [];
+    // Async scheduling: this step applied the output of an earlier step's batch.
+    if (s.updated !== undefined && s.updated !== s.step) {
+      notes.push(s.updated === null ? "output in flight" : "applied step " + s.updated);
+    }
     if (s.preempted.length) notes.push("preempted " + s.preempted.join(", "));
     if (s.finished.length) notes.push("finished " + s.finished.join(", "));
     const td = cell(tr, "notes", notes.join("; "));

@@ -1,5 +1,5 @@
 """Shared by the browser tests and tools/ui_bench.py: the server launcher, the console
-collector and a synthetic 2,000-request snapshot for the Gantt scale check.
+collector and a synthetic n-request snapshot for the timeline's scale benchmark.
 """
 
 from __future__ import annotations
@@ -118,19 +118,6 @@ class Console:
             ),
         )
         return page
-
-
-# Fold the snapshot and draw every row; the time runs until the frame has been painted.
-RENDER_ALL_JS = """snap => new Promise(done => {
-    const sel = document.getElementById("gantt-rows");
-    sel.value = "100";
-    sel.dispatchEvent(new Event("change"));
-    const t0 = performance.now();
-    BS.model.loadSnapshot(snap);
-    sel.value = "0";
-    sel.dispatchEvent(new Event("change"));
-    requestAnimationFrame(() => setTimeout(() => done(performance.now() - t0), 0));
-})"""
 
 
 def synthetic_snapshot(n: int) -> dict[str, Any]:

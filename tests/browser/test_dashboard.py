@@ -29,7 +29,7 @@ def step_rows(page: Any) -> list[dict[str, Any]]:
 
 def test_dashboard_loads_without_console_errors(page: Any, console: Console) -> None:
     page.wait_for_selector("#conn-state[data-state=live]")
-    page.wait_for_function("() => document.querySelector('#gantt .main-svg') !== null")
+    page.wait_for_function("() => document.getElementById('gantt').dataset.shownAt")
     page.wait_for_function("() => document.querySelector('#charts .main-svg') !== null")
     page.wait_for_timeout(500)
     assert page.locator("#steps-table").count() == 1
@@ -44,12 +44,8 @@ def test_gantt_rows_appear(page: Any, server: Server, console: Console) -> None:
     )
     assert resp.status_code == 201, resp.text
     ids = resp.json()["req_ids"]
-    page.wait_for_function("() => document.getElementById('gantt').dataset.rows === '5'")
-    labels = page.evaluate(
-        "() => Array.from(document.querySelectorAll('#gantt .ytick text'), t => t.textContent)"
-    )
-    assert set(labels) == set(ids)
-    page.wait_for_function("() => document.querySelectorAll('#gantt .bars path').length >= 10")
+    page.wait_for_function("() => document.getElementById('gantt').dataset.drawn === '5'")
+    assert set(page.evaluate("() => BS.gantt.view.last.ids")) == set(ids)
     page.wait_for_function("() => document.querySelectorAll('#steps-table tbody tr').length > 0")
     assert console.errors == []
 
@@ -64,11 +60,7 @@ def test_injecting_through_the_form_adds_its_row(page: Any, console: Console) ->
     assert match, flash.inner_text()
     req_id = match.group(1)
     page.wait_for_function("id => BS.model.reqs.has(id)", arg=req_id)
-    page.wait_for_function(
-        "id => Array.from(document.querySelectorAll('#gantt .ytick text'))"
-        ".some(t => t.textContent === id)",
-        arg=req_id,
-    )
+    page.wait_for_function("id => BS.gantt.view.last.ids.includes(id)", arg=req_id)
     page.locator(f'#requests-table tr[data-req="{req_id}"]').wait_for(timeout=10_000)
     assert console.errors == []
 
@@ -94,9 +86,7 @@ def test_budget_change_adds_a_marker_and_later_steps_respect_it(
     assert re.fullmatch(r"max_num_batched_tokens=32 @ step \d+", label), label
     at = int(marker.get_attribute("data-step"))
     page.wait_for_function("at => BS.model.step >= at + 5", arg=at)
-    page.wait_for_function(
-        "() => (document.getElementById('gantt').layout.shapes || []).length === 1"
-    )
+    page.wait_for_function("() => BS.gantt.view.last.markers.length === 1")
     after = [r for r in step_rows(page) if r["step"] >= at]
     assert after and all(r["total"] <= 32 for r in after), after
     assert page.evaluate("() => BS.model.config.max_num_batched_tokens") == 32

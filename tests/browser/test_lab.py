@@ -25,6 +25,7 @@ def test_a_sweep_from_the_lab_page_opens_a_run_as_a_session(
     data = server.api("GET", f"/api/lab/sweeps/{sweep}").json()
     assert data["status"] == "done" and len(data["points"]) == 2
     assert page.get_attribute("#lab-chart", "data-runs") == "2"
+    page.locator("#lab-points-table tbody tr[data-index]").nth(1).wait_for()  # htmx swaps it
     assert page.locator("#lab-points-table tbody tr[data-index]").count() == 2
     assert page.locator("#lab-chart .scatterlayer .point").count() >= 2
     page.select_option("#chart-metric", "preemptions")  # any figure redraws
@@ -50,6 +51,9 @@ def test_a_sweep_from_the_lab_page_opens_a_run_as_a_session(
     steps = int(data["points"][1]["metrics"]["steps"])
     page.wait_for_function(f"() => BS.conn.snapshots > 0 && BS.model.step === {steps - 1}")
     assert page.locator("#conn-state").inner_text() == "replay"
-    page.wait_for_function("() => document.querySelectorAll('#gantt .bars path').length >= 9")
+    page.wait_for_function(  # the canvas timeline drew every request of the run
+        "() => { const g = document.getElementById('gantt');"
+        " return +g.dataset.drawn > 0 && g.dataset.drawn === String(BS.model.order.length); }"
+    )
     assert console.errors == []
     assert console.foreign == []

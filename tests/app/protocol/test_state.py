@@ -38,3 +38,28 @@ def test_old_finished_rows_are_dropped_and_checkpoints_resume_identically() -> N
     assert "r0" not in full.requests and f"r{MAX_DONE_ROWS + 299}" in full.requests
     assert resumed.snapshot() == full.snapshot()
     assert resumed.latency_summary() == full.latency_summary()
+
+
+def test_a_columns_snapshot_holds_the_same_rows() -> None:
+    state = SessionState("s")
+    for seq, (kind, data) in enumerate(_frames(40)[:60], 1):
+        state.apply(kind, seq, data)
+    rows = state.snapshot()["requests"]
+    compact = state.snapshot(columns=True)["requests"]
+    assert rows and [dict(zip(compact["columns"], r, strict=True)) for r in compact["rows"]] == rows
+    assert any(seg[2] is not None for r in rows for seg in r["segments"])
+
+    # The snapshot is a copy: folding more frames does not change one already taken.
+    before = json.dumps(rows)
+    for seq, (kind, data) in enumerate(_frames(40)[60:], 61):
+        state.apply(kind, seq, data)
+    assert json.dumps(rows) == before
+
+
+def test_a_columns_snapshot_keeps_the_latest_plans() -> None:
+    state = SessionState("s")
+    for seq, (kind, data) in enumerate(_frames(4400), 1):
+        state.apply(kind, seq, data)
+    full = [h["step"] for h in state.snapshot()["history"] if "plan" in h]
+    compact = [h["step"] for h in state.snapshot(columns=True)["history"] if "plan" in h]
+    assert len(full) > 64 and compact == full[-64:]

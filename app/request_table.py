@@ -1,0 +1,177 @@
+"""The request table's rows as its JSON twin serves them: each request of a session state
+with TTFT / ITL / E2E, its current phase and why it waits (worded with the step's
+numbers, engine.waiting), filtered and sorted like the page's table (static/js/filters.js
+implements the same query on the browser's model: keep the two in step).
+
+Query: `status` (comma list of running, waiting, preempted, finished, rejected),
+`reason` (a waiting reason code), `priority`, `phase` (prefill | decode, of running
+requests), `prefix_hit` and `preempted` (yes | no), `q` (substring of the id, any case),
+`sort` (arrival | ttft | e2e | preemptions; `-` first for descending; unknown values
+last), `offset`, `limit`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Query
+from fastapi.exceptions import RequestValidationError
+
+from app.forms import FormError
+from app.protocol.state import SessionState
+from engine.waiting import waiting_text
+
+STATUSES = ("running", "waiting", "preempted", "finished", "rejected")
+PHASES = ("prefill", "decode")
+SORTS = ("arrival", "ttft", "e2e", "preemptions")
+YES = {"yes": True, "true": True, "1": True, "no": False, "false": False, "0": False}
+
+
+@dataclass(frozen=True, slots=True)
+class RequestQuery:
+    status: frozenset[str] = frozenset()
+    reason: str | None = None
+    priority: int | None = None
+    phase: str | None = None
+    prefix_hit: bool | None = None
+    preempted: bool | None = None
+    q: str = ""
+    sort: str = "arrival"
+    descending: bool = False
+    offset: int = 0
+    limit: int | None = None
+
+    def matches(self, row: Mapping[str, Any]) -> bool:
+        if self.status and row["status"].lower() not in self.status:
+            return False
+        if self.reason is not None and row.get("waiting_reason") != self.reason:
+            return False
+        if self.priority is not None and row.get("priority") != self.priority:
+            return False
+        if self.phase is not None and row.get("phase") != self.phase:
+            return False
+        if self.prefix_hit is not None and bool(row.get("prefix_hit")) != self.prefix_hit:
+            return False
+        if self.preempted is not None and bool(row.get("num_preemptions")) != self.preempted:
+            return False
+        return not self.q or self.q in str(row["req"]).lower()
+
+
+def _flag(params: Mapping[str, str], key: str) -> bool | None:
+    value = (params.get(key) or "").strip().lower()
+    if not value or value == "any":
+        return None
+    if value not in YES:
+        raise FormError(f"{key}: yes or no")
+    return YES[value]
+
+
+def _int(params: Mapping[str, str], key: str, low: int) -> int | None:
+    value = (params.get(key) or "").strip()
+    if not value:
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        raise FormError(f"{key}: an integer") from None
+    if n < low:
+        raise FormError(f"{key}: at least {low}")
+    return n
+
+
+def parse_query(params: Mapping[str, str]) -> RequestQuery:
+    """The query from URL parameters; FormError (-> 422) names the bad one."""
+    status = frozenset(s.strip().lower() for s in (params.get("status") or "").split(",") if s)
+    if not status <= set(STATUSES):
+        raise FormError(f"status: any of {', '.join(STATUSES)}")
+    phase = (params.get("phase") or "").strip().lower() or None
+    if phase is not None and phase not in PHASES:
+        raise FormError("phase: prefill or decode")
+    sort = (params.get("sort") or "arrival").strip().lower()
+    descending = sort.startswith("-")
+    if sort.lstrip("-") not in SORTS:
+        raise FormError(f"sort: one of {', '.join(SORTS)} (- first: descending)")
+    return RequestQuery(
+        status=status,
+        reason=(params.get("reason") or "").strip() or None,
+        priority=_int(params, "priority", -(2**31)),
+        phase=phase,
+        prefix_hit=_flag(params, "prefix_hit"),
+        preempted=_flag(params, "preempted"),
+        q=(params.get("q") or "").strip().lower()[:200],
+        sort=sort.lstrip("-"),
+        descending=descending,
+        offset=_int(params, "offset", 0) or 0,
+        limit=_int(params, "limit", 0),
+    )
+
+
+def request_query(
+    status: Annotated[str | None, Query(description="comma list: " + ", ".join(STATUSES))] = None,
+    reason: Annotated[str | None, Query(description="a waiting reason code")] = None,
+    priority: Annotated[int | None, Query()] = None,
+    phase: Annotated[str | None, Query(description="prefill | decode (running)")] = None,
+    prefix_hit: Annotated[str | None, Query(description="yes | no")] = None,
+    preempted: Annotated[str | None, Query(description="yes | no")] = None,
+    q: Annotated[str | None, Query(description="a substring of the id")] = None,
+    sort: Annotated[
+        str | None, Query(description="arrival | ttft | e2e | preemptions; -: descending")
+    ] = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int | None, Query(ge=0)] = None,
+) -> RequestQuery:
+    """The query as a route dependency (documented parameters; a bad one: 422 naming it)."""
+    given = {
+        "status": status,
+        "reason": reason,
+        "priority": priority,
+        "phase": phase,
+        "prefix_hit": prefix_hit,
+        "preempted": preempted,
+        "q": q,
+        "sort": sort,
+        "offset": offset,
+        "limit": limit,
+    }
+    try:
+        return parse_query({k: str(v) for k, v in given.items() if v is not None})
+    except FormError as exc:
+        field, _, msg = str(exc).partition(": ")
+        error = {"loc": ("query", field), "msg": msg, "type": "value_error"}
+        raise RequestValidationError([error]) from None
+
+
+def table_rows(state: SessionState) -> list[dict[str, Any]]:
+    """Every request of `state` in arrival order, with `phase`, `e2e` and
+    `waiting_text` added to the fold's request rows."""
+    rows = state.request_rows()
+    detail = state.waiting_detail
+    for row in rows:
+        segments = state.requests[row["req"]]["segments"]
+        running = row["status"] == "RUNNING" and segments
+        row["phase"] = segments[-1][0] if running else None
+        finish, arrived = row.get("finish_t"), row.get("arrived_t")
+        row["e2e"] = (
+            round(finish - arrived, 6)
+            if row["status"] == "FINISHED" and finish is not None and arrived is not None
+            else None
+        )
+        reason = row.get("waiting_reason")
+        row["waiting_text"] = waiting_text(row["req"], reason, detail) if reason else None
+    return rows
+
+
+def select_rows(rows: list[dict[str, Any]], query: RequestQuery) -> list[dict[str, Any]]:
+    """The rows `query` keeps, in its order, paged by offset / limit."""
+    kept = [r for r in rows if query.matches(r)]
+    if query.sort != "arrival":
+        key = "num_preemptions" if query.sort == "preemptions" else query.sort
+        known = [r for r in kept if r.get(key) is not None]
+        known.sort(key=lambda r: r[key], reverse=query.descending)  # stable: ties by arrival
+        kept = known + [r for r in kept if r.get(key) is None]
+    elif query.descending:
+        kept.reverse()
+    end = None if query.limit is None else query.offset + query.limit
+    return kept[query.offset : end]

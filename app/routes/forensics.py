@@ -1,0 +1,111 @@
+"""Request forensics and the recorded views behind the dashboard's panels: one request's
+whole life (GET /api/requests/{req}?session=ID&step=N; the live session by default),
+a recording's request rows at a step (filtered like the live twin) and its KV block map
+at a step (the KV map's history slider). All read the recording, so they answer the same
+live, in replay and after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+
+from app.api_docs import error_responses
+from app.api_models import RequestRow
+from app.db import queries
+from app.deps import DbDep, HubDep, RecorderDep, View
+from app.errors import NotFound
+from app.life_models import BlockMap, RequestLife
+from app.live.hub import EventHub
+from app.records.recorder import Recorder
+from app.records.request_life import request_life
+from app.request_table import RequestQuery, request_query, select_rows, table_rows
+
+router = APIRouter(
+    prefix="/api", dependencies=View, tags=["sessions"], responses=error_responses(401, 404, 422)
+)
+
+
+async def _settled(hub: EventHub, recorder: Recorder | None, session: str) -> None:
+    """A live session's latest frames are written before they are read."""
+    info = hub.sessions.get(session)
+    if recorder is not None and info is not None and info.live:
+        await recorder.flush()
+
+
+@router.get(
+    "/requests/{req_id}",
+    response_model=RequestLife,
+    summary="A request's whole life, read from the recording (forensics)",
+)
+async def life(
+    req_id: str,
+    db: DbDep,
+    hub: HubDep,
+    recorder: RecorderDep,
+    session: str | None = None,
+    step: int | None = None,
+) -> dict[str, Any]:
+    """Everything `req_id` went through in `session` (default: the live one), up to
+    `step` (default: its end): see app.records.request_life."""
+    sid = session or hub.live_session
+    if not sid:
+        raise NotFound("no live session: name a recorded one with ?session=ID")
+    await _settled(hub, recorder, sid)
+
+    def load() -> dict[str, Any]:
+        with db() as s:
+            return request_life(s, sid, req_id, step)
+
+    return await asyncio.to_thread(load)
+
+
+@router.get(
+    "/sessions/{session_id}/requests",
+    response_model=list[RequestRow],
+    summary="A recording's requests at a step, filtered and sorted",
+)
+async def recorded_rows(
+    session_id: str,
+    db: DbDep,
+    query: Annotated[RequestQuery, Depends(request_query)],
+    step: int | None = None,
+) -> list[dict[str, Any]]:
+    """The request table of a recording at `step` (default: the last), with the query
+    parameters of the live twin (/api/requests)."""
+
+    def load() -> list[dict[str, Any]]:
+        with db() as s:
+            meta = queries.get_session(s, session_id)
+            at = meta["steps"] - 1 if step is None else step
+            return select_rows(table_rows(queries.state_at_step(s, session_id, at)), query)
+
+    return await asyncio.to_thread(load)
+
+
+@router.get(
+    "/sessions/{session_id}/blocks",
+    response_model=BlockMap,
+    summary="A recording's KV block map after a step",
+)
+async def recorded_blocks(
+    session_id: str, db: DbDep, hub: HubDep, recorder: RecorderDep, step: int | None = None
+) -> dict[str, Any]:
+    """The KV block map after `step` (default: the last recorded step):
+    `{session, step, blocks: [[block_id, state, owner, ref_cnt], ...]}`."""
+    await _settled(hub, recorder, session_id)
+
+    def load() -> dict[str, Any]:
+        with db() as s:
+            meta = queries.get_session(s, session_id)
+            last = meta["steps"] - 1
+            at = last if step is None else max(-1, min(step, last))
+            state = queries.state_at_step(s, session_id, at)
+            return {
+                "session": session_id,
+                "step": state.step,
+                "blocks": [state.blocks[k] for k in sorted(state.blocks)],
+            }
+
+    return await asyncio.to_thread(load)

@@ -1,0 +1,145 @@
+"""Request forensics in the browser (issue 14): clicking a request on the timeline, in the
+table or on the KV map opens its whole life as the server read it from the recording; a
+deep link opens the same view in replay; the keyboard drives live and replay."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tests.browser.harness import Console, Server
+
+PANEL_WAITS_JS = """() => Array.from(document.querySelectorAll('#life-waits tbody tr'),
+    tr => [+tr.dataset.from, +tr.dataset.to, tr.dataset.reason, tr.cells[2].textContent])"""
+PANEL_PREFILLS_JS = """() => Array.from(
+    document.querySelectorAll('#life-scheduled tbody tr[data-phase=prefill]'),
+    tr => [+tr.dataset.from, +tr.dataset.n])"""
+
+
+def run_kv_pressure(server: Server) -> tuple[str, dict[str, Any]]:
+    """Load the kv_pressure scenario; wait until it finished and is recorded."""
+    sid: str = server.api("POST", "/api/scenarios/kv_pressure/load").json()["session"]
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        state = server.api("GET", "/api/state").json()
+        meta = server.api("GET", f"/api/sessions/{sid}")
+        if (
+            state["session"] == sid
+            and all(r["status"] == "FINISHED" for r in state["requests"])
+            and meta.status_code == 200
+            and meta.json()["steps"] == state["step"] + 1
+        ):
+            return sid, state
+        time.sleep(0.1)
+    raise AssertionError("kv_pressure did not finish")
+
+
+def click_on_timeline(page: Any, req: str, step: int) -> None:
+    page.wait_for_function("r => BS.gantt.view.last.ids.includes(r)", arg=req)
+    pt = page.evaluate("([r, s]) => BS.gantt.view.pointOf(r, s)", [req, step])
+    box = page.locator("#gantt canvas").bounding_box()
+    page.mouse.click(box["x"] + pt["x"], box["y"] + pt["y"])
+
+
+def test_a_click_opens_the_requests_life_as_the_server_read_it(
+    page: Any, server: Server, console: Console
+) -> None:
+    sid, state = run_kv_pressure(server)
+    page.wait_for_function(
+        "sid => BS.model.session === sid && BS.model.order.every("
+        "id => BS.model.reqs.get(id).status === 'FINISHED')",
+        arg=sid,
+    )
+    row = next(r for r in state["requests"] if r["num_preemptions"])
+    req = row["req"]
+    prefills = [[s[1], s[3]] for s in row["segments"] if s[0] == "prefill"]
+
+    # The timeline: a click on its first prefill chunk.
+    click_on_timeline(page, req, prefills[0][0])
+    page.locator(f'#rq-body[data-req="{req}"]').wait_for()
+    assert page.locator("#req-panel").is_visible()
+    assert page.evaluate(PANEL_PREFILLS_JS) == prefills
+    life = server.api("GET", f"/api/requests/{req}", params={"session": sid}).json()
+    waits = [[w["from"], w["to"], w["reason"], w["text"]] for w in life["waits"]]
+    assert page.evaluate(PANEL_WAITS_JS) == waits
+    assert any("KV pool full (" in w[3] for w in waits)  # the reason, with numbers
+    # The page words reasons exactly as the engine does (static/js/waiting.js).
+    mirrored = page.evaluate(
+        "([req, ws]) => ws.map(w => BS.waitingText(req, w.reason, w.detail))",
+        [req, life["waits"]],
+    )
+    assert mirrored == [w["text"] for w in life["waits"]]
+    preempted = [s[1] for s in row["segments"] if s[0] == "preempted"]
+    steps = page.locator("#life-preemptions tbody tr").evaluate_all(
+        "rows => rows.map(r => +r.dataset.step)"
+    )
+    assert steps == preempted
+    assert f"req={req}" in page.url
+
+    # The table: another request.
+    other = next(r["req"] for r in state["requests"] if r["req"] != req)
+    page.locator(f'#requests-table tr[data-req="{other}"]').click()
+    page.locator(f'#rq-body[data-req="{other}"]').wait_for()
+
+    # The KV map's history: at the step of the first chunk the request's blocks are
+    # outlined, and a click on one of them opens its owner.
+    page.evaluate(
+        "s => { const r = document.getElementById('kv-scrub'); r.value = String(s);"
+        " r.dispatchEvent(new Event('input')); }",
+        prefills[0][0],
+    )
+    page.wait_for_function("s => BS.kvGrid.hist && BS.kvGrid.hist.step === s", arg=prefills[0][0])
+    block = page.evaluate(
+        "r => { const m = BS.kvGrid.hist.map;"
+        " return m.findIndex(b => b && b[1] === r && b[0] !== 'free' && b[0] !== 'cached'); }",
+        req,
+    )
+    assert block > 0
+    cell = page.evaluate(
+        "id => { const g = BS.kvGrid; return {x: ((id - 1) % g.cols + 0.5) * g.cell,"
+        " y: (Math.floor((id - 1) / g.cols) + 0.5) * g.cell}; }",
+        block,
+    )
+    box = page.locator("#kv-grid").bounding_box()
+    page.mouse.click(box["x"] + cell["x"], box["y"] + cell["y"])
+    page.locator(f'#rq-body[data-req="{req}"]').wait_for()
+    page.wait_for_function("() => BS.kvGrid.sel && BS.kvGrid.sel.size > 0")
+    assert block in page.evaluate("() => Array.from(BS.kvGrid.sel)")
+    page.keyboard.press("Escape")
+    page.locator("#req-panel").wait_for(state="hidden")
+    assert console.errors == []
+    assert console.foreign == []
+
+
+def test_a_deep_link_opens_in_replay_and_the_keys_drive_it(
+    page: Any, server: Server, console: Console
+) -> None:
+    sid, state = run_kv_pressure(server)
+    req = next(r["req"] for r in state["requests"] if r["num_preemptions"])
+    # Live: space pauses and resumes the engine.
+    page.locator("#run-state[data-state=running]").wait_for()
+    page.locator("body").press(" ")
+    page.locator("#run-state[data-state=paused]").wait_for()
+    page.locator("body").press(" ")
+    page.locator("#run-state[data-state=running]").wait_for()
+
+    page.goto(f"{server.url}/?session={sid}&req={req}&step=30")
+    page.wait_for_function("() => BS.conn.snapshots > 0 && BS.model.step === 30")
+    page.locator(f'#rq-body[data-req="{req}"][data-upto="30"]').wait_for()
+    assert page.input_value("#rp-scrub") == "30"
+    life = server.api("GET", f"/api/requests/{req}", params={"session": sid, "step": 30}).json()
+    assert page.locator("#rq-status").text_content() == life["status"].lower()
+    # ←/→ step the replay (the panel follows), space plays and pauses, / searches.
+    page.locator("body").press("ArrowRight")
+    page.wait_for_function("() => BS.model.step === 31")
+    page.locator('#rq-body[data-upto="31"]').wait_for()
+    assert "step=31" in page.url
+    page.locator("body").press("ArrowLeft")
+    page.wait_for_function("() => BS.model.step === 30")
+    page.locator("body").press(" ")
+    page.wait_for_function("() => BS.replay.playing && BS.model.step > 30")
+    page.locator("body").press(" ")
+    page.wait_for_function("() => !BS.replay.playing")
+    page.locator("body").press("/")
+    assert page.evaluate("() => document.activeElement.id") == "req-search"
+    assert console.errors == []

@@ -1,0 +1,70 @@
+"""The engine loop's mode on the dashboard (issue 10's "seeing it"): the async scenario shows
+the async badge, the batch queue, placeholders and the extra step avoided at max_tokens;
+the speculative-decoding scenario shows its badge, draft marks (accepted vs rejected) and
+the drafts chart. Both replayed from the start, so every frame goes through the fold."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tests.browser.harness import Console, Server
+
+
+def recorded(server: Server, scenario: str) -> str:
+    sid: str = server.api("POST", f"/api/scenarios/{scenario}/load").json()["session"]
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        state = server.api("GET", "/api/state").json()
+        meta = server.api("GET", f"/api/sessions/{sid}")
+        done = state["requests"] and all(r["status"] == "FINISHED" for r in state["requests"])
+        if done and meta.status_code == 200 and meta.json()["steps"] == state["step"] + 1:
+            return sid
+        time.sleep(0.1)
+    raise AssertionError(f"{scenario} did not finish")
+
+
+def replay_from_the_start(page: Any, server: Server, sid: str) -> None:
+    page.goto(f"{server.url}/?session={sid}&step=0")
+    page.wait_for_function("() => BS.conn.snapshots > 0 && BS.model.step === 0")
+    page.click("#rp-play")
+    page.wait_for_function("() => BS.replay.steps > 1 && BS.model.step === BS.replay.steps - 1")
+
+
+def test_async_and_spec_modes_show(page: Any, server: Server, console: Console) -> None:
+    sid = recorded(server, "async_placeholders")
+    replay_from_the_start(page, server, sid)
+    assert page.locator("#mode-sched").text_content() == "async"
+    assert page.evaluate("() => document.body.classList.contains('mode-async')")
+    assert page.locator("#hdr-batches").is_visible()
+    notes = page.locator("#steps-table td.notes").all_text_contents()
+    assert notes[:3] == ["output in flight", "applied step 0", "applied step 1"]
+    # A's in-flight tokens reach max_tokens (3): step 5 is not scheduled for it.
+    marks = page.evaluate("() => BS.model.reqs.get('A').marks")
+    assert [m[1] for m in marks] == ["skip"] and marks[0][0] == 5
+    assert page.locator("#requests-head th.mode-async").is_visible()
+    page.locator('#requests-table tr[data-req="A"]').click()
+    page.locator('#rq-body[data-req="A"]').wait_for()
+    batches = page.locator("#life-outputs tbody tr.late-batch").count()
+    assert batches == 3  # each of A's tokens applied one step after its batch
+
+    sid = recorded(server, "spec_decode")
+    replay_from_the_start(page, server, sid)
+    assert page.locator("#mode-spec").text_content() == "spec K=4"
+    assert page.locator("#mode-sched").text_content() == "sync"
+    drafts = page.evaluate(
+        "() => BS.model.order.flatMap(id => BS.model.reqs.get(id).marks"
+        ".filter(m => m[1] === 'draft'))"
+    )
+    assert drafts and all(0 <= m[3] <= m[2] <= 4 for m in drafts)
+    assert any(m[3] < m[2] for m in drafts) and any(m[3] > 0 for m in drafts)
+    assert page.locator("#timeline li.mode-spec").first.is_visible()  # legend: accepted/rejected
+    rates_js = (
+        "() => { const el = document.getElementById('charts');"
+        " const t = el.layout && el.layout.yaxis5 && el.data.find(t => t.name === 'acceptance %');"
+        " return t ? t.y.filter(y => y !== null) : []; }"
+    )
+    page.wait_for_function(f"() => ({rates_js})().length > 0")  # the charts draw throttled
+    rates = page.evaluate(rates_js)
+    assert all(0 <= y <= 100 for y in rates)
+    assert console.errors == []
