@@ -200,7 +200,9 @@ def relay_outage() -> None:
                     return None
 
             took = asyncio.run(run())
-            health = httpx.get(f"http://127.0.0.1:{org_port}/healthz").json()["relay"]
+            health = httpx.get(f"http://127.0.0.1:{org_port}/healthz").json()["checks"]["relay"][
+                "info"
+            ]
         finally:
             stop(origin)
             stop(observer)
