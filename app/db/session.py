@@ -35,11 +35,16 @@ def make_engine(url: str) -> Engine:
     engine = create_engine(url, **kwargs)
     if parsed.get_backend_name() == "sqlite":
 
+        file_backed = bool(database) and database != ":memory:"
+
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
             # SQLAlchemy, not pysqlite, says when a transaction begins: SAVEPOINTs (the
-            # recorder isolates a bad frame with them) then nest inside a real BEGIN.
-            dbapi_conn.isolation_level = None
+            # recorder isolates a bad frame with them) then nest inside a real BEGIN. Not
+            # for an in-memory database: its one connection is shared by every thread
+            # (StaticPool), where explicit BEGINs of two sessions would collide.
+            if file_backed:
+                dbapi_conn.isolation_level = None
             cur = dbapi_conn.cursor()
             if database and database != ":memory:":
                 cur.execute("PRAGMA journal_mode=WAL")
@@ -47,9 +52,11 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
 
-        @event.listens_for(engine, "begin")
-        def _sqlite_begin(conn: Any) -> None:
-            conn.exec_driver_sql("BEGIN")
+        if file_backed:
+
+            @event.listens_for(engine, "begin")
+            def _sqlite_begin(conn: Any) -> None:
+                conn.exec_driver_sql("BEGIN")
 
     return engine
 
