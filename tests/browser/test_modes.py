@@ -36,13 +36,13 @@ def test_async_and_spec_modes_show(page: Any, server: Server, console: Console) 
     replay_from_the_start(page, server, sid)
     assert page.locator("#mode-sched").text_content() == "async"
     assert page.evaluate("() => document.body.classList.contains('mode-async')")
-    assert page.locator("#hdr-batches").is_visible()
+    page.locator("#hdr-batches").wait_for(state="visible")
     notes = page.locator("#steps-table td.notes").all_text_contents()
     assert notes[:3] == ["output in flight", "applied step 0", "applied step 1"]
     # A's in-flight tokens reach max_tokens (3): step 5 is not scheduled for it.
     marks = page.evaluate("() => BS.model.reqs.get('A').marks")
     assert [m[1] for m in marks] == ["skip"] and marks[0][0] == 5
-    assert page.locator("#requests-head th.mode-async").is_visible()
+    page.locator("#requests-head th.mode-async").wait_for(state="visible")
     page.locator('#requests-table tr[data-req="A"]').click()
     page.locator('#rq-body[data-req="A"]').wait_for()
     batches = page.locator("#life-outputs tbody tr.late-batch").count()
@@ -58,7 +58,9 @@ def test_async_and_spec_modes_show(page: Any, server: Server, console: Console) 
     )
     assert drafts and all(0 <= m[3] <= m[2] <= 4 for m in drafts)
     assert any(m[3] < m[2] for m in drafts) and any(m[3] > 0 for m in drafts)
-    assert page.locator("#timeline li.mode-spec").first.is_visible()  # legend: accepted/rejected
+    page.locator("#timeline li.mode-spec").first.wait_for(
+        state="visible"
+    )  # legend: accepted/rejected
     rates_js = (
         "() => { const el = document.getElementById('charts');"
         " const t = el.layout && el.layout.yaxis5 && el.data.find(t => t.name === 'acceptance %');"
