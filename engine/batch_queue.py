@@ -42,10 +42,6 @@ class BatchQueue:
     def pop_oldest(self) -> InFlightBatch:
         return self._queue.pop()
 
-    def in_flight_steps(self) -> list[int]:
-        """Steps whose batches are in flight, oldest first."""
-        return [b.output.step for b in reversed(self._queue)]
-
     def late_tokens(self) -> dict[str, list[int]] | None:
         """The runner's view past the scheduler's: tokens the batches in flight sampled,
         per request, oldest batch first (None when nothing is in flight)."""
