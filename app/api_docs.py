@@ -20,6 +20,7 @@ TAGS = [
     {"name": "live", "description": "The live session: its state, requests and knobs."},
     {"name": "sessions", "description": "Recorded sessions: list, rename, delete, re-run."},
     {"name": "scenarios", "description": "Scenario files a live session can load."},
+    {"name": "engine", "description": "The local engine process: status, restart, new session."},
     {"name": "nodes", "description": "Producers pushing frames to /ws/ingest."},
     {"name": "observability", "description": "Health and Prometheus metrics."},
 ]

@@ -60,6 +60,26 @@ class RerunBody(LiveKnobs):
     name: str | None = Field(None, max_length=200)
 
 
+class NewSessionBody(_Body):
+    """A new live session of the local engine: its current knobs changed by these (those
+    fixed while running included). Empty: the same knobs, a fresh engine."""
+
+    max_num_batched_tokens: int | None = Field(None, ge=0)
+    max_num_seqs: int | None = Field(None, ge=0)
+    long_prefill_token_threshold: int | None = Field(None, ge=0)
+    enable_chunked_prefill: bool | None = None
+    policy: Literal["fcfs", "priority"] | None = None
+    num_gpu_blocks: int | None = Field(None, ge=0)
+    block_size: int | None = Field(None, ge=0)
+    max_model_len: int | None = Field(None, ge=0)
+    enable_prefix_caching: bool | None = None
+    async_scheduling: bool | None = Field(None, description="vLLM's async scheduling")
+    num_speculative_tokens: int | None = Field(
+        None, ge=0, le=16, description="n-gram drafts per step (sync scheduling only)"
+    )
+    batching: Literal["continuous", "static"] | None = None
+
+
 class WorkloadBody(_Body):
     enabled: bool | None = None
     rate: float | None = Field(None, ge=0.01, le=200.0, description="requests per second")
@@ -134,6 +154,33 @@ class WorkloadResult(Message):
 
 class ScenarioLoaded(Message):
     session: str
+
+
+class EngineExitInfo(BaseModel):
+    pid: int
+    code: int | None = Field(description="exit status; negative: killed by that signal")
+    signal: str | None
+    at: float
+    ran_s: float
+    stderr: list[str] = Field(description="its last lines of stderr")
+
+
+class EngineProcess(BaseModel):
+    """The local engine process as the supervisor sees it."""
+
+    state: Literal["starting", "running", "exited", "stopped"]
+    pid: int | None
+    session: str | None
+    step: int | None = Field(description="the last step of its session the dashboard has")
+    dropped_frames: int = Field(
+        0, description="frames of this session it dropped because the dashboard fell behind"
+    )
+    gaps: int = Field(0, description="holes in this session's numbering (each marked)")
+    started_at: float | None
+    restarts: int
+    next_start_in_s: float | None = Field(description="when exited: the restart is due in")
+    last_exit: EngineExitInfo | None
+    last_exit_text: str | None
 
 
 class RequestRow(BaseModel):

@@ -20,12 +20,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from app.api_docs import ErrorBody, FieldError
 from app.errors import NotFound
 from app.forms import FormError
-from app.live.engine_service import EngineService
 from app.live.health import HealthRegistry
 from app.live.hub import EventHub
 from app.live.metrics import Metrics
 from app.nodes.control import ControlTarget, control_target
 from app.nodes.ingest import NodeRegistry
+from app.nodes.local_engine import LocalEngine
 from app.records.recorder import Recorder
 from app.security import require_control, require_view
 from app.settings import Settings
@@ -75,15 +75,15 @@ def get_metrics(conn: HTTPConnection) -> Metrics:
     return metrics
 
 
-def get_service(conn: HTTPConnection) -> EngineService | None:
-    """The local engine, or None on a `--no-engine` dashboard."""
-    service: EngineService | None = conn.app.state.service
+def get_service(conn: HTTPConnection) -> LocalEngine | None:
+    """The local engine (process), or None on a `--no-engine` dashboard."""
+    service: LocalEngine | None = conn.app.state.local_engine
     return service
 
 
 def require_service(
-    service: Annotated[EngineService | None, Depends(get_service)],
-) -> EngineService:
+    service: Annotated[LocalEngine | None, Depends(get_service)],
+) -> LocalEngine:
     if service is None:
         raise HTTPException(409, "this dashboard runs without a local engine (--no-engine)")
     return service
@@ -93,7 +93,7 @@ def get_control(
     request: Request,
     hub: Annotated[EventHub, Depends(get_hub)],
     nodes: Annotated[NodeRegistry, Depends(get_nodes)],
-    service: Annotated[EngineService | None, Depends(get_service)],
+    service: Annotated[LocalEngine | None, Depends(get_service)],
 ) -> ControlTarget:
     """The engine to drive: ?session=ID, else the live session (local or a remote node)."""
     target = control_target(hub, nodes, service, request.query_params.get("session"))
@@ -124,8 +124,8 @@ NodesDep = Annotated[NodeRegistry, Depends(get_nodes)]
 RecorderDep = Annotated[Recorder | None, Depends(get_recorder)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 HealthDep = Annotated[HealthRegistry, Depends(get_health)]
-ServiceDep = Annotated[EngineService | None, Depends(get_service)]
-LocalEngineDep = Annotated[EngineService, Depends(require_service)]
+ServiceDep = Annotated[LocalEngine | None, Depends(get_service)]
+LocalEngineDep = Annotated[LocalEngine, Depends(require_service)]
 ControlDep = Annotated[ControlTarget, Depends(get_control)]
 BodyDep = Annotated[dict[str, Any], Depends(get_body)]
 

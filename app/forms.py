@@ -153,3 +153,24 @@ def parse_workload(data: dict[str, Any]) -> dict[str, Any]:
     if not changes:
         raise FormError("no workload field given")
     return changes
+
+
+SESSION_KNOBS = ("async_scheduling", "num_speculative_tokens", "batching")
+
+
+def parse_session_changes(data: dict[str, Any]) -> dict[str, Any]:
+    """A new session's knobs: any re-run knob, and the engine loop's (may be none)."""
+    loop = {k: v for k, v in data.items() if k in SESSION_KNOBS and not _blank(v)}
+    rest = {k: v for k, v in data.items() if k not in SESSION_KNOBS}
+    changes = (
+        parse_config_changes(rest, rerun=True) if any(not _blank(v) for v in rest.values()) else {}
+    )
+    if "async_scheduling" in loop:
+        changes["async_scheduling"] = as_bool(loop, "async_scheduling")
+    if "num_speculative_tokens" in loop:
+        changes["num_speculative_tokens"] = as_int(loop, "num_speculative_tokens", 0, 16)
+    if "batching" in loop:
+        if loop["batching"] not in ("continuous", "static"):
+            raise FormError("batching: must be continuous or static")
+        changes["batching"] = loop["batching"]
+    return changes

@@ -1,4 +1,4 @@
-"""create_app(): routers, static files, lifespan (hub -> engine thread; reverse on stop)."""
+"""create_app(): routers, static files, lifespan (hub -> engine process; reverse on stop)."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ from app.deps import install_error_handlers
 from app.edge.hosts import AllowedHosts
 from app.edge.middleware import EdgeMiddleware
 from app.lab.background import LabWorker
-from app.live.engine_service import EngineService
-from app.live.health import Check, HealthRegistry, database_check, local_engine_check
+from app.live.health import Check, HealthRegistry, database_check
 from app.live.hub import EventHub
 from app.live.metrics import Metrics
 from app.live.relay import PgRelay
 from app.nodes.ingest import NodeRegistry
+from app.nodes.local_engine import LocalEngine
 from app.records.recorder import Recorder
 from app.records.retention import enforce_cap
 from app.resources import asset_path, package_version
@@ -34,6 +34,7 @@ from app.routes import (
     control,
     dashboard,
     docs,
+    engine,
     export,
     forensics,
     health,
@@ -67,7 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # Start order: database -> hub -> recorder -> engine thread; reverse on shutdown.
+        # Start order: database -> hub -> recorder -> engine process; reverse on shutdown.
         db_engine = make_engine(settings.database_url)
         prepare(db_engine, settings.database_url)
         app.state.db = make_sessionmaker(db_engine)
@@ -86,9 +87,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.lab = LabWorker(app.state.db)
         app.state.lab.start()
         _register_health(app, settings, recorder, relay)
-        service = app.state.service
-        if service is not None:
-            service.start()
+        local: LocalEngine | None = app.state.local_engine
+        if local is not None:
+            await local.start()
         cap = None
         if settings.max_recordings_mb > 0:
             max_bytes = int(settings.max_recordings_mb * 1e6)
@@ -100,10 +101,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 cap.cancel()
             # Ordered shutdown (SIGINT/SIGTERM; uvicorn has closed the sockets): stop
             # intake, drain the writer, then mark what was live as ended.
-            if service is not None:
-                service.stop()
-            for _ in range(50):
-                await asyncio.sleep(0)  # let the engine thread's last hops land
+            if local is not None:
+                await local.stop()  # its last frames land before it is marked exited
             if relay is not None:
                 await relay.stop()
             # Running sweep points finish (kept); off the loop, it may take a moment.
@@ -130,13 +129,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.hub = hub
     app.state.metrics = Metrics(hub)
-    app.state.service = EngineService(settings, hub) if settings.engine else None
     app.state.nodes = NodeRegistry(hub)
+    app.state.local_engine = (
+        LocalEngine(settings, hub, app.state.nodes) if settings.engine else None
+    )
     app.state.health = HealthRegistry()
     hub.follow_most_active = not settings.engine
 
     for module in (
         control,
+        engine,
         scenarios,
         live,
         forensics,
@@ -177,10 +179,10 @@ def _register_health(
 ) -> None:
     """What /healthz asks (app.live.health): the engine, the recorder, the database."""
     registry: HealthRegistry = app.state.health
-    service: EngineService | None = app.state.service
+    local: LocalEngine | None = app.state.local_engine
     nodes: NodeRegistry = app.state.nodes
-    if service is not None:
-        registry.register("engine", lambda: local_engine_check(service))
+    if local is not None:
+        registry.register("engine", local.health)
     else:
         registry.register("engine", lambda: _nodes_check(nodes))
     registry.register("recorder", lambda: recorder.health(settings.health_recorder_max_lag_s))

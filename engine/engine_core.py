@@ -27,6 +27,7 @@ from engine.commands import (
 from engine.engine import Engine
 
 BeforeStep = Callable[[Engine], None]
+BACKLOG_WAIT_S = 0.002
 
 
 class EngineCore:
@@ -38,6 +39,7 @@ class EngineCore:
         speed: float = 1.0,
         idle_wait_s: float = 0.05,
         before_step: BeforeStep | None = None,
+        backlog: Callable[[], bool] | None = None,
     ) -> None:
         """`realtime`: a simulated runner's modelled step time is waited out, so a live
         view of the SimRunner moves at model speed rather than thousands of steps/s."""
@@ -46,6 +48,9 @@ class EngineCore:
         self.speed = speed
         self.idle_wait_s = idle_wait_s
         self.before_step = before_step
+        self.backlog = backlog
+        """A flat-out simulated engine has no pace of its own: while this says its frames
+        are piling up unsent, it waits for them instead of dropping them."""
         self._commands: queue.SimpleQueue[tuple[Command, Future[Any]]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -89,6 +94,9 @@ class EngineCore:
                 )
                 if not runnable:
                     self._drain(block=True)
+                    continue
+                if self.backlog is not None and self.backlog():
+                    self._drain(block=True, timeout=BACKLOG_WAIT_S)
                     continue
                 if self.paused:
                     self._steps_requested -= 1

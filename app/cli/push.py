@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from app.cli.common import CliError, make_runner_from_args
+from app.cli.common import CliError, add_loop_flags, loop_overrides, make_runner_from_args
 from app.cli.help import from_env
 
 
@@ -13,17 +13,30 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     eng = sub.add_parser("engine", help="run the engine headless and push frames to a dashboard")
     eng.add_argument(
         "--push",
-        required=True,
         metavar="WS_URL",
-        help="the dashboard's ingest socket, e.g. ws://127.0.0.1:8000/ws/ingest",
+        help="the dashboard's ingest socket, e.g. ws://127.0.0.1:8000/ws/ingest (required "
+        "unless --link-fd)",
     )
-    eng.add_argument("--token", required=True, help="the dashboard's control token")
+    eng.add_argument("--token", help="the dashboard's control token (with --push)")
+    eng.add_argument(
+        "--link-fd",
+        type=int,
+        metavar="FD",
+        help="internal: the socket `batchscope serve` gave its own engine process (the "
+        "engine's settings then come from BATCHSCOPE_* variables)",
+    )
+    eng.add_argument(
+        "--rerun",
+        action="store_true",
+        help="internal: run one re-run job (JSON on stdin), its frames to stdout",
+    )
     node = eng.add_argument("--node", default=None, help="node name shown in the dashboard")
     node.shown_default = "this host's name"  # type: ignore[attr-defined]
     from_env(eng.add_argument("--runner", choices=("sim", "torch")), "runner")
     from_env(eng.add_argument("--model", metavar="DIR"), "model", "built-in random weights")
     from_env(eng.add_argument("--device", choices=("auto", "cpu", "cuda")), "device")
     from_env(eng.add_argument("--workload", choices=("poisson", "none")), "workload")
+    add_loop_flags(eng)
     eng.add_argument(
         "--buffer",
         type=int,
@@ -48,6 +61,19 @@ def cmd_engine(args: argparse.Namespace) -> int:
     from engine.engine_core import EngineCore
     from engine.workload import PoissonWorkload
 
+    if args.rerun:
+        import sys
+
+        from app.records.rerun_process import run_job
+
+        run_job(sys.stdin, sys.stdout)
+        return 0
+    if args.link_fd is not None:
+        from app.cli.engine_link import run_linked_engine
+
+        return run_linked_engine(args.link_fd)
+    if args.push is None or args.token is None:
+        raise CliError("--push WS_URL and --token are required (or --link-fd, used by serve)")
     if not args.push.startswith(("ws://", "wss://")):
         raise CliError("--push: must be a ws:// or wss:// URL of a dashboard's /ws/ingest")
     if args.buffer < 100:
@@ -57,6 +83,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
         for k in ("runner", "model", "device", "workload")
         if getattr(args, k) is not None
     }
+    overrides.update(loop_overrides(args))
     try:
         settings = Settings(**overrides)
         config = settings.engine_config()

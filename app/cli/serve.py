@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from app.cli.common import CliError, add_database_flag
+from app.cli.common import CliError, add_database_flag, add_loop_flags, loop_overrides
 from app.cli.help import from_env
 
 
@@ -36,6 +36,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         ),
         "workload",
     )
+    add_loop_flags(serve)
     add_database_flag(serve)
     from_env(
         serve.add_argument(
@@ -99,6 +100,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from engine.config import ConfigError
 
     overrides = {k: getattr(args, k) for k in SETTINGS_FLAGS if getattr(args, k) is not None}
+    overrides.update(loop_overrides(args))
     try:
         settings = Settings(**overrides)
         settings.engine_config()

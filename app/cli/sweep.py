@@ -43,7 +43,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 def _base(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
     from app.lab.sources import library_scenario, recording_scenario, scenario_file
     from app.lab.sources import workload_spec as parse_workload
-    from app.live.engine_service import list_scenario_names
+    from app.nodes.scenarios import list_scenario_names
 
     given = [x for x in (args.source, args.session, args.workload) if x]
     if len(given) != 1:

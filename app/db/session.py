@@ -34,7 +34,6 @@ def make_engine(url: str) -> Engine:
         kwargs["pool_pre_ping"] = True
     engine = create_engine(url, **kwargs)
     if parsed.get_backend_name() == "sqlite":
-
         file_backed = bool(database) and database != ":memory:"
 
         @event.listens_for(engine, "connect")

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.errors import NotFound
-from app.live.engine_service import SCENARIO_DIR, list_scenario_names
+from app.nodes.scenarios import SCENARIO_DIR, list_scenario_names
 from app.records.rerun import load_arrivals
 from engine.scenario import ScenarioError, parse_scenario
 from engine.sweep import SWEEPABLE, SweepError, parse_knob

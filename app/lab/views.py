@@ -9,7 +9,7 @@ from urllib.parse import quote
 from app.lab.catalog import SUMMARY, metric_catalog
 from app.lab.experiments import experiments, get_experiment
 from app.lab.store import SweepDetail, SweepRow
-from app.live.engine_service import list_scenario_names
+from app.nodes.scenarios import list_scenario_names
 from engine.runner.cost_model import preset_names
 from engine.sweep import SWEEPABLE
 

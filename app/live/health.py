@@ -16,10 +16,7 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:
-    from app.live.engine_service import EngineService
+from typing import Any, Protocol
 
 CHECK_TIMEOUT_S = 2.0
 
@@ -86,14 +83,6 @@ class HealthRegistry:
             return Check(False, f"no answer within {self.timeout_s:g} s")
         except Exception as exc:
             return Check(False, f"check failed: {type(exc).__name__}: {exc}")
-
-
-def local_engine_check(service: EngineService) -> Check:
-    """The local engine's thread (issue 9b: the supervised engine process reports here)."""
-    core = service.core
-    if core is not None and core.alive:
-        return Check(True, f"running session {service.session}", {"session": service.session})
-    return Check(False, "the local engine is not running", {"session": service.session})
 
 
 async def database_check(ping: Callable[[], None], timeout_s: float) -> Check:

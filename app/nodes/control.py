@@ -3,12 +3,41 @@ socket. Both answer the same calls, so the API does not care which it drives."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from app.live.engine_service import Admission, EngineBusy, EngineService, NewRequest
 from app.live.hub import EventHub
-from app.nodes.ingest import NodeRegistry, NodeUnavailable, RemoteNode
+from app.nodes.ingest import NodeRegistry, NodeUnavailable
+from engine.request import SamplingParams
 from engine.runner.tokenizer import ByteTokenizer, Tokenizer
+
+if TYPE_CHECKING:
+    from app.nodes.local_engine import LocalEngine
+
+
+class EngineBusy(RuntimeError):
+    """No engine can take the command now (none running, disconnected, no answer)."""
+
+
+class NewRequest(NamedTuple):
+    """A request to inject into an engine (local or a node's)."""
+
+    prompt_token_ids: list[int]
+    params: SamplingParams
+    priority: int = 0
+
+
+class Admission(NamedTuple):
+    """What became of an injected request."""
+
+    req_id: str
+    rejected: str | None
+    """Why the engine refused it; None: queued."""
+
+
+class Commander(Protocol):
+    """An engine process reached over a socket: a node's ingest socket, or our own link."""
+
+    async def command(self, kind: str, **args: Any) -> Any: ...
 
 
 class ControlTarget(Protocol):
@@ -28,11 +57,11 @@ class ControlTarget(Protocol):
 
 
 class RemoteControl:
-    """Commands for a node's engine, sent back over its ingest socket."""
+    """Commands for a node's engine, sent back over its ingest socket (or link)."""
 
-    def __init__(self, node: RemoteNode) -> None:
+    def __init__(self, node: Commander, tokenizer: Tokenizer | None = None) -> None:
         self.node = node
-        self._count = 0
+        self._tokenizer = tokenizer
 
     async def _call(self, kind: str, **args: Any) -> Any:
         try:
@@ -40,28 +69,26 @@ class RemoteControl:
         except NodeUnavailable as exc:
             raise EngineBusy(str(exc)) from None
 
-    async def _add_request(self, item: NewRequest) -> Admission:
-        result = await self._call(
-            "add_request",
-            prompt_token_ids=item.prompt_token_ids,
-            priority=item.priority,
-            max_tokens=item.params.max_tokens,
-            temperature=item.params.temperature,
-        )
-        return Admission(str(result["req_id"]), result.get("rejected"))
-
     async def add_requests(self, items: list[NewRequest]) -> list[Admission]:
-        return [await self._add_request(item) for item in items]
+        """A burst in one command (one hop, however many requests)."""
+        wire = [
+            {
+                "prompt_token_ids": item.prompt_token_ids,
+                "priority": item.priority,
+                "max_tokens": item.params.max_tokens,
+                "temperature": item.params.temperature,
+            }
+            for item in items
+        ]
+        result = await self._call("add_requests", items=wire)
+        return [Admission(str(r["req_id"]), r.get("rejected")) for r in result]
 
     async def abort(self, req_id: str) -> list[str]:
         result: list[str] = await self._call("abort", req_id=req_id)
         return result
 
     async def update_config(self, changes: dict[str, Any]) -> dict[str, Any]:
-        try:
-            result: dict[str, Any] = await self.node.command("update_config", changes=changes)
-        except NodeUnavailable as exc:
-            raise EngineBusy(str(exc)) from None
+        result: dict[str, Any] = await self._call("update_config", changes=changes)
         return result
 
     async def pause(self) -> None:
@@ -74,19 +101,19 @@ class RemoteControl:
         await self._call("step")
 
     def tokenizer(self) -> Tokenizer:
-        return ByteTokenizer()
+        return self._tokenizer or ByteTokenizer()
 
 
 def control_target(
-    hub: EventHub, nodes: NodeRegistry, service: EngineService | None, session: str | None
+    hub: EventHub, nodes: NodeRegistry, local: LocalEngine | None, session: str | None
 ) -> ControlTarget | None:
     """The engine behind `session` (default: the live one); None if nothing can be driven."""
     sid = session or hub.live_session
-    if service is not None and sid is not None and sid == service.session:
-        return service  # the local engine's session is never a node's
+    if local is not None and (sid is None or sid == local.session):
+        return local.control  # the local engine's session is never another node's
     node = nodes.by_session.get(sid) if sid is not None else None
     if node is not None:
         return RemoteControl(node)
-    if service is not None and session is None:
-        return service
+    if local is not None and session is None:
+        return local.control
     return None

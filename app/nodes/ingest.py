@@ -13,9 +13,8 @@ import contextlib
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any, Protocol, TypeGuard
 
-from fastapi import WebSocket
 from pydantic import ValidationError
 from typing_extensions import TypedDict
 
@@ -32,6 +31,12 @@ COMMAND_TIMEOUT_S = 15.0
 
 class NodeUnavailable(RuntimeError):
     pass
+
+
+class Channel(Protocol):
+    """Where a producer's replies and commands go: its websocket, or our engine's link."""
+
+    async def send_text(self, data: str) -> None: ...
 
 
 class NodeView(TypedDict):
@@ -80,7 +85,7 @@ class RemoteNode:
     rate: float = 0.0
     _rate_t: float = field(default_factory=time.monotonic)
     _rate_n: int = 0
-    ws: WebSocket | None = None
+    ws: Channel | None = None
     pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
     _ids: Any = field(default_factory=lambda: itertools.count(1))
 
@@ -195,6 +200,15 @@ class NodeRegistry:
         self.by_session[session] = node
         return node
 
+    def announce_local(self, session: str, meta: dict[str, Any], node_name: str) -> RemoteNode:
+        """Register the dashboard's own engine process on its new `session` (always the
+        live one; its first frame is its own `opened` mark)."""
+        self.hub.open_session(session, meta, live=True, announce=False)
+        node = RemoteNode(node_name, session, str(meta.get("engine")), str(meta.get("model")))
+        self.nodes[node_name] = node
+        self.by_session[session] = node
+        return node
+
     def receive(self, node: RemoteNode, msg: dict[str, Any]) -> dict[str, Any] | None:
         """Handle one producer message; returns an error reply or None."""
         kind = msg.get("type")
@@ -238,6 +252,18 @@ class NodeRegistry:
         except (ValidationError, ValueError) as exc:
             node.invalid += 1
             return {"type": "error", "seq": seq, "detail": f"{kind} frame: {_first_error(exc)}"}
+        return self.accept(node, kind, seq, clean)
+
+    def accept(
+        self,
+        node: RemoteNode,
+        kind: str,
+        seq: int,
+        clean: dict[str, Any],
+        data_json: str | None = None,
+    ) -> dict[str, Any] | None:
+        """A frame that passed validation (or came from our own engine process, which
+        encoded `data_json` once): numbering and step checks, gap marks, publish."""
         last_step = self.hub.sessions[node.session].state.step
         if kind == "iteration" and clean["step"] <= last_step:
             # Whatever is accepted must be storable: a step is recorded once.
@@ -254,7 +280,7 @@ class NodeRegistry:
         node.last_seq = seq
         node.frames += 1
         node.tick()
-        self.hub.publish(node.session, kind, clean, seq=seq)
+        self.hub.publish(node.session, kind, clean, seq=seq, data_json=data_json)
         return None
 
     def disconnected(self, node: RemoteNode) -> None:
@@ -274,7 +300,7 @@ def _is_count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT32_MAX
 
 
-async def _send_quietly(ws: WebSocket, text: str) -> None:
+async def _send_quietly(ws: Channel, text: str) -> None:
     with contextlib.suppress(Exception):
         await ws.send_text(text)
 

@@ -21,14 +21,13 @@ from typing import Any
 
 import websockets
 
+from app.nodes.commands import PAUSED_AFTER, error_detail, to_command
 from app.protocol.convert import event_to_frame
 from app.protocol.envelope import encode, envelope
 from app.protocol.session import new_session_id, node_opened
-from engine.commands import Abort, AddRequest, Command, Pause, Resume, Step, UpdateConfig
 from engine.engine import Engine
 from engine.engine_core import EngineCore
 from engine.events import Event
-from engine.request import SamplingParams
 
 log = logging.getLogger("batchscope.engine")
 
@@ -189,32 +188,13 @@ class Producer:
     async def _command(self, msg: dict[str, Any]) -> dict[str, Any]:
         kind, args = msg.get("kind"), msg.get("args") or {}
         try:
-            command, result_of = self._to_command(kind, args)
+            command, result_of = to_command(kind, args, self._next_req_id)
             result = await asyncio.wrap_future(self.core.submit(command))
-            return {"type": "reply", "id": msg.get("id"), "ok": True, "result": result_of(result)}
         except Exception as exc:
-            field = getattr(exc, "field", None)
-            detail = f"{field}: {getattr(exc, 'message', exc)}" if field else str(exc)
-            return {"type": "reply", "id": msg.get("id"), "ok": False, "detail": detail}
+            return {"type": "reply", "id": msg.get("id"), "ok": False, "detail": error_detail(exc)}
+        if kind in PAUSED_AFTER:
+            self.sink.queue.put(("session", {"event": "state", "paused": PAUSED_AFTER[kind]}))
+        return {"type": "reply", "id": msg.get("id"), "ok": True, "result": result_of(result)}
 
-    def _to_command(self, kind: Any, args: dict[str, Any]) -> tuple[Command, Any]:
-        if kind == "add_request":
-            req_id = f"{self.node}-{next(self._req_ids)}"
-            params = SamplingParams(
-                max_tokens=int(args["max_tokens"]), temperature=float(args.get("temperature", 0.0))
-            )
-            cmd = AddRequest(
-                req_id,
-                [int(t) for t in args["prompt_token_ids"]],
-                params,
-                int(args.get("priority", 0)),
-            )
-            return cmd, lambda reason: {"req_id": req_id, "rejected": reason}
-        if kind == "abort":
-            return Abort((str(args["req_id"]),)), lambda ids: list(ids)
-        if kind == "update_config":
-            return UpdateConfig(dict(args["changes"])), lambda cfg: cfg.as_dict()
-        simple: dict[str, Command] = {"pause": Pause(), "resume": Resume(), "step": Step(1)}
-        if kind in simple:
-            return simple[kind], lambda _: None
-        raise ValueError(f"unknown command {kind!r}")
+    def _next_req_id(self) -> str:
+        return f"{self.node}-{next(self._req_ids)}"

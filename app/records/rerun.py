@@ -3,14 +3,13 @@
 Arrivals keep their recorded times; the engine runs on a virtual clock that advances by
 each step's runner time, so changing a knob (say the chunk size) changes step times and
 therefore who is waiting when, exactly as it would live. The result is a new recorded
-session (source `rerun`), comparable side by side with the original. It runs off the
-event loop and streams to the recorder's writer, so memory stays bounded however long.
+session (source `rerun`), comparable side by side with the original. The engine runs in
+a process of its own (app.records.rerun_process), never in the web process; its frames
+stream to the recorder's writer, so memory stays bounded however long the run.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -21,12 +20,9 @@ from sqlalchemy.orm import Session
 from app.db.frame_codec import unpack_frame
 from app.db.models import EventRecord
 from app.db.queries import SessionRow, get_session
-from app.db.writer_process import TextFrame
 from app.live.hub import EventHub
 from app.protocol.convert import event_to_frame
-from app.protocol.envelope import encode, envelope
-from app.protocol.session import new_session_id, session_meta
-from app.records.recorder import Recorder
+from app.protocol.session import new_session_id
 from engine.config import EngineConfig
 from engine.engine import Engine
 from engine.events import Event, EventSink
@@ -34,9 +30,6 @@ from engine.request import SamplingParams
 from engine.runner import make_runner
 
 MAX_RERUN_STEPS = 200_000
-BATCH_FRAMES = 2000
-QUEUED_BATCHES = 2
-"""Batches between the engine thread and the writer: what a re-run holds in memory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,38 +82,6 @@ def load_arrivals(db: Session, session_id: str) -> tuple[SessionRow, list[Arriva
     return meta, arrivals
 
 
-class _FrameBatches:
-    """EventSink on the re-run's thread: frames encoded there, handed to the loop in
-    batches through a bounded queue (the thread waits when the writer is behind)."""
-
-    def __init__(self, session: str, queue: asyncio.Queue[list[TextFrame] | None], loop: Any):
-        self.session = session
-        self.queue = queue
-        self.loop = loop
-        self.seq = 0
-        self.steps = 0
-        self.batch: list[TextFrame] = []
-
-    def add(self, frame_type: str, data: dict[str, Any]) -> None:
-        self.seq += 1
-        text = envelope(frame_type, self.session, self.seq, encode(data))
-        self.batch.append(TextFrame(self.session, frame_type, self.seq, text))
-        if len(self.batch) >= BATCH_FRAMES:
-            self.flush()
-
-    def emit(self, event: Event) -> None:
-        frame_type, data = event_to_frame(event)
-        if frame_type == "iteration":
-            self.steps += 1
-        if frame_type != "engine_snapshot":
-            self.add(frame_type, data)
-
-    def flush(self) -> None:
-        batch, self.batch = self.batch, []
-        if batch:
-            asyncio.run_coroutine_threadsafe(self.queue.put(batch), self.loop).result()
-
-
 def rerun_events(
     config: EngineConfig, arrivals: list[Arrival], runner_kind: str, sink: EventSink
 ) -> None:
@@ -143,56 +104,6 @@ def rerun_events(
             continue
         event = engine.step()
         clock.now += event.forward_ms / 1000.0
-
-
-async def rerun_session(
-    recorder: Recorder,
-    source: SessionRow,
-    arrivals: list[Arrival],
-    config: EngineConfig,
-    changes: dict[str, Any],
-    runner_kind: str,
-    name: str = "",
-) -> tuple[str, str, int]:
-    """Re-run `source`'s arrivals under `config` and record the result as a new, closed
-    session (source `rerun`). The engine runs on its own thread and its frames stream to
-    the recorder's writer in bounded batches: the loop never folds or holds the whole
-    run. Returns (id, name, steps)."""
-    new_id = new_session_id()
-    knobs = ", ".join(f"{k}={v}" for k, v in changes.items()) or "same knobs"
-    label = name or f"rerun of {source['name'] or source['id']}: {knobs}"
-    meta = session_meta(
-        label,
-        "rerun",
-        runner=runner_kind,
-        simulated=runner_kind == "sim",
-        config=config.as_dict(),
-        rerun_of=source["id"],
-    )
-    queue: asyncio.Queue[list[TextFrame] | None] = asyncio.Queue(maxsize=QUEUED_BATCHES)
-    sink = _FrameBatches(new_id, queue, asyncio.get_running_loop())
-
-    def run() -> None:
-        try:
-            sink.add("session", {"event": "opened", **meta})
-            rerun_events(config, arrivals, runner_kind, sink)
-            sink.add("session", {"event": "closed"})
-            sink.flush()
-        finally:
-            asyncio.run_coroutine_threadsafe(queue.put(None), sink.loop).result()
-
-    worker = asyncio.create_task(asyncio.to_thread(run))
-    try:
-        while (batch := await queue.get()) is not None:
-            await recorder.write_now(batch)
-    finally:
-        # On failure, let the thread finish its current put, then stop consuming.
-        while not worker.done():
-            with contextlib.suppress(asyncio.QueueEmpty):
-                queue.get_nowait()
-            await asyncio.sleep(0.01)
-    await worker
-    return new_id, label, sink.steps
 
 
 def publish_closed_session(hub: EventHub, meta: dict[str, Any], events: list[Event]) -> str:

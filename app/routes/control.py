@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
@@ -37,7 +36,7 @@ from app.deps import (
 )
 from app.errors import NotFound
 from app.forms import parse_config_changes, parse_inject, parse_workload
-from app.live.engine_service import EngineBusy, NewRequest
+from app.nodes.control import EngineBusy, NewRequest
 from engine.config import ConfigError
 from engine.request import SamplingParams
 
@@ -172,9 +171,11 @@ async def _run(request: Request, action: Callable[[], Awaitable[None]], message:
 async def workload(request: Request, service: LocalEngineDep, body: WorkloadDep) -> Response:
     changes = parse_workload(body.model_dump(exclude_none=True))
     try:
-        spec = service.set_workload(**changes)
+        spec = await service.set_workload(**changes)
     except EngineBusy as exc:
+        return answer(request, False, str(exc), 503)
+    except ValueError as exc:  # the live session runs a scenario
         return answer(request, False, str(exc), 409)
-    state = "on" if spec.enabled else "off"
-    message = f"workload {state}, {spec.rate:g} req/s"
-    return answer(request, True, message, 200, {"workload": asdict(spec)})
+    state = "on" if spec["enabled"] else "off"
+    message = f"workload {state}, {spec['rate']:g} req/s"
+    return answer(request, True, message, 200, {"workload": spec})

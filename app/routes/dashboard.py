@@ -21,7 +21,7 @@ from app.db import queries
 from app.deps import DbDep, HubDep, ServiceDep, View
 from app.edge.bounds import StepQuery
 from app.errors import NotFound
-from app.live.engine_service import scenario_summaries
+from app.nodes.scenarios import scenario_summaries
 from app.protocol.state import SessionState
 from app.security import has_control
 from app.templating import templates
@@ -148,6 +148,8 @@ async def dashboard(
             "scenarios": scenario_summaries(),
             "token_ok": has_control(request),
             "workload": service.workload_spec() if service is not None else None,
+            "engine": service.status() if service is not None else None,
+            "config_now": snap.get("config") or {},
             "summary": _summary(state),
             **_mode(session, live),
         },
@@ -155,14 +157,18 @@ async def dashboard(
 
 
 @router.get("/panels/controls", response_class=HTMLResponse)
-async def controls_panel(request: Request, service: ServiceDep) -> HTMLResponse:
-    """Re-rendered when the live session changes (a scenario has no Poisson workload)."""
+async def controls_panel(request: Request, hub: HubDep, service: ServiceDep) -> HTMLResponse:
+    """Re-rendered when the live session changes (a scenario has no Poisson workload; an
+    engine process that exited says how)."""
+    live = hub.live_state()
     return templates.TemplateResponse(
         request,
         "partials/_controls.html",
         {
             "token_ok": has_control(request),
             "workload": service.workload_spec() if service is not None else None,
+            "engine": service.status() if service is not None else None,
+            "config_now": live.config if live is not None else {},
         },
     )
 

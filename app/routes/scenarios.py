@@ -9,7 +9,9 @@ from fastapi.responses import Response
 from app.api_docs import CONTROL_ERRORS, VIEW_ERRORS, error_responses
 from app.api_models import ScenarioLoaded
 from app.deps import Control, LocalEngineDep, View, answer
-from app.live.engine_service import ScenarioSummary, scenario_summaries
+from app.errors import NotFound
+from app.nodes.control import EngineBusy
+from app.nodes.scenarios import ScenarioSummary, list_scenario_names, scenario_summaries
 
 router = APIRouter(prefix="/api/scenarios", tags=["scenarios"])
 
@@ -27,5 +29,12 @@ async def scenarios() -> list[ScenarioSummary]:
     summary="Load a scenario into a new live session",
 )
 async def load(name: str, request: Request, service: LocalEngineDep) -> Response:
-    session = service.load_scenario(name)
+    if name not in list_scenario_names():
+        raise NotFound(f"no scenario named {name!r}")
+    try:
+        session = await service.load_scenario(name)
+    except EngineBusy as exc:
+        return answer(request, False, str(exc), 503)
+    except ValueError as exc:
+        return answer(request, False, str(exc), 422)
     return answer(request, True, f"loaded scenario {name}", 200, {"session": session})

@@ -27,7 +27,8 @@ from app.edge.bounds import StepQuery
 from app.forms import parse_config_changes
 from app.live.hub import EventHub
 from app.records.catalog import list_sessions
-from app.records.rerun import Arrival, load_arrivals, rerun_session
+from app.records.rerun import Arrival, load_arrivals
+from app.records.rerun_process import RerunFailed, rerun_session
 from app.routes.links import replay_href, session_href
 from app.security import has_control
 from app.templating import templates
@@ -159,9 +160,12 @@ async def rerun(
         raise HTTPException(422, "this recording has no re-runnable arrivals")
     if recorder is None:
         raise HTTPException(503, "the recorder is not running")
-    new_id, label, steps = await rerun_session(
-        recorder, meta, arrivals, config, changes, runner, name
-    )
+    try:
+        new_id, label, steps = await rerun_session(
+            recorder, meta, arrivals, config, changes, runner, name
+        )
+    except RerunFailed as exc:
+        raise HTTPException(503, str(exc)) from None
     return {"session": new_id, "name": label, "steps": steps}
 
 

@@ -1,0 +1,88 @@
+"""`batchscope engine --link-fd N`: the engine process `batchscope serve` spawns and
+supervises (app.live.supervisor). It serves app.nodes.engine_host over the socket it
+inherited as fd N, and dies with its parent: EOF on the link, a parent-pid watch, and on
+Linux PR_SET_PDEATHSIG (so even a SIGKILLed dashboard leaves no engine behind).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import socket
+import sys
+from typing import Any
+
+from app.cli.common import CliError
+
+PR_SET_PDEATHSIG = 1
+PARENT_POLL_S = 0.5
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel for SIGKILL when the parent goes (Linux; elsewhere EOF suffices)."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def run_linked_engine(fd: int) -> int:
+    from pydantic import ValidationError
+
+    from app.nodes.engine_host import EngineHost
+    from app.nodes.link import Link
+    from app.settings import Settings
+    from engine.config import EngineConfig
+    from engine.runner import make_runner
+    from engine.runner.base import ModelRunner
+
+    parent = os.getppid()
+    _die_with_parent()
+    if os.getppid() != parent:  # the parent went before the request took effect
+        return 1
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError as exc:
+        raise CliError(f"--link-fd {fd}: {exc}") from None
+    try:
+        settings = Settings()
+        settings.engine_config()
+    except (ValidationError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+
+    def runner_for(config: EngineConfig) -> ModelRunner:
+        if settings.runner == "sim":
+            return make_runner("sim", config)
+        options: dict[str, Any] = {"device": settings.device}
+        if settings.model:
+            options["model_dir"] = settings.model
+        return make_runner("torch", config, **options)
+
+    logging.basicConfig(level=logging.INFO, format="batchscope engine: %(message)s")
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        watch = asyncio.create_task(_watch_parent(parent, stop))
+        host = EngineHost(await Link.open(sock), settings, runner_for)
+        try:
+            await host.run(stop)
+        finally:
+            watch.cancel()
+
+    asyncio.run(main())
+    return 0
+
+
+async def _watch_parent(parent: int, stop: asyncio.Event) -> None:
+    while os.getppid() == parent:
+        await asyncio.sleep(PARENT_POLL_S)
+    logging.getLogger("batchscope.engine").warning("the dashboard process is gone; stopping")
+    stop.set()

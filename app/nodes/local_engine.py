@@ -1,0 +1,272 @@
+"""LocalEngine: the dashboard's side of its own engine process. The process is a node like
+any other (app.nodes.engine_host): its frames go through the same NodeRegistry checks into
+the hub, and control goes back as the same commands. What is particular to it: it is
+spawned and supervised here (app.live.supervisor), its sessions are the `local` ones and
+always the live one, and it also starts scenario and fresh sessions, and the workload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+from app.live.health import Check
+from app.live.hub import EventHub
+from app.live.supervisor import EngineExit, EngineStatus, EngineSupervisor, describe_exit
+from app.nodes.control import EngineBusy, RemoteControl
+from app.nodes.ingest import NodeRegistry, NodeUnavailable, RemoteNode
+from app.nodes.link import Link, LinkClosed
+from app.protocol.envelope import encode
+from app.settings import Settings
+from engine.runner.tokenizer import Tokenizer, load_tokenizer
+
+log = logging.getLogger("batchscope.engine")
+
+NODE = "local"
+COMMAND_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 60.0
+"""How long a command waits for an engine process that is (re)starting."""
+LINES_PER_TURN = 8
+INTAKE_SHARE = 0.6
+INTAKE_WINDOW_S = 0.05
+FRAME_TYPES = ("iteration", "request", "config", "session")
+DATA_KEY = ',"data":'
+
+
+class LocalEngine:
+    def __init__(self, settings: Settings, hub: EventHub, registry: NodeRegistry) -> None:
+        self.settings = settings
+        self.hub = hub
+        self.registry = registry
+        self.session: str | None = None
+        self.sessions: set[str] = set()
+        """Every session our engine processes started (all answer to `control`)."""
+        self.node: RemoteNode | None = None
+        self.workload: dict[str, Any] | None = None
+        self.scenario: str | None = None
+        self.link: Link | None = None
+        self._tokenizer: Tokenizer | None = None
+        self._ready = asyncio.Event()
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._ids = 0
+        self.control = RemoteControl(self)
+        self.supervisor = EngineSupervisor(
+            [sys.executable, "-m", "app.cli", "engine"],
+            child_env(settings),
+            self._serve_link,
+            on_exit=self._on_exit,
+        )
+
+    # ------------------------------------------------------------ lifecycle
+    async def start(self, wait_s: float = READY_TIMEOUT_S) -> None:
+        """Spawn the engine process and wait (at most `wait_s`) for its first session."""
+        await self.supervisor.start()
+        try:
+            await asyncio.wait_for(self._ready.wait(), wait_s)
+        except TimeoutError:
+            log.warning("the engine process has not announced a session yet")
+
+    async def stop(self) -> None:
+        await self.supervisor.stop()
+
+    async def restart(self) -> str:
+        """A fresh engine process (and so a new session); returns the new session's id."""
+        await self.supervisor.restart()
+        await self.ready()
+        assert self.session is not None
+        return self.session
+
+    def status(self) -> dict[str, Any]:
+        status: EngineStatus = self.supervisor.status()
+        exit_ = status["last_exit"]
+        live = self.hub.live_state(self.session) if self.session else None
+        return {
+            **status,
+            "session": self.session,
+            "step": live.step if live is not None else None,
+            "dropped_frames": self.node.producer_dropped if self.node else 0,
+            "gaps": self.node.gaps if self.node else 0,
+            "last_exit_text": describe_exit(exit_) if exit_ else None,
+        }
+
+    def health(self) -> Check:
+        """/healthz's `engine` check: the process runs and has announced its session."""
+        status = self.status()
+        if status["state"] == "running" and self._ready.is_set():
+            text = f"engine process {status['pid']} running session {self.session}"
+            return Check(True, text, dict(status))
+        last = status["last_exit_text"]
+        text = f"the local engine process is {status['state']}" + (
+            f" (last exit: {last})" if last else ""
+        )
+        return Check(False, text, dict(status))
+
+    async def ready(self) -> None:
+        try:
+            await asyncio.wait_for(self._ready.wait(), READY_TIMEOUT_S)
+        except TimeoutError:
+            raise EngineBusy("the local engine process is not running") from None
+
+    # ------------------------------------------------------------- the link
+    async def _serve_link(self, sock: socket.socket) -> None:
+        link = await Link.open(sock)
+        self.link = link
+        duty = DutyCycle(INTAKE_SHARE, INTAKE_WINDOW_S)
+        try:
+            while True:
+                started = time.perf_counter()
+                for _ in range(LINES_PER_TURN):
+                    self._handle(await link.recv())
+                # A buffered line is returned without yielding: let the web have its turn,
+                # and keep intake to its share of the loop (viewers and pages get the rest;
+                # the engine process holds or drops what waits, see engine_host).
+                await asyncio.sleep(duty.used(time.perf_counter() - started))
+        except LinkClosed:
+            pass
+        finally:
+            self._disconnected(link)
+
+    def _handle(self, line: str) -> None:
+        msg = json.loads(line)
+        kind = msg.get("type")
+        if kind in FRAME_TYPES and self.node is not None:
+            # Our own process encoded the frame once: forward its data's text as is.
+            at = line.find(DATA_KEY)
+            data_json = line[at + len(DATA_KEY) : -1] if at >= 0 else None
+            self.registry.accept(self.node, kind, int(msg["seq"]), msg["data"], data_json)
+        elif kind == "stats" and self.node is not None:
+            self.registry.receive(self.node, msg)
+        elif kind == "announce":
+            self._announce(msg)
+        elif kind == "reply":
+            future = self._pending.pop(msg.get("id"), None)
+            if future is not None and not future.done():
+                if msg.get("ok"):
+                    future.set_result(msg.get("result"))
+                else:
+                    future.set_exception(ValueError(str(msg.get("detail") or "refused")))
+
+    def _announce(self, msg: dict[str, Any]) -> None:
+        if self.session is not None and self.session != msg["session"]:
+            self.hub.close_session(self.session)
+            if self.node is not None:
+                self.node.connected = False
+        self.session = str(msg["session"])
+        self.sessions.add(self.session)
+        self.workload = msg.get("workload")
+        self.scenario = msg.get("scenario")
+        tok = msg.get("tokenizer") or {}
+        self._tokenizer = load_tokenizer(
+            self.settings.model, tok.get("bos_token_id"), tok.get("eos_token_id")
+        )
+        self.control = RemoteControl(self, self._tokenizer)
+        self.node = self.registry.announce_local(self.session, dict(msg["meta"]), NODE)
+        self.node.ws = self.link
+        self._ready.set()
+
+    def _disconnected(self, link: Link) -> None:
+        if self.link is link:
+            self.link = None
+        self._ready.clear()
+        if self.node is not None:
+            self.registry.disconnected(self.node)
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(NodeUnavailable("the local engine process exited"))
+        self._pending.clear()
+
+    def _on_exit(self, exit_: EngineExit) -> None:
+        """The process is gone: say so in its session (recorded), then close it."""
+        session, self.session = self.session, None
+        if session is None or session not in self.hub.sessions:
+            return
+        self.hub.publish(
+            session,
+            "session",
+            {"event": "engine_exit", "detail": describe_exit(exit_), **exit_},
+        )
+        self.hub.close_session(session)
+
+    # ------------------------------------------------------------- commands
+    async def command(self, kind: str, **args: Any) -> Any:
+        """Send a command to the engine process and await its reply."""
+        await self.ready()
+        link = self.link
+        if link is None:
+            raise NodeUnavailable("the local engine process is not running")
+        self._ids += 1
+        cid = self._ids
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[cid] = future
+        try:
+            await link.send_text(encode({"type": "command", "id": cid, "kind": kind, "args": args}))
+            return await asyncio.wait_for(future, COMMAND_TIMEOUT_S)
+        except LinkClosed:
+            raise NodeUnavailable("the local engine process exited") from None
+        except TimeoutError:
+            raise NodeUnavailable("the local engine did not answer in time") from None
+        finally:
+            self._pending.pop(cid, None)
+
+    async def _local(self, kind: str, **args: Any) -> Any:
+        try:
+            return await self.command(kind, **args)
+        except NodeUnavailable as exc:
+            raise EngineBusy(str(exc)) from None
+
+    async def set_workload(self, **changes: Any) -> dict[str, Any]:
+        spec: dict[str, Any] = await self._local("workload", changes=changes)
+        self.workload = spec
+        return spec
+
+    def workload_spec(self) -> dict[str, Any] | None:
+        return self.workload
+
+    async def load_scenario(self, name: str) -> str:
+        """Start a new live session running scenarios/NAME.json in the engine process."""
+        return str(await self._local("load_scenario", name=name))
+
+    async def new_session(self, changes: dict[str, Any]) -> str:
+        """Start a new live session with the current knobs changed by `changes` (those
+        that cannot change while running, such as async_scheduling, included)."""
+        return str(await self._local("new_session", changes=changes))
+
+
+class DutyCycle:
+    """Keeps a busy task to `share` of each `window_s`: `used(busy)` says how long to rest."""
+
+    def __init__(self, share: float, window_s: float) -> None:
+        self.share = share
+        self.window_s = window_s
+        self.start = time.perf_counter()
+        self.busy = 0.0
+
+    def used(self, busy: float) -> float:
+        now = time.perf_counter()
+        if now - self.start >= self.window_s:
+            self.start, self.busy = now, 0.0
+        self.busy += busy
+        if self.busy < self.share * self.window_s:
+            return 0.0
+        rest = self.start + self.window_s - now
+        self.start, self.busy = now + max(rest, 0.0), 0.0
+        return max(rest, 0.0)
+
+
+def child_env(settings: Settings) -> dict[str, str]:
+    """The engine process's settings, as the BATCHSCOPE_* variables it reads (the web's
+    own: token, database and allowed hosts, stay out of its environment)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHSCOPE_")}
+    values = settings.model_dump(exclude={"token", "allowed_hosts", "database_url"})
+    for key, value in values.items():
+        if value is not None:
+            env[f"BATCHSCOPE_{key.upper()}"] = (
+                str(value).lower() if isinstance(value, bool) else str(value)
+            )
+    return env

@@ -1,0 +1,178 @@
+"""A re-run in an engine process of its own (`batchscope engine --rerun`): the dashboard
+writes the job (knobs, runner, arrivals) to its stdin as one JSON line; it writes the new
+session's frames to stdout, one encoded envelope per line, which go to the recorder's
+writer in bounded batches as they come. The web process never runs the engine nor holds
+the whole run; a re-run that fails says why (its last stderr lines) and records nothing
+half-way as if complete (its session is not marked closed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import sys
+from collections import deque
+from typing import IO, Any
+
+from app.db.queries import SessionRow
+from app.db.writer_process import TextFrame
+from app.protocol.convert import event_to_frame
+from app.protocol.envelope import encode, envelope
+from app.protocol.session import new_session_id, session_meta
+from app.records.recorder import Recorder
+from app.records.rerun import Arrival, rerun_events
+from engine.config import EngineConfig
+from engine.events import Event
+from engine.request import SamplingParams
+
+BATCH_FRAMES = 2000
+LINE_LIMIT = 64 << 20
+HEADER = re.compile(r'\{"v":1,"type":"(\w+)","session":"[^"]*","seq":(\d+)')
+
+
+class RerunFailed(RuntimeError):
+    """The re-run's engine process failed (its last stderr lines say why)."""
+
+
+# ------------------------------------------------------------ the engine process
+class _LineSink:
+    """EventSink: every frame one encoded envelope line on `out`."""
+
+    def __init__(self, session: str, out: IO[str]) -> None:
+        self.session = session
+        self.out = out
+        self.seq = 0
+
+    def add(self, frame_type: str, data: dict[str, Any]) -> None:
+        self.seq += 1
+        self.out.write(envelope(frame_type, self.session, self.seq, encode(data)) + "\n")
+
+    def emit(self, event: Event) -> None:
+        frame_type, data = event_to_frame(event)
+        if frame_type != "engine_snapshot":
+            self.add(frame_type, data)
+
+
+def run_job(inp: IO[str], out: IO[str]) -> None:
+    """The engine process's side: one job from `inp`, its frames to `out`."""
+    job = json.loads(inp.readline())
+    config = EngineConfig().with_updates(**job["config"])
+    arrivals = [
+        Arrival(t, req_id, prompt, SamplingParams(**params), priority)
+        for t, req_id, prompt, params, priority in job["arrivals"]
+    ]
+    sink = _LineSink(job["session"], out)
+    sink.add("session", {"event": "opened", **job["meta"]})
+    rerun_events(config, arrivals, job["runner"], sink)
+    sink.add("session", {"event": "closed"})
+    out.flush()
+
+
+# --------------------------------------------------------------- the dashboard
+def _job(
+    session: str, meta: dict[str, Any], config: EngineConfig, runner: str, arrivals: list[Arrival]
+) -> bytes:
+    wire = [
+        [
+            a.t,
+            a.req_id,
+            a.prompt_token_ids,
+            {
+                "max_tokens": a.params.max_tokens,
+                "temperature": a.params.temperature,
+                "top_p": a.params.top_p,
+                "seed": a.params.seed,
+            },
+            a.priority,
+        ]
+        for a in arrivals
+    ]
+    job = {
+        "session": session,
+        "meta": meta,
+        "config": config.as_dict(),
+        "runner": runner,
+        "arrivals": wire,
+    }
+    return (encode(job) + "\n").encode()
+
+
+async def rerun_session(
+    recorder: Recorder,
+    source: SessionRow,
+    arrivals: list[Arrival],
+    config: EngineConfig,
+    changes: dict[str, Any],
+    runner_kind: str,
+    name: str = "",
+) -> tuple[str, str, int]:
+    """Re-run `source`'s arrivals under `config` in an engine process and record the
+    result as a new, closed session (source `rerun`). Returns (id, name, steps)."""
+    new_id = new_session_id()
+    knobs = ", ".join(f"{k}={v}" for k, v in changes.items()) or "same knobs"
+    label = name or f"rerun of {source['name'] or source['id']}: {knobs}"
+    meta = session_meta(
+        label,
+        "rerun",
+        runner=runner_kind,
+        simulated=runner_kind == "sim",
+        config=config.as_dict(),
+        rerun_of=source["id"],
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "app.cli",
+        "engine",
+        "--rerun",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        limit=LINE_LIMIT,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    errors: deque[str] = deque(maxlen=20)
+
+    async def feed() -> None:
+        assert proc.stdin is not None
+        with contextlib.suppress(ConnectionError):
+            proc.stdin.write(_job(new_id, meta, config, runner_kind, arrivals))
+            await proc.stdin.drain()
+            proc.stdin.close()
+
+    async def read_errors() -> None:
+        assert proc.stderr is not None
+        while line := await proc.stderr.readline():
+            errors.append(line.decode(errors="replace").rstrip())
+
+    side = [asyncio.create_task(feed()), asyncio.create_task(read_errors())]
+    steps = 0
+    batch: list[TextFrame] = []
+    try:
+        while line := await proc.stdout.readline():
+            text = line.decode().rstrip("\n")
+            head = HEADER.match(text)
+            if head is None:
+                raise RerunFailed(f"the re-run's engine wrote an unreadable line: {text[:80]}")
+            frame_type = head.group(1)
+            steps += frame_type == "iteration"
+            batch.append(TextFrame(new_id, frame_type, int(head.group(2)), text))
+            if len(batch) >= BATCH_FRAMES:
+                await recorder.write_now(batch)
+                batch = []
+        code = await proc.wait()
+        await asyncio.gather(*side, return_exceptions=True)
+        if code != 0:
+            last = "; ".join(list(errors)[-3:]) or f"exit code {code}"
+            raise RerunFailed(f"the re-run's engine process failed: {last}")
+        if batch:
+            await recorder.write_now(batch)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        for task in side:
+            task.cancel()
+    return new_id, label, steps
