@@ -104,6 +104,7 @@ BODY_MODELS: tuple[type[BaseModel], ...] = (
     RerunBody,
     WorkloadBody,
     RenameBody,
+    NewSessionBody,
 )
 """Bodies routes read themselves (json_or_form); body_doc references them by name."""
 

@@ -32,8 +32,10 @@ NODE = "local"
 COMMAND_TIMEOUT_S = 30.0
 READY_TIMEOUT_S = 60.0
 """How long a command waits for an engine process that is (re)starting."""
-LINES_PER_TURN = 8
-INTAKE_SHARE = 0.6
+LINES_PER_TURN = 2
+SILENT_AFTER_S = 5.0
+"""An engine process silent this long (it reports every second) is unhealthy: hung."""
+INTAKE_SHARE = 0.4
 INTAKE_WINDOW_S = 0.05
 FRAME_TYPES = ("iteration", "request", "config", "session")
 DATA_KEY = ',"data":'
@@ -55,6 +57,8 @@ class LocalEngine:
         self._ready = asyncio.Event()
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._ids = 0
+        self.last_heard = time.monotonic()
+        """When the engine process last said anything (it sends stats every second)."""
         self.control = RemoteControl(self)
         self.supervisor = EngineSupervisor(
             [sys.executable, "-m", "app.cli", "engine"],
@@ -98,6 +102,10 @@ class LocalEngine:
     def health(self) -> Check:
         """/healthz's `engine` check: the process runs and has announced its session."""
         status = self.status()
+        silent = time.monotonic() - self.last_heard
+        if status["state"] == "running" and self._ready.is_set() and silent > SILENT_AFTER_S:
+            text = f"no word from the engine process {status['pid']} for {silent:.0f} s"
+            return Check(False, text, dict(status))
         if status["state"] == "running" and self._ready.is_set():
             text = f"engine process {status['pid']} running session {self.session}"
             return Check(True, text, dict(status))
@@ -133,6 +141,7 @@ class LocalEngine:
             self._disconnected(link)
 
     def _handle(self, line: str) -> None:
+        self.last_heard = time.monotonic()
         msg = json.loads(line)
         kind = msg.get("type")
         if kind in FRAME_TYPES and self.node is not None:

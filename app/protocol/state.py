@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from app.protocol.envelope import encode
+
 HISTORY_STEPS = 2000
 MAX_DONE_ROWS = 500
 """Finished/rejected rows kept in the fold (the oldest are dropped: they stay in the
@@ -83,6 +85,9 @@ class SessionState:
         self.simulated = bool(self.meta.get("simulated", False))
         self.requests: dict[str, dict[str, Any]] = {}
         self.blocks: dict[int, list[Any]] = {}
+        self._blocks_text: list[str] | None = None
+        """Each block's JSON, kept up to date once a snapshot asked for it (a pool of 80,000
+        blocks is ~2 MB of JSON: re-encoding it whole for every poll would cost ~60 ms)."""
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_STEPS)
         self.totals = {
             "steps": 0,
@@ -285,8 +290,11 @@ class SessionState:
         self._in_flight = set(placeholders)
         for block_id, state, owner, ref in d["blocks"]:
             self.blocks[block_id] = [block_id, state, owner, ref]
+            if self._blocks_text is not None and block_id < len(self._blocks_text):
+                self._blocks_text[block_id] = encode([block_id, state, owner, ref])
         kv = d["kv"]
         if not self.blocks or len(self.blocks) < kv["total"]:
+            self._blocks_text = None
             for i in range(1, kv["total"] + 1):
                 self.blocks.setdefault(i, [i, "free", None, 0])
         self.kv_peak = max(self.kv_peak, kv["used"])
@@ -383,7 +391,23 @@ class SessionState:
         return state
 
     # ---------------------------------------------------------------- views
-    def snapshot(self, compact: bool = False, columns: bool = False) -> dict[str, Any]:
+    def blocks_json(self) -> str:
+        """The snapshot's `blocks` as JSON text, from the per-block cache."""
+        texts = self._blocks_text
+        if texts is None or len(texts) != len(self.blocks) + 1:
+            texts = [""] + [encode(self.blocks[k]) for k in sorted(self.blocks)]
+            if sorted(self.blocks) == list(range(1, len(self.blocks) + 1)):
+                self._blocks_text = texts
+        return "[" + ",".join(texts[1:]) + "]"
+
+    def snapshot_json(self) -> str:
+        """snapshot() as JSON text (what /api/state answers), blocks from their cache."""
+        snap = self.snapshot(with_blocks=False)
+        return encode(snap)[:-1] + ',"blocks":' + self.blocks_json() + "}"
+
+    def snapshot(
+        self, compact: bool = False, columns: bool = False, with_blocks: bool = True
+    ) -> dict[str, Any]:
         """The state for a late joiner (docs/protocol.md). `compact`: only the latest
         COMPACT_HISTORY steps and COMPACT_DONE_ROWS finished or rejected rows (a client that
         fell behind). `columns`: `requests` as `{"columns": [...], "rows": [[...], ...]}` (a
@@ -427,7 +451,7 @@ class SessionState:
             "paused": self.paused,
             "simulated": self.simulated,
             "requests": requests,
-            "blocks": [self.blocks[k] for k in sorted(self.blocks)],
+            **({"blocks": [self.blocks[k] for k in sorted(self.blocks)]} if with_blocks else {}),
             "history": history,
             "totals": {**self.totals, "dropped_rows": self.dropped_rows},
             "waiting_detail": dict(self.waiting_detail),

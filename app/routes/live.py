@@ -13,7 +13,6 @@ from app.api_docs import error_responses
 from app.api_models import LatencySummary, LiveConfig, RequestRow, Snapshot
 from app.deps import HubDep, ServiceDep, View
 from app.errors import NotFound
-from app.protocol.envelope import encode
 from app.protocol.state import SessionState
 from app.request_table import RequestQuery, request_query, select_rows, table_rows
 
@@ -33,7 +32,7 @@ def _live(hub: HubDep, session: str | None = None) -> SessionState:
 async def state(hub: HubDep) -> Response:
     # Encoded directly: validating and re-serialising megabytes of rows through the
     # response model would cost the loop many times the fold itself.
-    return Response(encode(_live(hub).snapshot()), media_type="application/json")
+    return Response(_live(hub).snapshot_json(), media_type="application/json")
 
 
 @router.get(

@@ -70,3 +70,37 @@ def test_async_and_spec_modes_show(page: Any, server: Server, console: Console) 
     rates = page.evaluate(rates_js)
     assert all(0 <= y <= 100 for y in rates)
     assert console.errors == []
+
+
+def open_engine_panel(page: Any, session: str) -> None:
+    """Wait for the controls panel to show `session`'s engine (it is swapped in when the
+    live session changes), then open its engine section."""
+    page.wait_for_function(
+        f"() => (document.querySelector('#engine-panel') || {{}}).textContent"
+        f"?.includes('{session}')"
+    )
+    page.evaluate("() => { document.querySelector('#engine-panel').open = true; }")
+
+
+def test_new_session_in_async_mode_and_an_engine_restart(
+    page: Any, server: Server, console: Console
+) -> None:
+    """The controls' engine panel: a new session with async scheduling chosen on the page,
+    then a restart of the engine process; the page follows both new sessions and shows how
+    the previous process ended."""
+    page.goto(server.url + "/")
+    page.wait_for_function("() => BS.conn.snapshots > 0 && !!BS.model.session")
+    first = page.evaluate("() => BS.model.session")
+    open_engine_panel(page, first)
+    page.select_option("#ns-async", "true")
+    page.click("#btn-new-session")
+    page.wait_for_function(f"() => BS.model.session && BS.model.session !== '{first}'")
+    page.wait_for_function("() => document.querySelector('#mode-sched').textContent === 'async'")
+    assert server.api("GET", "/api/state").json()["config"]["async_scheduling"] is True
+    second = page.evaluate("() => BS.model.session")
+    pid = server.api("GET", "/api/engine").json()["pid"]
+    open_engine_panel(page, second)
+    page.click("#btn-restart-engine")
+    page.wait_for_function(f"() => BS.model.session && BS.model.session !== '{second}'")
+    page.locator("#engine-exit").wait_for()
+    assert f"process {pid} exited" in (page.locator("#engine-exit").text_content() or "")

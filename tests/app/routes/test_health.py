@@ -4,6 +4,8 @@ gone. 200 when all is well, 503 naming what is wrong."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
 import time
 from collections.abc import Callable
@@ -36,10 +38,15 @@ def test_healthy_then_the_engine_stops(live_server: LiveServer) -> None:
         "recorder",
         "database",
     }
-    live_server.app.state.service.stop()
-    r = httpx.get(live_server.url + "/healthz")
-    assert r.status_code == 503
-    assert r.json()["reason"] == "engine: the local engine is not running"
+    pid = httpx.get(live_server.url + "/api/engine").json()["pid"]
+    os.kill(pid, signal.SIGSTOP)  # a hung engine process: alive, silent
+    try:
+        body = _until(live_server.url, lambda r: r.status_code == 503, timeout=30)
+        assert body["reason"].startswith("engine: no word from the engine process")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    body = _until(live_server.url, lambda r: r.status_code == 200, timeout=30)
+    assert body["checks"]["engine"]["info"]["pid"] == pid
 
 
 def test_recorder_lag_while_the_database_is_locked(tmp_path: Path) -> None:
@@ -72,7 +79,8 @@ def test_a_database_that_is_gone() -> None:
         migrate.upgrade(url)
         live, server, thread = start_server(database_url=url, relay="off")
         try:
-            assert httpx.get(live.url + "/healthz").status_code == 200
+            # Everything produced so far is written first (the engine's opening frames).
+            _until(live.url, lambda r: r.json()["checks"]["recorder"]["info"]["lag"] == 0)
             name = url.rsplit("/", 1)[1]
             with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
                 conn.execute(f"DROP DATABASE {name} WITH (FORCE)")

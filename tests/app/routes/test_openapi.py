@@ -19,6 +19,7 @@ BODIES = {  # the smallest body each request schema accepts, as Swagger would se
     "WorkloadBody": {"rate": 1.5},
     "RenameBody": {"name": "renamed"},
     "RerunBody": {"max_num_seqs": 4},
+    "NewSessionBody": {"max_num_seqs": 8},
     "LabSweepBody": {"scenario": "seed", "knob": "max_num_batched_tokens", "values": "8,16"},
 }
 
@@ -51,7 +52,8 @@ def test_every_route_is_typed_tagged_and_documents_its_errors(live_server: LiveS
             assert op["responses"]["401"]["headers"]["WWW-Authenticate"], where
     assert writes >= 16  # live controls, sessions, the lab
     bodies = [op for _, m, op in _operations(spec) if "requestBody" in op]
-    # inject, config, workload, rename, rerun, a lab sweep; the rest take none
+    # inject, config, workload, rename, rerun, a lab sweep, a new engine session; the rest
+    # take none
     assert len(bodies) == len(BODIES)
     for op in bodies:
         content = op["requestBody"]["content"]
@@ -119,8 +121,14 @@ def test_try_it_out_works_for_every_operation_with_the_token(live_server: LiveSe
         }
         spec = c.get("/openapi.json").json()
         ops = _operations(spec)
-        # Loading a scenario ends the recorded session, which the last call deletes.
-        ops.sort(key=lambda o: (o[1] == "delete", o[0].endswith("/load")))
+        # Loading a scenario, a new engine session or a restart end the recorded session,
+        # which the last call deletes.
+        ops.sort(
+            key=lambda o: (
+                o[1] == "delete",
+                o[0].endswith("/load") or (o[0].startswith("/api/engine/") and o[1] == "post"),
+            )
+        )
         for path, method, op in ops:
             for p in op.get("parameters", []):
                 if p["in"] == "path":
