@@ -1,5 +1,6 @@
 """Make real recordings without a server: the engine's events go through event_to_frame and
-hub.publish in the same thread, and a Recorder listening on the hub writes them."""
+hub.publish in the same thread, and a Recorder listening on the hub writes them. bench/
+shares these too."""
 
 from __future__ import annotations
 
@@ -43,6 +44,24 @@ class HubPublisher:
             self.hub.publish(self.session, frame_type, data)
 
 
+def open_sim_session(
+    hub: EventHub, session: str, name: str, config: EngineConfig, runner: SimRunner
+) -> None:
+    """Open `session` in the hub as the local engine does, for `runner` under `config`."""
+    hub.open_session(
+        session,
+        {
+            "name": name,
+            "source": "local",
+            "runner": runner.name,
+            "simulated": True,
+            "describe": runner.describe(),
+            "config": config.as_dict(),
+            "started_at": time.time(),
+        },
+    )
+
+
 def busy_config() -> EngineConfig:
     """Small budget and KV pool: chunked prefills, preemptions and prefix hits happen."""
     return EngineConfig(
@@ -64,18 +83,7 @@ def record_session(
     recorder = Recorder(hub, sessions)
     config = busy_config()
     runner = SimRunner()
-    hub.open_session(
-        session,
-        {
-            "name": name,
-            "source": "local",
-            "runner": runner.name,
-            "simulated": True,
-            "describe": runner.describe(),
-            "config": config.as_dict(),
-            "started_at": time.time(),
-        },
-    )
+    open_sim_session(hub, session, name, config, runner)
     engine = Engine(config, runner, HubPublisher(hub, session))
     shared = [rng.randint(3, 258) for _ in range(24)]
     for i in range(steps):
