@@ -82,6 +82,18 @@ def start_server(**overrides: Any) -> tuple[LiveServer, uvicorn.Server, threadin
     return live, server, thread
 
 
+def cli(*args: str, timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """`python -m app.cli ARGS` from the repository root, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=check,
+    )
+
+
 @contextlib.contextmanager
 def server_process(database_url: str = "sqlite://", **env_settings: Any) -> Iterator[LiveServer]:
     """`batchscope serve` in its own process (its own GIL), configured by environment."""
