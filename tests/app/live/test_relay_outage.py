@@ -12,33 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 from typing import Any
 
 import httpx
-import psycopg
 import websockets
-from sqlalchemy import select
 
-from app.db.models import EventRecord, IterationRecord
-from app.db.session import make_engine, make_sessionmaker
 from app.live.relay import APPLICATION_NAME
-from tests.conftest import PG_ADMIN, ROOT, server_process
-
-
-def _terminate_backends(url: str, application_name: str | None = None) -> int:
-    """Terminate the database's backends (only those of `application_name` when given)."""
-    name = url.rsplit("/", 1)[1]
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = %s AND pid <> pg_backend_pid() "
-            "AND (%s::text IS NULL OR application_name = %s)",
-            (name, application_name, application_name),
-        ).fetchall()
-    return len(rows)
+from tests.app.records.helpers import recorded
+from tests.conftest import cli, server_process, terminate_backends
 
 
 async def _frames(ws: websockets.ClientConnection, seconds: float) -> list[dict[str, Any]]:
@@ -83,12 +65,7 @@ def _outage(
     """Watch the origin's session on the observer across an outage (the backends of
     `application_name`, or all): the relay's gap marks its viewer got, and its relay's
     state."""
-    subprocess.run(
-        [sys.executable, "-m", "app.cli", "db", "upgrade", "--database-url", pg_url],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-    )
+    cli("db", "upgrade", "--database-url", pg_url, check=True)
     with (
         server_process(database_url=pg_url, engine="false") as observer,
         server_process(database_url=pg_url, workload="poisson", workload_rate=30) as origin,
@@ -103,7 +80,7 @@ def _outage(
                 before = await _frames(ws, 3.0)
                 # Every backend: both relays' two connections and the origin's recorder.
                 expected = 2 if application_name else 3
-                assert _terminate_backends(pg_url, application_name) >= expected
+                assert terminate_backends(pg_url, application_name) >= expected
                 after = await _frames(ws, 5.0)
                 return before, after
 
@@ -117,15 +94,7 @@ def _outage(
             assert health.status_code == 200, health.text
             assert health.json()["checks"]["relay"]["info"]["reconnects"] >= 1
         relay = httpx.get(observer.url + "/healthz").json()["checks"]["relay"]["info"]
-    engine = make_engine(pg_url)
-    with make_sessionmaker(engine)() as db:
-        seqs = sorted(
-            list(
-                db.scalars(select(IterationRecord.seq).where(IterationRecord.session_id == session))
-            )
-            + list(db.scalars(select(EventRecord.seq).where(EventRecord.session_id == session)))
-        )
-    engine.dispose()
+    seqs, _ = recorded(pg_url, session)
     assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) > 100
     return marks, relay
 

@@ -1,6 +1,6 @@
 """Make real recordings without a server: the engine's events go through event_to_frame and
-hub.publish in the same thread, and a Recorder listening on the hub writes them. bench/
-shares these too."""
+hub.publish in the same thread, and a Recorder listening on the hub writes them. Read back
+what a recording holds. bench/ shares these too."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import models
+from app.db.session import make_engine, make_sessionmaker
 from app.live.hub import EventHub
 from app.protocol.convert import event_to_frame
 from app.records.recorder import Recorder
@@ -106,6 +107,26 @@ def record_session(
     asyncio.run(recorder.flush())
     assert recorder.lag == 0 and recorder.failures == 0, recorder.last_error
     return hub
+
+
+def recorded(url: str, session: str) -> tuple[list[int], models.SessionRecord | None]:
+    """The seqs a session's recording holds (iterations and events, sorted) and its row."""
+    engine = make_engine(url)
+    try:
+        with make_sessionmaker(engine)() as db:
+            seqs = list(
+                db.scalars(
+                    select(models.IterationRecord.seq).where(
+                        models.IterationRecord.session_id == session
+                    )
+                )
+            )
+            seqs += db.scalars(
+                select(models.EventRecord.seq).where(models.EventRecord.session_id == session)
+            )
+            return sorted(seqs), db.get(models.SessionRecord, session)
+    finally:
+        engine.dispose()
 
 
 def row_counts(sessions: sessionmaker[Session]) -> dict[str, int]:
