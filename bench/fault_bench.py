@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import random
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,86 +33,11 @@ from app.db.migrate import upgrade
 from app.db.retention import stored_bytes
 from app.db.session import make_engine, make_sessionmaker
 from bench.slow_client import slow_viewer
-from tests.conftest import ROOT, TOKEN, _pg_available, free_port, fresh_pg_database
+from tests.app.process_group import serve, stop, watch
+from tests.app.records.helpers import recorded
+from tests.conftest import _pg_available, free_port, fresh_pg_database, terminate_backends
 
 RATE = 30.0
-
-
-def serve(url: str, port: int, rate: float = RATE, engine: bool = True) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--runner", "sim"]
-    cmd += ["--workload", "poisson", "--token", TOKEN, "--database-url", url]
-    if not engine:
-        cmd.append("--no-engine")
-    env = {**os.environ, "BATCHSCOPE_WORKLOAD_RATE": str(rate)}
-    proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None:
-            break
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("server did not start: " + (proc.stdout.read() if proc.stdout else ""))
-
-
-def stop(proc: subprocess.Popen[str], sig: int = signal.SIGINT) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, sig)
-    try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
-async def watch(
-    port: int, seconds: float, kill: tuple[int, int] | None = None
-) -> tuple[str, int, float]:
-    """(session, last seq a viewer saw, frames/s it saw). With `kill` (pid, signal): the
-    signal goes to the server's process group after `seconds`, and the viewer reads on
-    until the server is gone, so that it has seen every frame published before the end."""
-    seen, session, count = 0, "", 0
-    async with websockets.connect(f"ws://127.0.0.1:{port}/ws/live", max_size=None) as ws:
-        await ws.send(json.dumps({"type": "hello", "session": None}))
-        end = time.monotonic() + seconds
-        t0 = time.monotonic()
-        with contextlib.suppress(websockets.ConnectionClosed):
-            while True:
-                if time.monotonic() >= end:
-                    if kill is None:
-                        break
-                    os.killpg(kill[0], kill[1])
-                    kill, end = None, float("inf")
-                msg = json.loads(await ws.recv())
-                for f in msg if isinstance(msg, list) else [msg]:
-                    if f.get("session") and f.get("seq"):
-                        session, seen = f["session"], max(seen, f["seq"])
-                        count += 1
-    return session, seen, count / (time.monotonic() - t0)
-
-
-def recorded_seqs(url: str, session: str) -> list[int]:
-    from sqlalchemy import select
-
-    from app.db.models import EventRecord, IterationRecord
-
-    engine = make_engine(url)
-    try:
-        with make_sessionmaker(engine)() as db:
-            seqs = list(
-                db.scalars(select(IterationRecord.seq).where(IterationRecord.session_id == session))
-            )
-            seqs += db.scalars(select(EventRecord.seq).where(EventRecord.session_id == session))
-    finally:
-        engine.dispose()
-    return sorted(seqs)
 
 
 # ------------------------------------------------------------------- signals
@@ -122,11 +45,11 @@ def signal_loss(tmp: Path, sig: int, name: str) -> None:
     url = f"sqlite:///{tmp / (name + '.db')}"
     upgrade(url)
     port = free_port()
-    proc = serve(url, port)
+    proc = serve(url, port, RATE)
     session, seen, fps = asyncio.run(watch(port, 8.0, kill=(proc.pid, sig)))
     stop(proc, sig)
     time.sleep(1.0)  # after SIGKILL, the orphaned writer finishes its batch and exits
-    seqs = recorded_seqs(url, session)
+    seqs, _ = recorded(url, session)
     holes = len(seqs) != (seqs[-1] if seqs else 0)
     lost = max(0, seen - len(seqs))
     seconds = lost / max(fps, 1e-9)
@@ -141,7 +64,7 @@ def slow_client(tmp: Path) -> None:
     url = f"sqlite:///{tmp / 'slow.db'}"
     upgrade(url)
     port = free_port()
-    proc = serve(url, port)
+    proc = serve(url, port, RATE)
     try:
         view = asyncio.run(slow_viewer(f"ws://127.0.0.1:{port}", 25.0, 120_000))
     finally:
@@ -164,15 +87,11 @@ def relay_outage() -> None:
     if not _pg_available():
         print("    relay outage: skipped (PostgreSQL not reachable on 127.0.0.1:5432)")
         return
-    import psycopg
-
-    from tests.conftest import PG_ADMIN
-
     with fresh_pg_database() as url:
         upgrade(url)
         obs_port, org_port = free_port(), free_port()
-        observer = serve(url, obs_port, engine=False)
-        origin = serve(url, org_port)
+        observer = serve(url, obs_port, RATE, engine=False)
+        origin = serve(url, org_port, RATE)
         try:
 
             async def run() -> float | None:
@@ -183,13 +102,7 @@ def relay_outage() -> None:
                     end = time.monotonic() + 4
                     while time.monotonic() < end:
                         await ws.recv()
-                    name = url.rsplit("/", 1)[1]
-                    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-                        conn.execute(
-                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                            "WHERE datname = %s AND pid <> pg_backend_pid()",
-                            (name,),
-                        )
+                    terminate_backends(url)
                     t0 = time.time()
                     deadline = time.monotonic() + 30
                     while time.monotonic() < deadline:
@@ -236,7 +149,7 @@ def soak(tmp: Path, minutes: float) -> None:
     url = f"sqlite:///{path}"
     upgrade(url)
     port = free_port()
-    proc = serve(url, port)
+    proc = serve(url, port, RATE)
     samples: list[tuple[float, int]] = []
     t0 = time.monotonic()
     try:

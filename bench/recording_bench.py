@@ -38,7 +38,8 @@ from app.live.hub import EventHub
 from app.records.export import export_jsonl
 from app.records.importer import import_jsonl
 from app.records.recorder import Recorder
-from bench.recording_workload import HubPublisher, Workload, open_session, run_steps
+from bench.recording_workload import Workload, open_session, run_steps
+from tests.app.records.helpers import HubPublisher
 
 PG_ADMIN = os.environ.get(
     "BATCHSCOPE_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"

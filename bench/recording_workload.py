@@ -4,30 +4,16 @@
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.live.hub import EventHub
-from app.protocol.convert import event_to_frame
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig
 from engine.engine import Engine
-from engine.events import Event, EventSink
+from engine.events import EventSink
 from engine.request import SamplingParams
 from engine.runner.sim import SimRunner
-
-
-class HubPublisher:
-    """EventSink publishing straight into the hub, in the engine's thread (no loop hop)."""
-
-    def __init__(self, hub: EventHub, session: str) -> None:
-        self.hub = hub
-        self.session = session
-
-    def emit(self, event: Event) -> None:
-        frame_type, data = event_to_frame(event)
-        if frame_type != "engine_snapshot":
-            self.hub.publish(self.session, frame_type, data)
+from tests.app.records.helpers import open_sim_session
 
 
 @dataclass
@@ -97,19 +83,7 @@ class Workload:
 
 def open_session(hub: EventHub, name: str, workload: Workload) -> str:
     session = f"s-bench-{name}-{random.getrandbits(24):06x}"
-    runner = SimRunner()
-    hub.open_session(
-        session,
-        {
-            "name": f"bench {name}",
-            "source": "local",
-            "runner": runner.name,
-            "simulated": True,
-            "describe": runner.describe(),
-            "config": workload.config.as_dict(),
-            "started_at": time.time(),
-        },
-    )
+    open_sim_session(hub, session, f"bench {name}", workload.config, SimRunner())
     return session
 
 

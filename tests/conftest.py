@@ -82,6 +82,33 @@ def start_server(**overrides: Any) -> tuple[LiveServer, uvicorn.Server, threadin
     return live, server, thread
 
 
+def cli(*args: str, timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """`python -m app.cli ARGS` from the repository root, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=check,
+    )
+
+
+def wait_healthy(proc: subprocess.Popen[Any], url: str, seconds: float) -> bool:
+    """Poll `url`/healthz until it answers 200 (True), or `proc` exits or time runs out."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.1)
+    return False
+
+
 @contextlib.contextmanager
 def server_process(database_url: str = "sqlite://", **env_settings: Any) -> Iterator[LiveServer]:
     """`batchscope serve` in its own process (its own GIL), configured by environment."""
@@ -109,18 +136,10 @@ def server_process(database_url: str = "sqlite://", **env_settings: Any) -> Iter
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    "server did not start: " + (proc.stdout.read() if proc.stdout else "")
-                )
-            time.sleep(0.1)
+        if not wait_healthy(proc, url, 30):
+            raise RuntimeError(
+                "server did not start: " + (proc.stdout.read() if proc.stdout else "")
+            )
         yield LiveServer(url, f"ws://127.0.0.1:{port}", None, TOKEN)
     finally:
         proc.terminate()
@@ -169,6 +188,22 @@ def fresh_pg_database() -> Iterator[str]:
     finally:
         with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def terminate_backends(url: str, application_name: str | None = None) -> int:
+    """A database outage made for real: the server terminates the backends of the database
+    at `url` (only those of `application_name` when given). Returns how many."""
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid() "
+            "AND (%s::text IS NULL OR application_name = %s)",
+            (name, application_name, application_name),
+        ).fetchall()
+    return len(rows)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

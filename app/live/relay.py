@@ -38,6 +38,8 @@ MAX_PARTIALS = 64
 LIVENESS_S = 2.0
 """The listener checks its connection this often when no notification arrives."""
 BACKOFF_S = (0.2, 5.0)
+APPLICATION_NAME = "batchscope relay"
+"""How the relay's connections show in pg_stat_activity (`... listen`, `... notify`)."""
 
 
 def pg_conninfo(database_url: str) -> str:
@@ -161,7 +163,10 @@ class PgRelay:
             try:
                 autocommit = role == "listen"
                 async with await psycopg.AsyncConnection.connect(
-                    self.conninfo, autocommit=autocommit, connect_timeout=5
+                    self.conninfo,
+                    autocommit=autocommit,
+                    connect_timeout=5,
+                    application_name=f"{APPLICATION_NAME} {role}",
                 ) as conn:
                     self.connected[role] = True
                     if all(self.connected.values()):

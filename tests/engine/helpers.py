@@ -1,11 +1,17 @@
-"""Builders for scheduler tests: literal configs, requests and a one-step driver."""
+"""Builders for scheduler tests: literal configs, requests, a one-step driver, and the
+events of a scenario file run to the end."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig, SchedulingPolicy
+from engine.engine import Engine
+from engine.events import Event, ListSink
 from engine.outputs import SchedulerOutput
 from engine.request import Request, RequestStatus, SamplingParams
 from engine.runner.sim import SimRunner
+from engine.scenario import load_scenario
 from engine.scheduler import Scheduler
 
 _runner = SimRunner()
@@ -113,3 +119,15 @@ def check_invariants(scheduler: Scheduler) -> None:
         assert request.num_computed_tokens <= request.num_tokens_with_spec + (
             request.num_output_placeholders
         ), request
+
+
+def scenario_events(path: Path) -> list[Event]:
+    """Run a scenario file's requests to the end on the SimRunner: the events emitted."""
+    scenario = load_scenario(path)
+    sink = ListSink()
+    engine = Engine(scenario.config, SimRunner(), sink)
+    for req in scenario.requests:
+        engine.add_request(req.id, list(req.prompt_token_ids), req.sampling_params)
+    while engine.has_unfinished_requests():
+        engine.step()
+    return list(sink.events)

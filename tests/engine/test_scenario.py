@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from engine.scenario import ScenarioError, load_scenario, parse_scenario, prompt_tokens
 from engine.simulate import run_scenario
+from tests.conftest import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "scenarios" / "seed.json"
@@ -91,19 +90,9 @@ def test_malformed_scenarios_name_the_field(mutate, where) -> None:  # type: ign
     assert str(info.value).startswith(where)
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
-
-
 def test_cli_simulate_writes_the_result_and_prints_the_table(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    proc = _cli("simulate", str(SEED), "--out", str(out), "--table")
+    proc = cli("simulate", str(SEED), "--out", str(out), "--table")
     assert proc.returncode == 0, proc.stderr
     assert "total scheduled tokens: 19" in proc.stdout
     result = json.loads(out.read_text())
@@ -134,11 +123,11 @@ def test_cli_bad_file_exits_2_with_one_clear_message(tmp_path: Path) -> None:
     data["requests"][1]["prompt_len"] = -3
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data))
-    proc = _cli("simulate", str(bad))
+    proc = cli("simulate", str(bad))
     assert proc.returncode == 2
     assert proc.stderr.strip() == "batchscope: error: requests[1].prompt_len: must be > 0"
-    missing = _cli("simulate", str(tmp_path / "nope.json"))
+    missing = cli("simulate", str(tmp_path / "nope.json"))
     assert missing.returncode == 2 and "cannot read file" in missing.stderr
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
-    assert _cli("simulate", str(broken)).returncode == 2
+    assert cli("simulate", str(broken)).returncode == 2

@@ -3,32 +3,20 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import ROOT
-
-
-def _simulate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", "simulate", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+from tests.conftest import cli
 
 
 def test_async_flag_runs_the_batch_queue_loop(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    proc = _simulate("scenarios/seed.json", "--async-scheduling", "--out", str(out))
+    proc = cli("simulate", "scenarios/seed.json", "--async-scheduling", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     result = json.loads(out.read_text())
     steps = result["steps"]
     # Step 0 only schedules (its batch is in flight); step 1 applies step 0's output.
     assert steps[0]["updated_step"] is None and steps[1]["updated_step"] == 0
-    sync = _simulate("scenarios/seed.json", "--out", str(tmp_path / "s.json"))
+    sync = cli("simulate", "scenarios/seed.json", "--out", str(tmp_path / "s.json"))
     assert sync.returncode == 0
     sync_result = json.loads((tmp_path / "s.json").read_text())
     assert [s["updated_step"] for s in sync_result["steps"]] == list(range(5))
@@ -38,7 +26,8 @@ def test_async_flag_runs_the_batch_queue_loop(tmp_path: Path) -> None:
 
 def test_spec_flag_and_roofline_preset(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    proc = _simulate(
+    proc = cli(
+        "simulate",
         "scenarios/spec_decode.json",
         "--num-speculative-tokens",
         "2",
@@ -56,11 +45,11 @@ def test_spec_flag_and_roofline_preset(tmp_path: Path) -> None:
 
 def test_bad_loop_flags_exit_2_with_one_message(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    proc = _simulate(
+    proc = cli("simulate",
         "scenarios/seed.json", "--async-scheduling", "--num-speculative-tokens", "2",
         "--out", str(out),
     )  # fmt: skip
     assert proc.returncode == 2
     assert "sync scheduling" in proc.stderr and not out.exists()
-    proc = _simulate("scenarios/seed.json", "--cost-model", "b999:llama-3-8b")
+    proc = cli("simulate", "scenarios/seed.json", "--cost-model", "b999:llama-3-8b")
     assert proc.returncode == 2 and "unknown GPU" in proc.stderr

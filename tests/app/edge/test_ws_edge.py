@@ -6,24 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 import websockets
 
-from tests.conftest import TOKEN, LiveServer, start_server
+from tests.conftest import TOKEN, LiveServer
 
 DEEP = "[" * 3000 + "]" * 3000
-
-
-@pytest.fixture
-def server() -> Iterator[LiveServer]:
-    live, srv, thread = start_server()
-    yield live
-    srv.should_exit = True
-    thread.join(10)
 
 
 async def _error(ws: Any) -> str:
@@ -42,19 +33,19 @@ async def _closed_with(ws: Any) -> int:
     return info.value.rcvd.code
 
 
-def test_live_socket_answers_bad_input_and_stays_open(server: LiveServer) -> None:
+def test_live_socket_answers_bad_input_and_stays_open(live_server: LiveServer) -> None:
     async def scenario() -> None:
-        async with websockets.connect(server.ws_url + "/ws/live") as ws:
+        async with websockets.connect(live_server.ws_url + "/ws/live") as ws:
             await ws.send(DEEP)
             assert await _closed_with(ws) == 1002
-        async with websockets.connect(server.ws_url + "/ws/live") as ws:
+        async with websockets.connect(live_server.ws_url + "/ws/live") as ws:
             await ws.send(b"\x00\x01binary")
             assert await _closed_with(ws) == 1002
         for session in (["x"], "a\x00b", "x" * 129, ""):
-            async with websockets.connect(server.ws_url + "/ws/live") as ws:
+            async with websockets.connect(live_server.ws_url + "/ws/live") as ws:
                 await ws.send(json.dumps({"type": "hello", "session": session}))
                 assert await _closed_with(ws) == 1002, session
-        async with websockets.connect(server.ws_url + "/ws/live") as ws:
+        async with websockets.connect(live_server.ws_url + "/ws/live") as ws:
             await ws.send(json.dumps({"type": "hello", "session": None, "acks": True}))
             assert json.loads(await ws.recv())["type"] == "snapshot"
             await ws.send(b"binary")
@@ -66,7 +57,7 @@ def test_live_socket_answers_bad_input_and_stays_open(server: LiveServer) -> Non
             await ws.send(json.dumps({"type": "hello", "session": None}))
             while json.loads(await ws.recv()).get("type") != "snapshot":
                 pass
-        async with websockets.connect(server.ws_url + "/ws/live") as ws:  # replay
+        async with websockets.connect(live_server.ws_url + "/ws/live") as ws:  # replay
             await ws.send(json.dumps({"type": "hello", "session": "s-none", "mode": "replay"}))
             assert "no recorded session" in await _error(ws)
             assert await _closed_with(ws) == 4004
@@ -74,16 +65,16 @@ def test_live_socket_answers_bad_input_and_stays_open(server: LiveServer) -> Non
     asyncio.run(scenario())
 
 
-def test_ingest_answers_bad_fields_and_keeps_the_node(server: LiveServer) -> None:
+def test_ingest_answers_bad_fields_and_keeps_the_node(live_server: LiveServer) -> None:
     async def scenario() -> None:
         headers = {"Authorization": f"Bearer {TOKEN}"}
         async with websockets.connect(
-            server.ws_url + "/ws/ingest", additional_headers=headers
+            live_server.ws_url + "/ws/ingest", additional_headers=headers
         ) as ws:
             await ws.send(DEEP)
             assert await _closed_with(ws) == 1002
         async with websockets.connect(
-            server.ws_url + "/ws/ingest", additional_headers=headers
+            live_server.ws_url + "/ws/ingest", additional_headers=headers
         ) as ws:
             await ws.send(json.dumps({"type": "announce", "node": "fuzzed", "session": "s-fz"}))
             assert json.loads(await ws.recv())["type"] == "welcome"
@@ -113,7 +104,7 @@ def test_ingest_answers_bad_fields_and_keeps_the_node(server: LiveServer) -> Non
             await ws.send(json.dumps({"type": "session", "seq": 1, "data": {"event": "opened"}}))
             await asyncio.sleep(0.3)
             node = next(
-                n for n in httpx.get(server.url + "/api/nodes").json() if n["node"] == "fuzzed"
+                n for n in httpx.get(live_server.url + "/api/nodes").json() if n["node"] == "fuzzed"
             )
             assert node["invalid"] == len(bad) + 1  # the list's two non-objects count once each
             assert node["lag"] == 5 and node["frames"] == 1 and node["state"] == "live"

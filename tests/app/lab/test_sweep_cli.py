@@ -20,16 +20,8 @@ from app.cli.main import main
 from engine.run_metrics import run_metrics
 from engine.scenario import parse_scenario
 from engine.sweep import SweepPoint, point_scenario
+from tests.conftest import ROOT, cli
 from tests.engine.test_sweep import BASE  # the engine sweep test's scenario
-
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
 
 
 @pytest.fixture

@@ -54,27 +54,19 @@ def test_spec_decode_counters_follow_the_frames(hub_metrics: tuple[EventHub, Met
     """Real frames of a speculative-decoding run: drafts, draft tokens, accepted tokens and
     accepted positions add up to what the engine verified."""
     from app.protocol.convert import event_to_frame
-    from engine.engine import Engine
-    from engine.events import IterationEvent, ListSink
-    from engine.runner.sim import SimRunner
-    from engine.scenario import load_scenario
+    from engine.events import IterationEvent
     from tests.conftest import ROOT
+    from tests.engine.helpers import scenario_events
 
     hub, metrics = hub_metrics
-    scenario = load_scenario(ROOT / "scenarios" / "spec_decode.json")
-    sink = ListSink()
-    engine = Engine(scenario.config, SimRunner(), sink)
-    for req in scenario.requests:
-        engine.add_request(req.id, list(req.prompt_token_ids), req.sampling_params)
-    while engine.has_unfinished_requests():
-        engine.step()
+    events = scenario_events(ROOT / "scenarios" / "spec_decode.json")
     hub.open_session("s1", session_meta("spec", "local", model="m", config={}))
-    for ev in sink.events:
+    for ev in events:
         kind, data = event_to_frame(ev)
         if kind != "engine_snapshot":
             hub.publish("s1", kind, data)
     (stats,) = metrics.engines.values()
-    its = [ev for ev in sink.events if isinstance(ev, IterationEvent)]
+    its = [ev for ev in events if isinstance(ev, IterationEvent)]
     verified = [
         (len(c.spec_token_ids), ev.accepted_tokens[c.req_id])
         for ev in its

@@ -5,22 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 
 import httpx
 import websockets
 
-from tests.conftest import ROOT, server_process
+from tests.conftest import cli, server_process
 
 
 async def test_frames_of_one_dashboard_reach_clients_of_another(pg_url: str) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "app.cli", "db", "upgrade", "--database-url", pg_url],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-    )
+    cli("db", "upgrade", "--database-url", pg_url, check=True)
     with server_process(database_url=pg_url, engine="false") as observer:
         async with websockets.connect(observer.ws_url + "/ws/live") as ws:
             await ws.send(json.dumps({"type": "hello", "session": None, "last_seq": None}))
@@ -49,11 +42,5 @@ async def test_frames_of_one_dashboard_reach_clients_of_another(pg_url: str) -> 
                 health = httpx.get(observer.url + "/healthz").json()
                 assert health["checks"]["relay"]["info"]["received"] > 20
     # Only the origin recorded the session: one row, no duplicate-key failures.
-    listing = subprocess.run(
-        [sys.executable, "-m", "app.cli", "sessions", "--json", "--database-url", pg_url],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    listing = cli("sessions", "--json", "--database-url", pg_url, check=True)
     assert [s["id"] for s in json.loads(listing.stdout)] == [origin_session]

@@ -17,7 +17,7 @@ import httpx
 import pytest
 import websockets
 
-from tests.conftest import ROOT, TOKEN, free_port
+from tests.conftest import ROOT, TOKEN, cli, free_port
 
 
 def _serve(port: int, db: str) -> subprocess.Popen[str]:
@@ -90,12 +90,7 @@ def _wait(fn: Any, timeout: float = 20.0) -> Any:
 @pytest.fixture
 def db_url(tmp_path: Path) -> Iterator[str]:
     url = f"sqlite:///{tmp_path / 'dash.db'}"
-    subprocess.run(
-        [sys.executable, "-m", "app.cli", "db", "upgrade", "--database-url", url],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-    )
+    cli("db", "upgrade", "--database-url", url, check=True)
     yield url
 
 
@@ -145,13 +140,7 @@ def test_a_pushed_engine_is_live_controllable_and_resumes_after_a_restart(db_url
     finally:
         _stop(prod)
         _stop(dash)
-    listing = subprocess.run(
-        [sys.executable, "-m", "app.cli", "sessions", "--json", "--database-url", db_url],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    listing = cli("sessions", "--json", "--database-url", db_url, check=True)
     rows = json.loads(listing.stdout)
     assert [r["id"] for r in rows] == [session] and rows[0]["source"] == "node:n1"
 

@@ -7,22 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 import websockets
 
-from tests.conftest import TOKEN, LiveServer, start_server
-
-
-@pytest.fixture
-def server() -> Iterator[LiveServer]:
-    live, srv, thread = start_server()
-    yield live
-    srv.should_exit = True
-    thread.join(10)
+from tests.conftest import TOKEN, LiveServer
 
 
 async def _announce(live: LiveServer, **fields: Any) -> tuple[Any, dict[str, Any]]:
@@ -42,13 +33,13 @@ async def _refused(live: LiveServer, **fields: Any) -> str:
     return str(answer["detail"])
 
 
-def test_sessions_cannot_be_claimed_by_another_producer(server: LiveServer) -> None:
-    local = httpx.get(server.url + "/api/state").json()["session"]
+def test_sessions_cannot_be_claimed_by_another_producer(live_server: LiveServer) -> None:
+    local = httpx.get(live_server.url + "/api/state").json()["session"]
     assert local
 
     async def scenario() -> None:
-        assert "belongs to another producer" in await _refused(server, session=local)
-        ws, welcome = await _announce(server, session="s-mine-1")
+        assert "belongs to another producer" in await _refused(live_server, session=local)
+        ws, welcome = await _announce(live_server, session="s-mine-1")
         key = welcome["resume_key"]
         assert welcome["session"] == "s-mine-1" and key
         opened = {"event": "opened", "name": "mine"}
@@ -57,28 +48,30 @@ def test_sessions_cannot_be_claimed_by_another_producer(server: LiveServer) -> N
         )
         await asyncio.sleep(0.2)
         await ws.close()
-        assert "belongs" in await _refused(server, session="s-mine-1")
-        assert "belongs" in await _refused(server, session="s-mine-1", resume_key="guess")
-        again, welcome = await _announce(server, session="s-mine-1", resume_key=key)
+        assert "belongs" in await _refused(live_server, session="s-mine-1")
+        assert "belongs" in await _refused(live_server, session="s-mine-1", resume_key="guess")
+        again, welcome = await _announce(live_server, session="s-mine-1", resume_key=key)
         assert welcome == {"type": "welcome", "session": "s-mine-1", "last_seq": 1}
         await again.close()
-        assert "session:" in await _refused(server, session="bad id\x00")
+        assert "session:" in await _refused(live_server, session="bad id\x00")
 
     asyncio.run(scenario())
-    with server.client() as c:  # the local engine is still the one the controls drive
+    with live_server.client() as c:  # the local engine is still the one the controls drive
         assert c.post("/api/pause").status_code == 200
-        assert httpx.get(server.url + "/api/state").json()["paused"] is True
+        assert httpx.get(live_server.url + "/api/state").json()["paused"] is True
         assert c.post("/api/resume").status_code == 200
 
 
-def test_ingest_refuses_browser_pages_and_the_cookie(server: LiveServer) -> None:
+def test_ingest_refuses_browser_pages_and_the_cookie(live_server: LiveServer) -> None:
     async def scenario() -> None:
         for headers in (
             {"Authorization": f"Bearer {TOKEN}", "Origin": "http://127.0.0.1:9999"},
             {"Cookie": f"batchscope_token={TOKEN}"},
         ):
             with pytest.raises(websockets.InvalidStatus) as info:
-                await websockets.connect(server.ws_url + "/ws/ingest", additional_headers=headers)
+                await websockets.connect(
+                    live_server.ws_url + "/ws/ingest", additional_headers=headers
+                )
             assert info.value.response.status_code == 403, headers
 
     asyncio.run(scenario())

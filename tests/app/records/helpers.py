@@ -1,5 +1,6 @@
 """Make real recordings without a server: the engine's events go through event_to_frame and
-hub.publish in the same thread, and a Recorder listening on the hub writes them."""
+hub.publish in the same thread, and a Recorder listening on the hub writes them. Read back
+what a recording holds. bench/ shares these too."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import models
+from app.db.session import make_engine, make_sessionmaker
 from app.live.hub import EventHub
 from app.protocol.convert import event_to_frame
 from app.records.recorder import Recorder
@@ -43,6 +45,24 @@ class HubPublisher:
             self.hub.publish(self.session, frame_type, data)
 
 
+def open_sim_session(
+    hub: EventHub, session: str, name: str, config: EngineConfig, runner: SimRunner
+) -> None:
+    """Open `session` in the hub as the local engine does, for `runner` under `config`."""
+    hub.open_session(
+        session,
+        {
+            "name": name,
+            "source": "local",
+            "runner": runner.name,
+            "simulated": True,
+            "describe": runner.describe(),
+            "config": config.as_dict(),
+            "started_at": time.time(),
+        },
+    )
+
+
 def busy_config() -> EngineConfig:
     """Small budget and KV pool: chunked prefills, preemptions and prefix hits happen."""
     return EngineConfig(
@@ -64,18 +84,7 @@ def record_session(
     recorder = Recorder(hub, sessions)
     config = busy_config()
     runner = SimRunner()
-    hub.open_session(
-        session,
-        {
-            "name": name,
-            "source": "local",
-            "runner": runner.name,
-            "simulated": True,
-            "describe": runner.describe(),
-            "config": config.as_dict(),
-            "started_at": time.time(),
-        },
-    )
+    open_sim_session(hub, session, name, config, runner)
     engine = Engine(config, runner, HubPublisher(hub, session))
     shared = [rng.randint(3, 258) for _ in range(24)]
     for i in range(steps):
@@ -98,6 +107,26 @@ def record_session(
     asyncio.run(recorder.flush())
     assert recorder.lag == 0 and recorder.failures == 0, recorder.last_error
     return hub
+
+
+def recorded(url: str, session: str) -> tuple[list[int], models.SessionRecord | None]:
+    """The seqs a session's recording holds (iterations and events, sorted) and its row."""
+    engine = make_engine(url)
+    try:
+        with make_sessionmaker(engine)() as db:
+            seqs = list(
+                db.scalars(
+                    select(models.IterationRecord.seq).where(
+                        models.IterationRecord.session_id == session
+                    )
+                )
+            )
+            seqs += db.scalars(
+                select(models.EventRecord.seq).where(models.EventRecord.session_id == session)
+            )
+            return sorted(seqs), db.get(models.SessionRecord, session)
+    finally:
+        engine.dispose()
 
 
 def row_counts(sessions: sessionmaker[Session]) -> dict[str, int]:

@@ -123,20 +123,10 @@ def test_drafts_get_their_own_slices_and_counters() -> None:
     and how many held, and the counter sums what the frames say."""
     from app.protocol.convert import event_to_frame
     from app.records.trace import TraceBuilder
-    from engine.engine import Engine
-    from engine.events import ListSink
-    from engine.runner.sim import SimRunner
-    from engine.scenario import load_scenario
+    from tests.engine.helpers import scenario_events
 
-    scenario = load_scenario(ROOT / "scenarios" / "spec_decode.json")
-    sink = ListSink()
-    engine = Engine(scenario.config, SimRunner(), sink)
-    for req in scenario.requests:
-        engine.add_request(req.id, list(req.prompt_token_ids), req.sampling_params)
-    while engine.has_unfinished_requests():
-        engine.step()
     builder = TraceBuilder("spec")
-    frames = [event_to_frame(ev) for ev in sink.events]
+    frames = [event_to_frame(ev) for ev in scenario_events(ROOT / "scenarios" / "spec_decode.json")]
     for kind, data in frames:
         builder.add(kind, data)
     trace = json.loads(json.dumps(builder.finish()))

@@ -6,24 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import subprocess
-import sys
 from typing import Any
 
 import websockets
 
 from app.protocol.state import SessionState
-from tests.conftest import ROOT, LiveServer, server_process
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+from tests.conftest import LiveServer, cli, server_process
 
 
 class Folding:
@@ -90,11 +78,11 @@ async def _replay_all(ws_url: str, session: str) -> tuple[dict[str, Any], list[d
 
 
 async def test_record_restart_and_replay_identically(database_url: str) -> None:
-    assert _cli("db", "upgrade", "--database-url", database_url).returncode == 0
+    assert cli("db", "upgrade", "--database-url", database_url).returncode == 0
     with server_process(database_url=database_url) as live:
         fold = await _record_live(live)
     session = fold.state.session
-    listing = json.loads(_cli("sessions", "--json", "--database-url", database_url).stdout)
+    listing = json.loads(cli("sessions", "--json", "--database-url", database_url).stdout)
     assert [s["id"] for s in listing] == [session]
     assert listing[0]["requests"] == 12
 

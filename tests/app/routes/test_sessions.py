@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from tests.conftest import ROOT, server_process
+from tests.conftest import cli, server_process
 
 
 def _wait_recorded(c, session: str, n: int) -> dict:  # type: ignore[no-untyped-def]
@@ -34,12 +32,7 @@ def _wait_finished(c, n: int) -> dict:  # type: ignore[no-untyped-def]
 
 def test_rerun_under_other_knobs_and_compare(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    subprocess.run(
-        [sys.executable, "-m", "app.cli", "db", "upgrade", "--database-url", url],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-    )
+    cli("db", "upgrade", "--database-url", url, check=True)
     with server_process(database_url=url) as live, live.client() as c:
         assert c.post("/api/scenarios/long_prompt_vs_decodes/load").status_code == 200
         original = _wait_finished(c, 9)["session"]
