@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import websockets
 
-from tests.app.test_signals import serve, stored
+from tests.app.process_group import serve
+from tests.app.records.helpers import recorded as stored
 from tests.conftest import free_port
 
 
