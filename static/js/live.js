@@ -152,7 +152,8 @@
     BS.timed("fold", function () {
       if (Array.isArray(msg)) { for (const f of msg) onFrame(f); } else { onFrame(msg); }
     });
-    schedule();
+    // A snapshot's first picture is drawn right away, not in the next animation frame.
+    if (conn.fresh && ready) render(performance.now(), true); else schedule();
   }
 
   function onFrame(f) {
@@ -206,10 +207,14 @@
   }
   function tick(now) {
     rafPending = false;
+    render(now, false);
+  }
+  /** `force`: draw now, however recent the last frame (a snapshot's first picture). */
+  function render(now, force) {
     // The first tick comes after DOMContentLoaded; nothing is drawn before the first
     // snapshot (an empty picture would only delay the first real one).
     if (!ready || !conn.snapshots) return;
-    if (now - lastRender < MIN_FRAME_MS) { schedule(); return; }
+    if (now - lastRender < MIN_FRAME_MS && !force) { schedule(); return; }
     lastRender = now;
     conn.renders++;
     // Right after a snapshot only the renderers marked `first` (the timeline) draw, at

@@ -1,9 +1,9 @@
 /* socket.js: opens the dashboard's /ws/live socket, its hello in the URL, as soon as the
- * page starts to load. It is a small classic script at the top of <body>, run before the
- * deferred ones, so the server builds the snapshot (~100-200 ms for 10,000 requests) while
- * the page's scripts load and its renderers start, instead of after. live.js adopts the socket and the messages that
- * came before it was ready (BS.earlySocket). A replay page opens its socket in live.js:
- * its hello depends on the step on screen. */
+ * page starts to load: a small classic script at the top of <head>, before the stylesheet
+ * (a script after one waits for it), so the snapshot (2 MB for 10,000 requests) travels
+ * while the page parses, lays out and runs its deferred scripts. live.js adopts the socket
+ * and the messages that came before it was ready (BS.earlySocket). A replay page opens its
+ * socket in live.js: its hello depends on the step on screen. */
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
@@ -23,9 +23,11 @@
     return { type: "hello", session: session, last_seq: null, acks: true, rows: "columns" };
   };
 
-  const body = document.body;
-  if (!body || body.dataset.replay) return;
-  const ws = BS.openSocket(BS.liveHello(body.dataset.follow || null));
+  // The page's URL says what it shows (app/routes/dashboard.py): `?session=ID` a replay,
+  // `?live=ID` one live session, else whichever is live.
+  const query = new URLSearchParams(location.search);
+  if (query.get("session")) return;
+  const ws = BS.openSocket(BS.liveHello(query.get("live") || null));
   const pre = (BS.earlySocket = { ws: ws, messages: [], openAt: null });
   ws.onopen = function () { pre.openAt = performance.now(); };
   ws.onmessage = function (ev) { pre.messages.push([ev.data, performance.now()]); };
