@@ -23,8 +23,8 @@
     return { type: "hello", session: session, last_seq: null, acks: true, rows: "columns" };
   };
 
-  // The page's URL says what it shows (app/routes/dashboard.py): `?session=ID` a replay,
-  // `?live=ID` one live session, else whichever is live.
+  // The page's URL says what it shows (app/routes/dashboard.py): `?session=ID` a replay
+  // (live.js opens its socket), `?live=ID` one live session, else whichever is live.
   const query = new URLSearchParams(location.search);
   if (query.get("session")) return;
   const ws = BS.openSocket(BS.liveHello(query.get("live") || null));
