@@ -78,6 +78,8 @@ class SessionInfo:
     live: bool = True
     last_frame_at: float = field(default_factory=time.monotonic)
     frames: int = 0
+    snapshots: dict[tuple[int, bool, bool], str] = field(default_factory=dict)
+    """Encoded snapshot frames of the latest seq, by (seq, compact, columns)."""
 
 
 class EventHub:
@@ -188,12 +190,22 @@ class EventHub:
                 sub.gap = True
                 sub.wakeup.set()
 
-    def snapshot_frame(self, session: str, compact: bool = False) -> tuple[int, str]:
-        """`compact`: recent history and finished rows only (a client resyncing after it
-        fell behind gets a small one)."""
-        state = self.sessions[session].state
-        snap = state.snapshot(compact=compact)
-        text = envelope("snapshot", session, state.seq, encode(snap), ts=round(time.time(), 6))
+    def snapshot_frame(
+        self, session: str, compact: bool = False, columns: bool = False
+    ) -> tuple[int, str]:
+        """The session's snapshot frame now: (seq, text). `compact`: recent history and
+        finished rows only (a client resyncing after it fell behind gets a small one);
+        `columns`: request rows as columns. Built once per seq and form: tabs that join at
+        the same step (a paused or ended session, a burst of joiners) share the text."""
+        info = self.sessions[session]
+        state = info.state
+        key = (state.seq, compact, columns)
+        text = info.snapshots.get(key)
+        if text is None:
+            snap = state.snapshot_json(compact=compact, columns=columns)
+            text = envelope("snapshot", session, state.seq, snap, ts=round(time.time(), 6))
+            info.snapshots = {k: v for k, v in info.snapshots.items() if k[0] == state.seq}
+            info.snapshots[key] = text
         return state.seq, text
 
     # -------------------------------------------------------- subscribers

@@ -2,7 +2,8 @@
 
 Source-agnostic (local engine, remote ingest, replay): it reads only wire frames. The
 hub keeps one per live session to answer late joiners with a snapshot; replay rebuilds
-it from a checkpoint plus the frames after it.
+it from a checkpoint plus the frames after it. What it shows (snapshots, table rows,
+latency summaries) is built in app/protocol/snapshot.py.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from app.protocol import snapshot
 from app.protocol.envelope import encode
 
 HISTORY_STEPS = 2000
@@ -19,56 +21,7 @@ database's requests table). Bounds memory, snapshots and checkpoints of long ses
 (a checkpoint is mostly these rows: 2000 of them made checkpoints most of a recording)."""
 LATENCY_SAMPLES = 4096
 PLAN_STEPS = 256
-COMPACT_HISTORY = 128
-COMPACT_DONE_ROWS = 100
 """Only the latest steps keep their full plan ({req: n}) in the history (the step table)."""
-
-
-ROW_COLUMNS = (
-    "req",
-    "status",
-    "num_prompt_tokens",
-    "num_tokens",
-    "num_computed_tokens",
-    "max_tokens",
-    "priority",
-    "num_preemptions",
-    "prefix_hit",
-    "arrived_step",
-    "arrived_t",
-    "first_scheduled_step",
-    "first_token_t",
-    "last_token_t",
-    "finish_t",
-    "finish_step",
-    "finish_reason",
-    "waiting_reason",
-    "num_draft_tokens",
-    "num_accepted_tokens",
-    "placeholders",
-    "segments",
-)
-"""A request row's keys, in the order of a columns snapshot (segments last)."""
-
-
-SNAPSHOT_PLAN_STEPS = 64
-"""Steps whose plan a columns snapshot keeps (a plain one keeps PLAN_STEPS)."""
-
-
-def _without_plan(h: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in h.items() if k not in ("plan", "finished", "preempted_ids")}
-
-
-def _quantiles(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"p50": None, "p95": None, "p99": None}
-    ordered = sorted(values)
-    last = len(ordered) - 1
-
-    def q(p: float) -> float:
-        return round(ordered[min(last, round(p * last))], 6)
-
-    return {"p50": q(0.50), "p95": q(0.95), "p99": q(0.99)}
 
 
 class SessionState:
@@ -400,91 +353,31 @@ class SessionState:
                 self._blocks_text = texts
         return "[" + ",".join(texts[1:]) + "]"
 
-    def snapshot_json(self) -> str:
-        """snapshot() as JSON text (what /api/state answers), blocks from their cache."""
-        snap = self.snapshot(with_blocks=False)
+    def snapshot_json(self, compact: bool = False, columns: bool = False) -> str:
+        """snapshot() as JSON text, its blocks from their cache (a pool of 80,000 blocks
+        re-encoded whole would cost ~60 ms a call)."""
+        snap = self.snapshot(compact=compact, columns=columns, with_blocks=False)
         return encode(snap)[:-1] + ',"blocks":' + self.blocks_json() + "}"
 
     def snapshot(
         self, compact: bool = False, columns: bool = False, with_blocks: bool = True
     ) -> dict[str, Any]:
-        """The state for a late joiner (docs/protocol.md). `compact`: only the latest
-        COMPACT_HISTORY steps and COMPACT_DONE_ROWS finished or rejected rows (a client that
-        fell behind). `columns`: `requests` as `{"columns": [...], "rows": [[...], ...]}` (a
-        quarter of the bytes, faster to encode and parse for a 10,000-request session)."""
-        selected = list(self.requests.values())
-        history = list(self.history)
-        if compact:
-            history = history[-COMPACT_HISTORY:]
-            done = [r for r in selected if r["status"] in ("FINISHED", "REJECTED")]
-            keep = {id(r) for r in done[-COMPACT_DONE_ROWS:]}
-            selected = [
-                r for r in selected if r["status"] not in ("FINISHED", "REJECTED") or id(r) in keep
-            ]
-        # Rows hold scalars and the segment lists: copying those is enough (and ~10x
-        # faster than copy.deepcopy on a 10,000-request session).
-        rows: list[Any] = []
-        for r in selected:
-            segments = [list(seg) for seg in r["segments"]]
-            for seg in segments:
-                if seg[2] is None:
-                    seg[2] = max(self.step, seg[1])
-            if columns:
-                rows.append([r.get(c) for c in ROW_COLUMNS[:-1]] + [segments])
-            else:
-                rows.append({**r, "segments": segments})
-        requests: Any = {"columns": list(ROW_COLUMNS), "rows": rows} if columns else rows
-        if columns:
-            # The compact form also keeps fewer per-request plans (a page's step table
-            # shows the latest steps; with 500 running, 256 plans are ~2 MB).
-            cut = len(history) - SNAPSHOT_PLAN_STEPS
-            history[:cut] = [_without_plan(h) if "plan" in h else h for h in history[:cut]]
-        return {
-            "session": self.session,
-            "meta": dict(self.meta),
-            "seq": self.seq,
-            "step": self.step,
-            "t": self.t,
-            "config": dict(self.config),
-            "config_version": self.config_version,
-            "config_marks": list(self.config_marks),
-            "paused": self.paused,
-            "simulated": self.simulated,
-            "requests": requests,
-            **({"blocks": [self.blocks[k] for k in sorted(self.blocks)]} if with_blocks else {}),
-            "history": history,
-            "totals": {**self.totals, "dropped_rows": self.dropped_rows},
-            "waiting_detail": dict(self.waiting_detail),
-        }
+        """The state for a late joiner (app/protocol/snapshot.py)."""
+        return snapshot.build(self, compact=compact, columns=columns, with_blocks=with_blocks)
 
     def request_rows(self) -> list[dict[str, Any]]:
-        """Table rows (no Gantt segments, no copy of history): each request with TTFT and
-        mean ITL in seconds, None until known. The JSON twin of the request table."""
-        rows = []
-        for r in self.requests.values():
-            row = {k: v for k, v in r.items() if k != "segments"}
-            first, last = r["first_token_t"], r["last_token_t"]
-            row["ttft"] = None if first is None else round(first - r["arrived_t"], 6)
-            outputs = r["num_tokens"] - r["num_prompt_tokens"]
-            row["num_output_tokens"] = max(outputs, 0)
-            row["itl"] = (
-                round((last - first) / (outputs - 1), 6)
-                if first is not None and last is not None and outputs > 1
-                else None
-            )
-            rows.append(row)
-        return rows
+        """Table rows (app/protocol/snapshot.py)."""
+        return snapshot.request_rows(self)
 
     def latency_summary(self) -> dict[str, Any]:
-        elapsed = max(self.t, 1e-9)
+        """Latency quantiles and totals (app/protocol/snapshot.py)."""
+        return snapshot.latency_summary(self)
+
+    def latency_samples(self) -> dict[str, list[float]]:
+        """The latest LATENCY_SAMPLES of each latency, in seconds."""
         return {
-            "ttft": _quantiles(list(self._ttft)),
-            "itl": _quantiles(list(self._itl)),
-            "queue": _quantiles(list(self._queue)),
-            "e2e": _quantiles(list(self._e2e)),
-            "finished": len(self._e2e),
-            "throughput_tok_s": round(self.totals["output_tokens"] / elapsed, 3),
-            "preemptions": self.totals["preemptions"],
-            "kv_peak": self.kv_peak,
-            "steps": self.totals["steps"],
+            "ttft": list(self._ttft),
+            "itl": list(self._itl),
+            "queue": list(self._queue),
+            "e2e": list(self._e2e),
         }

@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from app.deps import DbDep, HubDep, RecorderDep, SettingsDep
+from app.edge.bounded_json import JsonRefused, loads
 from app.edge.bounds import is_clean_id
 from app.edge.wsio import BadMessage, close, closing_on_error, receive_json
 from app.live.hub import EventHub, Subscriber
@@ -29,6 +30,7 @@ router = APIRouter()
 
 SEND_INTERVAL_S = 0.04
 HELLO_TIMEOUT_S = 10.0
+MAX_HELLO_BYTES = 4096
 REST_S = 0.1
 PROTOCOL_ERROR = 1002
 
@@ -51,13 +53,7 @@ async def _send_snapshot(
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        if columns:
-            state = hub.sessions[sid].state
-            seq = state.seq
-            snap = state.snapshot(compact=compact, columns=True)
-            text = envelope("snapshot", sid, seq, encode(snap))
-        else:
-            seq, text = hub.snapshot_frame(sid, compact=compact)
+        seq, text = hub.snapshot_frame(sid, compact=compact, columns=columns)
     finally:
         if was_enabled:
             gc.enable()
@@ -196,13 +192,24 @@ async def ws_live(
         await _serve_viewer(ws, settings, hub, db, recorder)
 
 
+async def _hello(ws: WebSocket) -> Any:
+    """The client's hello: from the URL (`?hello=JSON`: the server need not wait until the
+    page's main thread is free to send it) or else the first message; None if neither."""
+    if "hello" in ws.query_params:
+        try:
+            return loads(ws.query_params["hello"], MAX_HELLO_BYTES)
+        except JsonRefused:
+            return None
+    try:
+        return await asyncio.wait_for(receive_json(ws), HELLO_TIMEOUT_S)
+    except (TimeoutError, BadMessage):
+        return None
+
+
 async def _serve_viewer(
     ws: WebSocket, settings: SettingsDep, hub: HubDep, db: DbDep, recorder: RecorderDep
 ) -> None:
-    try:
-        hello = await asyncio.wait_for(receive_json(ws), HELLO_TIMEOUT_S)
-    except (TimeoutError, BadMessage):
-        hello = None
+    hello = await _hello(ws)
     if not isinstance(hello, dict) or hello.get("type") != "hello":
         await close(ws, PROTOCOL_ERROR, "expected a hello message first")
         return

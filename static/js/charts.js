@@ -109,8 +109,11 @@
     const el = document.getElementById("charts");
     if (!el) return;
     if (!window.Plotly) {
-      document.body.addEventListener("bs:painted", () => setTimeout(() => loadPlotly(el), 0));
-      setTimeout(() => loadPlotly(el), 1500);
+      // Compiling plotly blocks the main thread for 0.3-2 s: only once the timeline's first
+      // picture is on screen (or, with no snapshot at all, after a while).
+      const later = window.requestIdleCallback || ((fn) => setTimeout(fn, 50));
+      document.body.addEventListener("bs:painted", () => later(() => loadPlotly(el), { timeout: 500 }));
+      setTimeout(() => loadPlotly(el), 5000);
       return;
     }
     st.el = el;

@@ -45,13 +45,14 @@
       this.pending = false;
       this.drawn = 0;
       this.resize();
-      new ResizeObserver(() => { this.resize(); this.redraw(); }).observe(el);
+      // Redraw when the size changes (not on the observer's first call: nothing moved).
+      new ResizeObserver(() => { if (this.resize()) this.redraw(); }).observe(el);
       this.wire();
     }
 
     resize() {
       const w = Math.max(200, this.el.clientWidth), h = Math.max(120, this.el.clientHeight);
-      if (w === this.width && h === this.height) return;
+      if (w === this.width && h === this.height) return false;
       this.width = w; this.height = h;
       const dpr = window.devicePixelRatio || 1;
       this.canvas.width = Math.round(w * dpr);
@@ -59,6 +60,7 @@
       this.canvas.style.width = w + "px";
       this.canvas.style.height = h + "px";
       this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+      return true;
     }
 
     plot() { return { l: GUTTER, t: 4, w: this.width - GUTTER - 8, h: this.height - 4 - AXIS }; }
@@ -322,16 +324,19 @@
     }
   }
 
-  function render(model) {
+  /** `urgent`: the first frame after a snapshot draws at once, not when the throttle's
+   * gap is over (a snapshot is what a first paint waits for). */
+  function render(model, urgent) {
     if (!st.view) return;
     renderMarkersList(model);
     const k = key(model);
     if (k === st.drawn) return;
-    st.throttle.poke(function () {
+    const draw = function () {
       st.drawn = key(BS.model);
       st.view.draw();
       if (!st.painted) { st.painted = true; requestAnimationFrame(() => BS.emit("bs:painted", {})); }
-    });
+    };
+    if (urgent || !st.painted) st.throttle.now(draw); else st.throttle.poke(draw);
   }
 
   if (BS.register) BS.register({ name: "gantt", init: init, render: render, first: true });

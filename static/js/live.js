@@ -33,6 +33,13 @@
         }).observe(el);
       }
     }
+    /** Run `fn` now, whatever the gap (a first picture after a snapshot). */
+    now(fn) {
+      clearTimeout(this.timer);
+      this.timer = null;
+      this.last = 0;
+      this.poke(fn);
+    }
     poke(fn) {
       this.fn = fn;
       if (this.timer || !this.visible) return;
@@ -91,23 +98,36 @@
       else if (mode.startStep !== null) msg.step = mode.startStep;
       BS.send(msg);
     } else {
-      // acks: answer the server's pings, so it can tell when this tab falls behind;
-      // rows: request rows as columns in snapshots (smaller, faster on big sessions).
-      BS.send({ type: "hello", session: mode.follow, last_seq: null, acks: true,
-        rows: "columns" });
+      BS.send(BS.liveHello(mode.follow));
     }
   }
   BS.resync = hello;
 
   function connect() {
-    const proto = location.protocol === "https:" ? "wss:" : "ws:";
-    const ws = new WebSocket(proto + "//" + location.host + "/ws/live");
+    // The first time, take over the socket socket.js opened while the page loaded, with
+    // the messages it got meanwhile. A live page's hello travels in the socket's URL; a
+    // replay's is sent once open (it carries the step on screen).
+    const pre = BS.earlySocket;
+    BS.earlySocket = null;
+    const adopt = pre && pre.ws.readyState <= WebSocket.OPEN;
+    const ws = adopt ? pre.ws : BS.openSocket(mode.replay ? null : BS.liveHello(mode.follow));
     conn.ws = ws;
+    conn.awaitingSnapshot = true;
     setConnState("connecting");
-    ws.onopen = function () { conn.openAt = performance.now(); setConnState("live"); hello(); };
+    if (adopt && ws.readyState === WebSocket.OPEN) {
+      conn.openAt = pre.openAt;
+      setConnState("live");
+    } else {
+      ws.onopen = function () {
+        conn.openAt = performance.now();
+        setConnState("live");
+        if (mode.replay) hello();
+      };
+    }
     ws.onmessage = function (ev) {
       if (ready) receive(ev.data, performance.now()); else early.push([ev.data, performance.now()]);
     };
+    if (adopt) for (const m of pre.messages.splice(0)) early.push(m);
     ws.onclose = function () {
       if (conn.ws !== ws) return;
       setConnState("reconnecting");
@@ -132,7 +152,8 @@
     BS.timed("fold", function () {
       if (Array.isArray(msg)) { for (const f of msg) onFrame(f); } else { onFrame(msg); }
     });
-    schedule();
+    // A snapshot's first picture is drawn right away, not in the next animation frame.
+    if (conn.fresh && ready) render(performance.now(), true); else schedule();
   }
 
   function onFrame(f) {
@@ -140,7 +161,10 @@
     conn.frames++;
     if (f.type === "snapshot") {
       clearTimeout(conn.gapTimer);
-      const newSession = f.session !== model.session;
+      // The panels the server rendered with the page show its session already: the first
+      // snapshot of that same session is no news to them (no refetch before the paint).
+      const rendered = !conn.snapshots && f.session === document.body.dataset.session;
+      const newSession = f.session !== model.session && !rendered;
       const t0 = performance.now();
       model.loadSnapshot(f);
       conn.foldMs = performance.now() - t0;
@@ -183,17 +207,24 @@
   }
   function tick(now) {
     rafPending = false;
-    if (!ready) return; // the first tick comes after DOMContentLoaded
-    if (now - lastRender < MIN_FRAME_MS) { schedule(); return; }
+    render(now, false);
+  }
+  /** `force`: draw now, however recent the last frame (a snapshot's first picture). */
+  function render(now, force) {
+    // The first tick comes after DOMContentLoaded; nothing is drawn before the first
+    // snapshot (an empty picture would only delay the first real one).
+    if (!ready || !conn.snapshots) return;
+    if (now - lastRender < MIN_FRAME_MS && !force) { schedule(); return; }
     lastRender = now;
     conn.renders++;
-    // Right after a snapshot only the renderers marked `first` (the timeline) draw, so the
-    // first picture is on screen before the charts and tables take their turn.
+    // Right after a snapshot only the renderers marked `first` (the timeline) draw, at
+    // once (`urgent`: not held back by their throttle), so the first picture is on screen
+    // before the charts and tables take their turn.
     const firstOnly = conn.fresh;
     conn.fresh = false;
     for (const r of renderers) {
       if (firstOnly && !r.first) continue;
-      try { BS.timed(r.name, function () { r.render(model); }); } catch (e) {
+      try { BS.timed(r.name, function () { r.render(model, firstOnly); }); } catch (e) {
         console.warn("renderer failed", e);
       }
     }

@@ -97,10 +97,11 @@
       for (const h of d.history || []) {
         this.tEnd.set(h.step, h.t);
         this.history.push(h);
-        if (h.plan && Object.keys(h.plan).length) {
+        if (h.plan && hasKeys(h.plan)) {
           const n = sumValues(h.plan);
           total += n;
-          this.steps.push({ step: h.step, plan: Object.entries(h.plan), total: n,
+          // The plan stays {req: n} until the step table shows it (pairs from frames).
+          this.steps.push({ step: h.step, plan: h.plan, total: n,
             preempted: h.preempted_ids || [], finished: h.finished || [],
             updated: h.updated_step === undefined ? h.step : h.updated_step });
         }
@@ -370,6 +371,7 @@
     if (row.marks.length > MAX_MARKS) row.marks.splice(0, row.marks.length - MAX_MARKS);
   }
   function sumValues(obj) { let n = 0; for (const k in obj) n += obj[k]; return n; }
+  function hasKeys(obj) { for (const k in obj) return true; return false; }
   function marker(step, changes) {
     const parts = Object.keys(changes || {}).map((k) => k + "=" + changes[k]);
     return { step: step, label: (parts.join(", ") || "config") + " @ step " + step };

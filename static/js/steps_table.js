@@ -10,8 +10,10 @@
   const st = { table: null, body: null, total: null, cursor: 0, epoch: -1 };
   BS.stepsTable = st;
 
+  /** plan: [[req, n], ...] (folded frames) or {req: n} (a snapshot's history). */
   function planText(plan) {
-    return "{" + plan.map((p) => p[0] + ":" + p[1]).join(", ") + "}";
+    const pairs = Array.isArray(plan) ? plan : Object.entries(plan);
+    return "{" + pairs.map((p) => p[0] + ":" + p[1]).join(", ") + "}";
   }
 
   function cell(tr, cls, text) {

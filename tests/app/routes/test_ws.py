@@ -8,6 +8,7 @@ import json
 import os
 import socket
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import websockets
@@ -174,6 +175,21 @@ async def test_foreign_origin_is_refused(live_server: LiveServer) -> None:
 async def test_the_client_must_say_hello_first(live_server: LiveServer) -> None:
     async with websockets.connect(live_server.ws_url + "/ws/live") as ws:
         await ws.send(json.dumps({"type": "subscribe"}))
+        with pytest.raises(websockets.ConnectionClosed) as info:
+            await ws.recv()
+        assert info.value.rcvd is not None and info.value.rcvd.code == 1002
+
+
+async def test_a_hello_in_the_url_gets_the_snapshot_without_a_message(
+    live_server: LiveServer,
+) -> None:
+    hello = json.dumps({"type": "hello", "session": None, "last_seq": None, "rows": "columns"})
+    url = live_server.ws_url + "/ws/live?hello=" + quote(hello)
+    async with websockets.connect(url) as ws:
+        snap = json.loads(await asyncio.wait_for(ws.recv(), 5))
+        assert snap["type"] == "snapshot" and "ts" in snap
+        assert snap["data"]["requests"]["columns"][0] == "req"
+    async with websockets.connect(live_server.ws_url + "/ws/live?hello=%7Bnot%20json") as ws:
         with pytest.raises(websockets.ConnectionClosed) as info:
             await ws.recv()
         assert info.value.rcvd is not None and info.value.rcvd.code == 1002
