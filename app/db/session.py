@@ -18,7 +18,7 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, writer: bool = False) -> Engine:
     url = normalize_url(url)
     parsed = make_url(url)
     kwargs: dict[str, Any] = {}
@@ -53,9 +53,14 @@ def make_engine(url: str) -> Engine:
 
         if file_backed:
 
+            # The recorder's writer takes the write lock up front: waiting out a busy
+            # database (the busy timeout) instead of failing at once when a read inside its
+            # transaction cannot be upgraded to a write.
+            begin = "BEGIN IMMEDIATE" if writer else "BEGIN"
+
             @event.listens_for(engine, "begin")
             def _sqlite_begin(conn: Any) -> None:
-                conn.exec_driver_sql("BEGIN")
+                conn.exec_driver_sql(begin)
 
     return engine
 

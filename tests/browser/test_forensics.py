@@ -100,6 +100,8 @@ def test_a_click_opens_the_requests_life_as_the_server_read_it(
         " y: (Math.floor((id - 1) / g.cols) + 0.5) * g.cell}; }",
         block,
     )
+    # In the middle of the window, clear of the sticky header.
+    page.locator("#kv-grid").evaluate("e => e.scrollIntoView({block: 'center'})")
     box = page.locator("#kv-grid").bounding_box()
     page.mouse.click(box["x"] + cell["x"], box["y"] + cell["y"])
     page.locator(f'#rq-body[data-req="{req}"]').wait_for()

@@ -29,6 +29,10 @@ def _until(url: str, check: Callable[[httpx.Response], bool], timeout: float = 1
         time.sleep(0.1)
 
 
+def _written_all(recorder: dict[str, Any]) -> bool:
+    return bool(recorder["written"] >= 1 and recorder["lag"] == 0)
+
+
 def test_healthy_then_the_engine_stops(live_server: LiveServer) -> None:
     r = httpx.get(live_server.url + "/healthz")
     body = r.json()
@@ -55,6 +59,8 @@ def test_recorder_lag_while_the_database_is_locked(tmp_path: Path) -> None:
     live, server, thread = start_server(
         database_url=f"sqlite:///{db}", health_recorder_max_lag_s=0.3
     )
+    # The engine process's opening frames are written first.
+    _until(live.url, lambda r: _written_all(r.json()["checks"]["recorder"]["info"]))
     lock = sqlite3.connect(db, isolation_level=None)
     try:
         lock.execute("BEGIN EXCLUSIVE")  # every write of the recorder waits, then fails
@@ -80,7 +86,7 @@ def test_a_database_that_is_gone() -> None:
         live, server, thread = start_server(database_url=url, relay="off")
         try:
             # Everything produced so far is written first (the engine's opening frames).
-            _until(live.url, lambda r: r.json()["checks"]["recorder"]["info"]["lag"] == 0)
+            _until(live.url, lambda r: _written_all(r.json()["checks"]["recorder"]["info"]))
             name = url.rsplit("/", 1)[1]
             with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
                 conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
