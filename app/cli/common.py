@@ -4,6 +4,8 @@ reads, and the runner it builds. Imports no other command module."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from app.cli.help import from_env
@@ -113,3 +115,25 @@ def loop_overrides(args: argparse.Namespace) -> dict[str, Any]:
         if value is not None:
             out[name] = value
     return out
+
+
+def runner_from_settings(settings: Any, config: Any) -> Any:
+    """The runner Settings ask for (`runner`, `model`, `device`), for `config`."""
+    options = argparse.Namespace(
+        runner=settings.runner, model=settings.model, device=settings.device
+    )
+    return make_runner_from_args(options, config)
+
+
+def run_until_signalled(body: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """asyncio.run(body(stop)), where `stop` is set by SIGINT or SIGTERM."""
+    import signal
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await body(stop)
+
+    asyncio.run(main())

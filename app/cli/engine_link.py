@@ -14,9 +14,8 @@ import os
 import signal
 import socket
 import sys
-from typing import Any
 
-from app.cli.common import CliError
+from app.cli.common import CliError, run_until_signalled, runner_from_settings
 
 PR_SET_PDEATHSIG = 1
 PARENT_POLL_S = 0.5
@@ -38,7 +37,6 @@ def run_linked_engine(fd: int) -> int:
     from app.nodes.link import Link
     from app.settings import Settings
     from engine.config import EngineConfig
-    from engine.runner import make_runner
     from engine.runner.base import ModelRunner
 
     parent = os.getppid()
@@ -56,20 +54,12 @@ def run_linked_engine(fd: int) -> int:
         raise CliError(str(exc)) from None
 
     def runner_for(config: EngineConfig) -> ModelRunner:
-        if settings.runner == "sim":
-            return make_runner("sim", config)
-        options: dict[str, Any] = {"device": settings.device}
-        if settings.model:
-            options["model_dir"] = settings.model
-        return make_runner("torch", config, **options)
+        runner: ModelRunner = runner_from_settings(settings, config)
+        return runner
 
     logging.basicConfig(level=logging.INFO, format="batchscope engine: %(message)s")
 
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+    async def serve(stop: asyncio.Event) -> None:
         watch = asyncio.create_task(_watch_parent(parent, stop))
         host = EngineHost(await Link.open(sock), settings, runner_for)
         try:
@@ -77,7 +67,7 @@ def run_linked_engine(fd: int) -> int:
         finally:
             watch.cancel()
 
-    asyncio.run(main())
+    run_until_signalled(serve)
     return 0
 
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import argparse
 
-from app.cli.common import CliError, add_loop_flags, loop_overrides, make_runner_from_args
+from app.cli.common import (
+    CliError,
+    add_loop_flags,
+    loop_overrides,
+    run_until_signalled,
+    runner_from_settings,
+)
 from app.cli.help import from_env
 
 
@@ -47,9 +53,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
-    import asyncio
     import logging
-    import signal
     import socket
 
     from pydantic import ValidationError
@@ -89,10 +93,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
         config = settings.engine_config()
     except (ValidationError, ValueError) as exc:
         raise CliError(str(exc)) from None
-    runner = make_runner_from_args(
-        argparse.Namespace(runner=settings.runner, model=settings.model, device=settings.device),
-        config,
-    )
+    runner = runner_from_settings(settings, config)
     node = args.node or socket.gethostname()
     sink = QueueSink()
     engine = Engine(config, runner, sink)
@@ -108,12 +109,5 @@ def cmd_engine(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="batchscope engine: %(message)s")
 
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await producer.run(stop)
-
-    asyncio.run(main())
+    run_until_signalled(producer.run)
     return 0

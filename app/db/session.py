@@ -52,7 +52,6 @@ def make_engine(url: str, writer: bool = False) -> Engine:
             cur.close()
 
         if file_backed:
-
             # The recorder's writer takes the write lock up front: waiting out a busy
             # database (the busy timeout) instead of failing at once when a read inside its
             # transaction cannot be upgraded to a write.

@@ -146,7 +146,9 @@ def _init(database_url: str, checkpoint_every: int, recorder: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
-    _writer = Writer(make_sessionmaker(make_engine(database_url, writer=True)), checkpoint_every, recorder)
+    _writer = Writer(
+        make_sessionmaker(make_engine(database_url, writer=True)), checkpoint_every, recorder
+    )
 
 
 def write_texts(batch: list[TextFrame]) -> WriteResult:

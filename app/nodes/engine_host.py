@@ -15,7 +15,6 @@ import contextlib
 import itertools
 import json
 import logging
-import queue
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -135,11 +134,7 @@ class EngineHost:
         self.outbox.append(envelope(frame_type, self.session, self.seq, encode(data)))
 
     def _collect(self) -> None:
-        while True:
-            try:
-                frame_type, data = self.sink.queue.get_nowait()
-            except queue.Empty:
-                return
+        for frame_type, data in self.sink.drain():
             self._queue_frame(frame_type, data)
 
     async def flush(self) -> None:

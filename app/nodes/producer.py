@@ -16,6 +16,7 @@ import logging
 import queue
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,14 @@ class QueueSink:
         frame_type, data = event_to_frame(event)
         if frame_type != "engine_snapshot":
             self.queue.put((frame_type, data))
+
+    def drain(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(Any thread) the frames queued so far, oldest first."""
+        while True:
+            try:
+                yield self.queue.get_nowait()
+            except queue.Empty:
+                return
 
 
 @dataclass
@@ -87,11 +96,7 @@ class Producer:
 
     def _collect(self) -> None:
         """Move new frames from the engine thread into the bounded history."""
-        while True:
-            try:
-                frame_type, data = self.sink.queue.get_nowait()
-            except queue.Empty:
-                return
+        for frame_type, data in self.sink.drain():
             self.seq += 1
             if len(self.history) == self.history.maxlen:
                 self.stats.dropped += 1
