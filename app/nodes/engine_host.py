@@ -172,6 +172,9 @@ class EngineHost:
         except Exception as exc:
             reply = {"type": "reply", "id": msg.get("id"), "ok": False, "detail": error_detail(exc)}
         with contextlib.suppress(LinkClosed):
+            # What the command made (a config frame, a state mark) goes out before its
+            # reply: whoever awaited the reply then sees it in the session.
+            await self.flush()
             await self.link.send_text(encode(reply))
 
     async def _command(self, kind: object, args: dict[str, Any]) -> Any:
