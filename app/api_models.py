@@ -173,6 +173,9 @@ class EngineProcess(BaseModel):
     pid: int | None
     session: str | None
     step: int | None = Field(description="the last step of its session the dashboard has")
+    engine_step: int | None = Field(
+        None, description="the engine's own step count, as it last reported (every second)"
+    )
     dropped_frames: int = Field(
         0, description="frames of this session it dropped because the dashboard fell behind"
     )

@@ -32,9 +32,10 @@ CLIENTS = 10
 STATE_POLL_S = 0.1
 
 
-def _step(url: str) -> int:
-    """The engine's latest step the dashboard has (its lag is bounded: see engine_host)."""
-    step: int = httpx.get(url + "/api/engine", timeout=10).json()["step"]
+def _step(url: str, own: bool = False) -> int:
+    """The engine's latest step the dashboard has (flat out, its lag is bounded: see
+    engine_host), or with `own` the engine's own count (reported every 0.25 s)."""
+    step: int = httpx.get(url + "/api/engine", timeout=10).json()["engine_step" if own else "step"]
     return step
 
 
@@ -44,12 +45,12 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _steps_per_s(url: str, seconds: float = WINDOW_S) -> tuple[float, float]:
+def _steps_per_s(url: str, seconds: float = WINDOW_S, own: bool = False) -> tuple[float, float]:
     """(engine steps/s, the engine process's CPU ms per step) over `seconds`."""
     pid = httpx.get(url + "/api/engine", timeout=10).json()["pid"]
-    s0, c0, t0 = _step(url), _cpu_s(pid), time.monotonic()
+    s0, c0, t0 = _step(url, own), _cpu_s(pid), time.monotonic()
     time.sleep(seconds)
-    steps = _step(url) - s0
+    steps = _step(url, own) - s0
     cpu_ms = (_cpu_s(pid) - c0) * 1e3 / max(steps, 1)
     return steps / (time.monotonic() - t0), cpu_ms
 
@@ -76,7 +77,7 @@ def _stalled(port: int) -> socket.socket:
 
 
 @contextlib.contextmanager
-def _loaded_server() -> Iterator[LiveServer]:
+def _loaded_server(paced: bool = False) -> Iterator[LiveServer]:
     """A fresh server (per phase, so no phase measures another's backlog) with 64 long
     decodes, so the flat-out engine stays busy. The recording goes to a SQLite file,
     written by the recorder's writer process, as in production."""
@@ -87,9 +88,10 @@ def _loaded_server() -> Iterator[LiveServer]:
         check=True,
         capture_output=True,
     )
+    pace = {"realtime": "true", "sim_speed": 1000} if paced else {"realtime": "false"}
     with server_process(
         database_url=db_url,
-        realtime="false",
+        **pace,
         max_num_seqs=64,
         max_num_batched_tokens=2048,
         max_model_len=32768,
@@ -131,6 +133,18 @@ def main() -> int:
         stalled, stalled_cpu = _steps_per_s(live.url)
         sock.close()
 
+    # The same with an engine that has a pace of its own (the simulated model at 1000x:
+    # as fast as it goes, but it never waits for the dashboard; what the dashboard cannot
+    # take is dropped and marked). Steps are the engine's own count.
+    with _loaded_server(paced=True) as live:
+        paced_base, _ = _steps_per_s(live.url, own=True)
+    with _loaded_server(paced=True) as live:
+        viewers = _viewers(live.ws_url, WINDOW_S + 2.0)
+        time.sleep(1.0)
+        paced_viewers, _ = _steps_per_s(live.url, own=True)
+        dropped = httpx.get(live.url + "/api/engine", timeout=10).json()["dropped_frames"]
+        viewers.communicate(timeout=60)
+
     print("live path: SimRunner at full speed in its engine process, 64 running decodes")
     print(f"  engine steps/s, 0 viewers          {base:9.1f}")
     print(
@@ -140,6 +154,11 @@ def main() -> int:
     print(
         f"  engine steps/s, 1 stalled viewer   {stalled:9.1f}  "
         f"ratio {stalled / base:5.2f}  (target >= 0.95)"
+    )
+    print(
+        f"  paced engine (never waits): steps/s 0 / {CLIENTS} viewers  {paced_base:7.1f} / "
+        f"{paced_viewers:.1f}  ratio {paced_viewers / paced_base:5.2f}; frames dropped "
+        f"(marked) with viewers {dropped}"
     )
     print(
         f"  engine process CPU per step        {base_cpu:.3f} / {clients_cpu:.3f} / "

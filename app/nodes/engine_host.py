@@ -37,7 +37,7 @@ from engine.workload import PoissonWorkload
 log = logging.getLogger("batchscope.engine")
 
 SEND_INTERVAL_S = 0.01
-STATS_INTERVAL_S = 1.0
+STATS_INTERVAL_S = 0.25
 BACKLOG_FRAMES = 64
 MAX_OUTBOX = 50_000
 """Frames waiting for the link; past it the oldest are dropped (a gap the dashboard marks)."""
@@ -149,7 +149,12 @@ class EngineHost:
             await self.flush()
             now = time.monotonic()
             if now - last_stats >= STATS_INTERVAL_S:
-                stats = {"type": "stats", "buffered": len(self.outbox), "dropped": self.dropped}
+                stats = {
+                    "type": "stats",
+                    "buffered": len(self.outbox),
+                    "dropped": self.dropped,
+                    "step": self.core.engine.step_index if self.core else 0,
+                }
                 await self.link.send_text(encode(stats))
                 last_stats = now
             await asyncio.sleep(SEND_INTERVAL_S)

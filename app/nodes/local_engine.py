@@ -57,6 +57,8 @@ class LocalEngine:
         self._ready = asyncio.Event()
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._ids = 0
+        self.engine_step: int | None = None
+        """The engine's own step count (its latest stats), ahead of `step` when frames wait."""
         self.last_heard = time.monotonic()
         """When the engine process last said anything (it sends stats every second)."""
         self.control = RemoteControl(self)
@@ -94,6 +96,7 @@ class LocalEngine:
             **status,
             "session": self.session,
             "step": live.step if live is not None else None,
+            "engine_step": self.engine_step,
             "dropped_frames": self.node.producer_dropped if self.node else 0,
             "gaps": self.node.gaps if self.node else 0,
             "last_exit_text": describe_exit(exit_) if exit_ else None,
@@ -151,6 +154,8 @@ class LocalEngine:
             self.registry.accept(self.node, kind, int(msg["seq"]), msg["data"], data_json)
         elif kind == "stats" and self.node is not None:
             self.registry.receive(self.node, msg)
+            step = msg.get("step")
+            self.engine_step = step if isinstance(step, int) else None
         elif kind == "announce":
             self._announce(msg)
         elif kind == "reply":
