@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from collections.abc import AsyncIterator
 
@@ -90,6 +91,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         local: LocalEngine | None = app.state.local_engine
         if local is not None:
             await local.start()
+        # What startup built (modules, routes, models) lives as long as the process: out of
+        # the collector's way, so a full collection scans only what the sessions hold.
+        gc.collect()
+        gc.freeze()
         cap = None
         if settings.max_recordings_mb > 0:
             max_bytes = int(settings.max_recordings_mb * 1e6)

@@ -164,7 +164,7 @@ def main() -> int:
         f"  engine process CPU per step        {base_cpu:.3f} / {clients_cpu:.3f} / "
         f"{stalled_cpu:.3f} ms (0 / {CLIENTS} / stalled viewers)"
     )
-    print(f"  frames/s delivered per viewer      {seen['frames_per_s']:9.1f}")
+    print(f"  messages/s delivered per viewer    {seen['messages_per_s']:9.1f}")
     print(
         f"  delivery latency p50 / p99         {seen['latency_p50_ms']:7.1f} / "
         f"{seen['latency_p99_ms']:.1f} ms"

@@ -82,7 +82,9 @@ def build(
         "paused": state.paused,
         "simulated": state.simulated,
         "requests": requests,
-        **({"blocks": [state.blocks[k] for k in sorted(state.blocks)]} if with_blocks else {}),
+        **(
+            {"blocks": [list(state.blocks[k]) for k in sorted(state.blocks)]} if with_blocks else {}
+        ),
         "history": history,
         "totals": {**state.totals, "dropped_rows": state.dropped_rows},
         "waiting_detail": dict(state.waiting_detail),

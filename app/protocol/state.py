@@ -37,7 +37,9 @@ class SessionState:
         self.paused = False
         self.simulated = bool(self.meta.get("simulated", False))
         self.requests: dict[str, dict[str, Any]] = {}
-        self.blocks: dict[int, list[Any]] = {}
+        self.blocks: dict[int, tuple[Any, ...]] = {}
+        """block id -> (id, state, owner, ref_cnt): tuples of plain values, which the garbage
+        collector stops tracking (80,000 lists would make every full collection ~60 ms)."""
         self._blocks_text: list[str] | None = None
         """Each block's JSON, kept up to date once a snapshot asked for it (a pool of 80,000
         blocks is ~2 MB of JSON: re-encoding it whole for every poll would cost ~60 ms)."""
@@ -242,14 +244,14 @@ class SessionState:
             self._row(req)["placeholders"] = n
         self._in_flight = set(placeholders)
         for block_id, state, owner, ref in d["blocks"]:
-            self.blocks[block_id] = [block_id, state, owner, ref]
+            self.blocks[block_id] = (block_id, state, owner, ref)
             if self._blocks_text is not None and block_id < len(self._blocks_text):
                 self._blocks_text[block_id] = encode([block_id, state, owner, ref])
         kv = d["kv"]
         if not self.blocks or len(self.blocks) < kv["total"]:
             self._blocks_text = None
             for i in range(1, kv["total"] + 1):
-                self.blocks.setdefault(i, [i, "free", None, 0])
+                self.blocks.setdefault(i, (i, "free", None, 0))
         self.kv_peak = max(self.kv_peak, kv["used"])
         self.simulated = d["simulated"]
         if len(self.history) >= PLAN_STEPS:
@@ -300,7 +302,7 @@ class SessionState:
             "paused": self.paused,
             "simulated": self.simulated,
             "requests": self.requests,
-            "blocks": [self.blocks[k] for k in sorted(self.blocks)],
+            "blocks": [list(self.blocks[k]) for k in sorted(self.blocks)],
             "history": list(self.history),
             "totals": self.totals,
             "kv_peak": self.kv_peak,
@@ -332,7 +334,7 @@ class SessionState:
             "kv_peak",
         ):
             setattr(state, key, data[key])
-        state.blocks = {b[0]: list(b) for b in data["blocks"]}
+        state.blocks = {b[0]: tuple(b) for b in data["blocks"]}
         state.history.extend(data["history"])
         state._last_token_t = dict(data["last_token_t"])
         state._done.extend(data.get("done", ()))
