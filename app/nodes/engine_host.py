@@ -40,7 +40,7 @@ SEND_INTERVAL_S = 0.01
 STATS_INTERVAL_S = 0.25
 BACKLOG_FRAMES = 64
 MAX_OUTBOX = 50_000
-"""Frames waiting for the link; past it the oldest are dropped (a gap the dashboard marks)."""
+"""Frames waiting for the link; past it new frames are dropped (a gap the dashboard marks)."""
 NODE = "local"
 
 RunnerFactory = Callable[[EngineConfig], ModelRunner]
@@ -89,7 +89,7 @@ class EngineHost:
                     self.settings.workload_spec(), next_id=self._next_req_id
                 )
                 hook = self.workload
-            self.session, self.seq = session, 0
+            self.session, self.seq, self.dropped = session, 0, 0
             announce = {
                 "type": "announce",
                 "session": session,

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeGuard
+from typing import Any, TypeGuard
 
 from pydantic import ValidationError
 from typing_extensions import TypedDict
 
 from app.db.quarantine import Rejected
 from app.live.hub import EventHub
+from app.nodes.replies import Channel, Replies
 from app.protocol.envelope import encode
 from app.protocol.models import INT32_MAX, validate_frame
 from app.protocol.session import node_source, session_meta
@@ -31,12 +31,6 @@ COMMAND_TIMEOUT_S = 15.0
 
 class NodeUnavailable(RuntimeError):
     pass
-
-
-class Channel(Protocol):
-    """Where a producer's replies and commands go: its websocket, or our engine's link."""
-
-    async def send_text(self, data: str) -> None: ...
 
 
 class NodeView(TypedDict):
@@ -86,8 +80,7 @@ class RemoteNode:
     _rate_t: float = field(default_factory=time.monotonic)
     _rate_n: int = 0
     ws: Channel | None = None
-    pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
-    _ids: Any = field(default_factory=lambda: itertools.count(1))
+    replies: Replies = field(default_factory=Replies)
 
     def view(self) -> NodeView:
         return {
@@ -120,18 +113,10 @@ class RemoteNode:
         """Send a control command to the producer and await its reply."""
         if not self.connected or self.ws is None:
             raise NodeUnavailable(f"node {self.node!r} is disconnected")
-        cid = next(self._ids)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.pending[cid] = future
         try:
-            await self.ws.send_text(
-                encode({"type": "command", "id": cid, "kind": kind, "args": args})
-            )
-            return await asyncio.wait_for(future, COMMAND_TIMEOUT_S)
+            return await self.replies.call(self.ws, kind, args, COMMAND_TIMEOUT_S)
         except TimeoutError:
             raise NodeUnavailable(f"node {self.node!r} did not answer in time") from None
-        finally:
-            self.pending.pop(cid, None)
 
 
 class NodeRegistry:
@@ -217,13 +202,7 @@ class NodeRegistry:
             if not _is_count(cid):
                 node.invalid += 1
                 return {"type": "error", "detail": "reply: id must be a non-negative integer"}
-            future = node.pending.get(cid)
-            if future is not None and not future.done():
-                if msg.get("ok") is True:
-                    future.set_result(msg.get("result"))
-                else:
-                    detail = msg.get("detail")
-                    future.set_exception(ValueError(str(detail or "refused")[:2000]))
+            node.replies.settle(msg)
             return None
         if kind == "stats":
             buffered, dropped = msg.get("buffered", 0), msg.get("dropped", 0)
@@ -285,9 +264,7 @@ class NodeRegistry:
 
     def disconnected(self, node: RemoteNode) -> None:
         node.connected, node.since, node.ws = False, time.time(), None
-        for future in node.pending.values():
-            if not future.done():
-                future.set_exception(NodeUnavailable(f"node {node.node!r} disconnected"))
+        node.replies.fail_all(NodeUnavailable(f"node {node.node!r} disconnected"))
         # No frame is added to the session: the producer owns its numbering. The nodes
         # view shows the disconnection; a reconnect resumes after node.last_seq.
 

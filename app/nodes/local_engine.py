@@ -22,9 +22,10 @@ from app.live.supervisor import EngineExit, EngineStatus, EngineSupervisor, desc
 from app.nodes.control import EngineBusy, RemoteControl
 from app.nodes.ingest import NodeRegistry, NodeUnavailable, RemoteNode
 from app.nodes.link import Link, LinkClosed
-from app.protocol.envelope import encode
+from app.nodes.replies import Replies
+from app.protocol.envelope import split_frame
 from app.settings import Settings
-from engine.runner.tokenizer import Tokenizer, load_tokenizer
+from engine.runner.tokenizer import load_tokenizer
 
 log = logging.getLogger("batchscope.engine")
 
@@ -38,7 +39,6 @@ SILENT_AFTER_S = 5.0
 INTAKE_SHARE = 0.4
 INTAKE_WINDOW_S = 0.05
 FRAME_TYPES = ("iteration", "request", "config", "session")
-DATA_KEY = ',"data":'
 
 
 class LocalEngine:
@@ -47,16 +47,13 @@ class LocalEngine:
         self.hub = hub
         self.registry = registry
         self.session: str | None = None
-        self.sessions: set[str] = set()
-        """Every session our engine processes started (all answer to `control`)."""
         self.node: RemoteNode | None = None
         self.workload: dict[str, Any] | None = None
-        self.scenario: str | None = None
         self.link: Link | None = None
-        self._tokenizer: Tokenizer | None = None
         self._ready = asyncio.Event()
-        self._pending: dict[int, asyncio.Future[Any]] = {}
-        self._ids = 0
+        self._replies = Replies()
+        """Commands awaiting replies: they outlive a session switch (a new session's reply
+        comes after its announce), so they are the process's, not a session node's."""
         self.engine_step: int | None = None
         """The engine's own step count (its latest stats), ahead of `step` when frames wait."""
         self.last_heard = time.monotonic()
@@ -106,10 +103,10 @@ class LocalEngine:
         """/healthz's `engine` check: the process runs and has announced its session."""
         status = self.status()
         silent = time.monotonic() - self.last_heard
-        if status["state"] == "running" and self._ready.is_set() and silent > SILENT_AFTER_S:
-            text = f"no word from the engine process {status['pid']} for {silent:.0f} s"
-            return Check(False, text, dict(status))
         if status["state"] == "running" and self._ready.is_set():
+            if silent > SILENT_AFTER_S:
+                text = f"no word from the engine process {status['pid']} for {silent:.0f} s"
+                return Check(False, text, dict(status))
             text = f"engine process {status['pid']} running session {self.session}"
             return Check(True, text, dict(status))
         last = status["last_exit_text"]
@@ -149,8 +146,8 @@ class LocalEngine:
         kind = msg.get("type")
         if kind in FRAME_TYPES and self.node is not None:
             # Our own process encoded the frame once: forward its data's text as is.
-            at = line.find(DATA_KEY)
-            data_json = line[at + len(DATA_KEY) : -1] if at >= 0 else None
+            parts = split_frame(line)
+            data_json = parts.data_json if parts else None
             self.registry.accept(self.node, kind, int(msg["seq"]), msg["data"], data_json)
         elif kind == "stats" and self.node is not None:
             self.registry.receive(self.node, msg)
@@ -159,12 +156,7 @@ class LocalEngine:
         elif kind == "announce":
             self._announce(msg)
         elif kind == "reply":
-            future = self._pending.pop(msg.get("id"), None)
-            if future is not None and not future.done():
-                if msg.get("ok"):
-                    future.set_result(msg.get("result"))
-                else:
-                    future.set_exception(ValueError(str(msg.get("detail") or "refused")))
+            self._replies.settle(msg)
 
     def _announce(self, msg: dict[str, Any]) -> None:
         if self.session is not None and self.session != msg["session"]:
@@ -172,14 +164,12 @@ class LocalEngine:
             if self.node is not None:
                 self.node.connected = False
         self.session = str(msg["session"])
-        self.sessions.add(self.session)
         self.workload = msg.get("workload")
-        self.scenario = msg.get("scenario")
         tok = msg.get("tokenizer") or {}
-        self._tokenizer = load_tokenizer(
+        tokenizer = load_tokenizer(
             self.settings.model, tok.get("bos_token_id"), tok.get("eos_token_id")
         )
-        self.control = RemoteControl(self, self._tokenizer)
+        self.control = RemoteControl(self, tokenizer)
         self.node = self.registry.announce_local(self.session, dict(msg["meta"]), NODE)
         self.node.ws = self.link
         self._ready.set()
@@ -190,10 +180,7 @@ class LocalEngine:
         self._ready.clear()
         if self.node is not None:
             self.registry.disconnected(self.node)
-        for future in self._pending.values():
-            if not future.done():
-                future.set_exception(NodeUnavailable("the local engine process exited"))
-        self._pending.clear()
+        self._replies.fail_all(NodeUnavailable("the local engine process exited"))
 
     def _on_exit(self, exit_: EngineExit) -> None:
         """The process is gone: say so in its session (recorded), then close it."""
@@ -214,19 +201,12 @@ class LocalEngine:
         link = self.link
         if link is None:
             raise NodeUnavailable("the local engine process is not running")
-        self._ids += 1
-        cid = self._ids
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[cid] = future
         try:
-            await link.send_text(encode({"type": "command", "id": cid, "kind": kind, "args": args}))
-            return await asyncio.wait_for(future, COMMAND_TIMEOUT_S)
+            return await self._replies.call(link, kind, args, COMMAND_TIMEOUT_S)
         except LinkClosed:
             raise NodeUnavailable("the local engine process exited") from None
         except TimeoutError:
             raise NodeUnavailable("the local engine did not answer in time") from None
-        finally:
-            self._pending.pop(cid, None)
 
     async def _local(self, kind: str, **args: Any) -> Any:
         try:

@@ -6,7 +6,8 @@ the vLLM adapter included, so this module uses the standard library only.
 from __future__ import annotations
 
 import json
-from typing import Any
+import re
+from typing import Any, NamedTuple
 
 PROTOCOL_VERSION = 1
 
@@ -31,6 +32,27 @@ def envelope(
         f'{{"v":{PROTOCOL_VERSION},"type":{encode(frame_type)},"session":{encode(session)},'
         f'"seq":{encode(seq)}{stamp},"data":{data_json}}}'
     )
+
+
+class FrameText(NamedTuple):
+    type: str
+    seq: int
+    data_json: str
+    """The `data` part, as the sender encoded it."""
+
+
+_HEAD = re.compile(r'\{"v":1,"type":"(\w+)","session":(?:"[^"]*"|null),"seq":(\d+)')
+_DATA = ',"data":'
+
+
+def split_frame(text: str) -> FrameText | None:
+    """Type, seq and data text of a frame that `envelope()` built, read without parsing
+    it (None for any other text): forwarding it then costs no second encode."""
+    head = _HEAD.match(text)
+    at = text.find(_DATA, head.end()) if head else -1
+    if head is None or at < 0 or not text.endswith("}"):
+        return None
+    return FrameText(head.group(1), int(head.group(2)), text[at + len(_DATA) : -1])
 
 
 def error_frame(detail: str) -> str:

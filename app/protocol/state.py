@@ -350,8 +350,9 @@ class SessionState:
         """The snapshot's `blocks` as JSON text, from the per-block cache."""
         texts = self._blocks_text
         if texts is None or len(texts) != len(self.blocks) + 1:
-            texts = [""] + [encode(self.blocks[k]) for k in sorted(self.blocks)]
-            if sorted(self.blocks) == list(range(1, len(self.blocks) + 1)):
+            ids = sorted(self.blocks)
+            texts = [""] + [encode(self.blocks[k]) for k in ids]
+            if ids == list(range(1, len(ids) + 1)):  # indexable by block id: keep it
                 self._blocks_text = texts
         return "[" + ",".join(texts[1:]) + "]"
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 import sys
 from collections import deque
 from typing import IO, Any
@@ -19,7 +18,7 @@ from typing import IO, Any
 from app.db.queries import SessionRow
 from app.db.writer_process import TextFrame
 from app.protocol.convert import event_to_frame
-from app.protocol.envelope import encode, envelope
+from app.protocol.envelope import encode, envelope, split_frame
 from app.protocol.session import new_session_id, session_meta
 from app.records.recorder import Recorder
 from app.records.rerun import Arrival, rerun_events
@@ -29,7 +28,6 @@ from engine.request import SamplingParams
 
 BATCH_FRAMES = 2000
 LINE_LIMIT = 64 << 20
-HEADER = re.compile(r'\{"v":1,"type":"(\w+)","session":"[^"]*","seq":(\d+)')
 
 
 class RerunFailed(RuntimeError):
@@ -153,12 +151,11 @@ async def rerun_session(
     try:
         while line := await proc.stdout.readline():
             text = line.decode().rstrip("\n")
-            head = HEADER.match(text)
-            if head is None:
+            frame = split_frame(text)
+            if frame is None:
                 raise RerunFailed(f"the re-run's engine wrote an unreadable line: {text[:80]}")
-            frame_type = head.group(1)
-            steps += frame_type == "iteration"
-            batch.append(TextFrame(new_id, frame_type, int(head.group(2)), text))
+            steps += frame.type == "iteration"
+            batch.append(TextFrame(new_id, frame.type, frame.seq, text))
             if len(batch) >= BATCH_FRAMES:
                 await recorder.write_now(batch)
                 batch = []
