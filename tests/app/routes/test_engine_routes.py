@@ -42,8 +42,13 @@ def test_new_session_with_async_scheduling(live_server: LiveServer) -> None:
         while sum(q["status"] == "FINISHED" for q in _state(c)["requests"]) < 3:
             assert time.monotonic() < deadline
             time.sleep(0.1)
-        # The previous session ended (listed as not live).
-        rows = {s["id"]: s for s in c.get("/api/sessions").json()}
+        # The previous session ended (listed as not live, once the recorder wrote it).
+        while True:
+            rows = {s["id"]: s for s in c.get("/api/sessions").json()}
+            if before in rows:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
         assert rows[before]["live"] is False
 
 
