@@ -1,8 +1,9 @@
-"""HubSink: the engine thread's EventSink. It converts and JSON-encodes each event on the
-engine thread, queues it, and wakes the event loop at most once per batch; the loop
-publishes queued frames in slices so web requests interleave. The engine never blocks:
-if the loop falls too far behind, frames are dropped, counted, and a visible `gap` mark is
-published once the loop catches up (never a silent hole).
+"""HubSink, for bench.recording_bench's in-process baseline (the dashboard's own engine
+runs in a process of its own: app.nodes.engine_host): an EventSink on an engine thread. It
+converts and JSON-encodes each event on the engine thread, queues it, and wakes the event
+loop at most once per batch; the loop publishes queued frames in slices. The engine never
+blocks: if the loop falls too far behind, frames are dropped, counted, and a visible `gap`
+mark is published once the loop catches up (never a silent hole).
 """
 
 from __future__ import annotations

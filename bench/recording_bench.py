@@ -33,11 +33,11 @@ from app.db.migrate import upgrade
 from app.db.models import CheckpointRecord
 from app.db.session import make_engine, make_sessionmaker
 from app.db.writes import Frame, write_batch
-from app.live.bridge import HubSink
 from app.live.hub import EventHub
 from app.records.export import export_jsonl
 from app.records.importer import import_jsonl
 from app.records.recorder import Recorder
+from bench.hub_sink import HubSink
 from bench.recording_workload import Workload, open_session, run_steps
 from tests.app.records.helpers import HubPublisher
 
