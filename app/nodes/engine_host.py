@@ -6,6 +6,12 @@ Frames are converted on the engine thread and JSON-encoded once, here; the dashb
 folds and forwards them. New sessions (a scenario, other knobs, a restart) start here too,
 each announced on the same link. The engine never waits on the link: frames the dashboard
 does not take in time are dropped and counted, and the jump in seq is its visible gap.
+
+Flow control is a credit window: the dashboard acknowledges the frames it has folded
+(`{"type": "ack", "session", "seq"}`), and at most WINDOW_FRAMES frames are on the link
+unacknowledged; the rest wait in the outbox (a paced engine drops past MAX_OUTBOX, a
+flat-out simulation waits). So a reply, which follows the frames its command made, is
+never queued behind more than a window of frames: commands answer promptly at any rate.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import itertools
 import json
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
@@ -38,8 +45,14 @@ log = logging.getLogger("batchscope.engine")
 
 SEND_INTERVAL_S = 0.01
 STATS_INTERVAL_S = 0.25
+WINDOW_FRAMES = 32
+"""Frames on the link that the dashboard has not acknowledged yet, at most."""
 BACKLOG_FRAMES = 64
+"""Converted frames a flat-out simulation lets wait for the link before it waits too."""
 MAX_OUTBOX = 50_000
+ACK_POLL_S = 0.002
+COMMAND_FLUSH_S = 5.0
+"""A reply waits at most this long for its command's frames to get through the window."""
 """Frames waiting for the link; past it new frames are dropped (a gap the dashboard marks)."""
 NODE = "local"
 
@@ -58,8 +71,12 @@ class EngineHost:
         self.sink = QueueSink()
         self.workload: PoissonWorkload | None = None
         self.seq = 0
+        self.acked = 0
+        """The newest seq of this session the dashboard has folded (its last ack)."""
+        self.sent = 0
+        """The newest seq written to the link."""
         self.dropped = 0
-        self.outbox: list[str] = []
+        self.outbox: deque[tuple[int, str]] = deque()
         self._req_ids = itertools.count(1)
         self._switching = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -73,7 +90,7 @@ class EngineHost:
             if self.core is not None:
                 await asyncio.to_thread(self.core.stop)
                 self.core = None
-                await self.flush()
+                await self.flush(window=False)
             config = config or (scenario.config if scenario else self.settings.engine_config())
             runner = await asyncio.to_thread(self.make_runner, config)
             session = new_session_id()
@@ -90,6 +107,8 @@ class EngineHost:
                 )
                 hook = self.workload
             self.session, self.seq, self.dropped = session, 0, 0
+            self.acked = self.sent = 0
+            self.outbox.clear()
             announce = {
                 "type": "announce",
                 "session": session,
@@ -117,7 +136,12 @@ class EngineHost:
 
     def _backlogged(self) -> bool:
         """(Engine thread) frames are waiting for the link beyond a few steps' worth."""
-        return self.sink.queue.qsize() + len(self.outbox) > BACKLOG_FRAMES or self.link.busy()
+        waiting = self.sink.queue.qsize() + len(self.outbox)
+        return waiting > BACKLOG_FRAMES or self.sent - self.acked >= WINDOW_FRAMES
+
+    def window_left(self) -> int:
+        """Frames the link may take now without overrunning the dashboard."""
+        return WINDOW_FRAMES - (self.sent - self.acked)
 
     def workload_spec(self) -> dict[str, Any] | None:
         return asdict(self.workload.spec) if self.workload else None
@@ -131,17 +155,34 @@ class EngineHost:
         if len(self.outbox) >= MAX_OUTBOX:
             self.dropped += 1  # the dashboard sees the seq jump and marks the gap
             return
-        self.outbox.append(envelope(frame_type, self.session, self.seq, encode(data)))
+        self.outbox.append((self.seq, envelope(frame_type, self.session, self.seq, encode(data))))
 
     def _collect(self) -> None:
         for frame_type, data in self.sink.drain():
             self._queue_frame(frame_type, data)
 
-    async def flush(self) -> None:
+    async def flush(self, window: bool = True) -> None:
+        """Send what waits, as far as the window allows (all of it at a session's end)."""
         self._collect()
-        if self.outbox:
-            batch, self.outbox = self.outbox, []
-            await self.link.send_lines(batch)
+        n = min(len(self.outbox), self.window_left()) if window else len(self.outbox)
+        if n > 0:
+            outbox = self.outbox
+            batch = [outbox.popleft() for _ in range(n)]
+            self.sent = batch[-1][0]
+            await self.link.send_lines([text for _, text in batch])
+
+    async def flush_through(self, seq: int, timeout: float = COMMAND_FLUSH_S) -> None:
+        """Send every frame up to `seq` (a command's own frames), as acks make room."""
+        deadline = time.monotonic() + timeout
+        await self.flush()
+        while self.outbox and self.outbox[0][0] <= seq and time.monotonic() < deadline:
+            await asyncio.sleep(ACK_POLL_S)
+            await self.flush()
+
+    def on_ack(self, msg: dict[str, Any]) -> None:
+        seq = msg.get("seq")
+        if msg.get("session") == self.session and isinstance(seq, int) and seq > self.acked:
+            self.acked = min(seq, self.sent)
 
     async def _send_forever(self) -> None:
         last_stats = 0.0
@@ -163,7 +204,11 @@ class EngineHost:
     async def _receive_forever(self) -> None:
         while True:
             msg = json.loads(await self.link.recv())
-            if msg.get("type") == "command":
+            if msg.get("type") == "ack":
+                self.on_ack(msg)
+                if self.outbox:
+                    await self.flush()
+            elif msg.get("type") == "command":
                 task = asyncio.create_task(self._answer(msg))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
@@ -178,8 +223,10 @@ class EngineHost:
             reply = {"type": "reply", "id": msg.get("id"), "ok": False, "detail": error_detail(exc)}
         with contextlib.suppress(LinkClosed):
             # What the command made (a config frame, a state mark) goes out before its
-            # reply: whoever awaited the reply then sees it in the session.
-            await self.flush()
+            # reply: whoever awaited the reply then sees it in the session. The window
+            # keeps what is ahead of it short.
+            self._collect()
+            await self.flush_through(self.seq)
             await self.link.send_text(encode(reply))
 
     async def _command(self, kind: object, args: dict[str, Any]) -> Any:
@@ -226,7 +273,7 @@ class EngineHost:
             if self.core is not None:
                 await asyncio.to_thread(self.core.stop)
             with contextlib.suppress(LinkClosed):
-                await self.flush()
+                await self.flush(window=False)
             self.link.close()
 
 

@@ -8,6 +8,7 @@ always the live one, and it also starts scenario and fresh sessions, and the wor
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -23,7 +24,7 @@ from app.nodes.control import EngineBusy, RemoteControl
 from app.nodes.ingest import NodeRegistry, NodeUnavailable, RemoteNode
 from app.nodes.link import Link, LinkClosed
 from app.nodes.replies import Replies
-from app.protocol.envelope import split_frame
+from app.protocol.envelope import encode, split_frame
 from app.settings import Settings
 from engine.runner.tokenizer import load_tokenizer
 
@@ -38,6 +39,10 @@ SILENT_AFTER_S = 5.0
 """An engine process silent this long (it reports every second) is unhealthy: hung."""
 INTAKE_SHARE = 0.4
 INTAKE_WINDOW_S = 0.05
+ACK_EVERY = 8
+"""Frames folded between acks (the engine keeps at most a window of 32 unacknowledged)."""
+ACK_IDLE_S = 0.01
+"""A frame folded but not yet acknowledged is acknowledged this soon anyway."""
 FRAME_TYPES = ("iteration", "request", "config", "session")
 
 
@@ -51,6 +56,10 @@ class LocalEngine:
         self.workload: dict[str, Any] | None = None
         self.link: Link | None = None
         self._ready = asyncio.Event()
+        self._taken = 0
+        """The newest seq of the live session's frames taken in (folded or refused)."""
+        self._acked: tuple[str | None, int] = (None, 0)
+        """The (session, seq) last acknowledged to the engine process."""
         self._replies = Replies()
         """Commands awaiting replies: they outlive a session switch (a new session's reply
         comes after its announce), so they are the process's, not a session node's."""
@@ -126,11 +135,14 @@ class LocalEngine:
         link = await Link.open(sock)
         self.link = link
         duty = DutyCycle(INTAKE_SHARE, INTAKE_WINDOW_S)
+        acks = asyncio.create_task(self._ack_idle(link))
         try:
             while True:
                 started = time.perf_counter()
                 for _ in range(LINES_PER_TURN):
                     self._handle(await link.recv())
+                if self._unacked() >= ACK_EVERY:
+                    await self._ack(link)
                 # A buffered line is returned without yielding: let the web have its turn,
                 # and keep intake to its share of the loop (viewers and pages get the rest;
                 # the engine process holds or drops what waits, see engine_host).
@@ -138,13 +150,33 @@ class LocalEngine:
         except LinkClosed:
             pass
         finally:
+            acks.cancel()
             self._disconnected(link)
+
+    def _unacked(self) -> int:
+        session, seq = self._acked
+        return self._taken - (seq if session == self.session else 0)
+
+    async def _ack(self, link: Link) -> None:
+        """Tell the engine process which frames are folded: it sends a window past that."""
+        session, seq = self.session, self._taken
+        self._acked = (session, seq)
+        await link.send_text(encode({"type": "ack", "session": session, "seq": seq}))
+
+    async def _ack_idle(self, link: Link) -> None:
+        """Acknowledge the tail of a burst (fewer than ACK_EVERY frames) too."""
+        with contextlib.suppress(LinkClosed):
+            while True:
+                await asyncio.sleep(ACK_IDLE_S)
+                if (self.session, self._taken) != self._acked:
+                    await self._ack(link)
 
     def _handle(self, line: str) -> None:
         self.last_heard = time.monotonic()
         msg = json.loads(line)
         kind = msg.get("type")
         if kind in FRAME_TYPES and self.node is not None:
+            self._taken = int(msg["seq"])
             # Our own process encoded the frame once: forward its data's text as is.
             parts = split_frame(line)
             data_json = parts.data_json if parts else None
@@ -164,6 +196,7 @@ class LocalEngine:
             if self.node is not None:
                 self.node.connected = False
         self.session = str(msg["session"])
+        self._taken = 0
         self.workload = msg.get("workload")
         tok = msg.get("tokenizer") or {}
         tokenizer = load_tokenizer(
