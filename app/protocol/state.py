@@ -225,6 +225,9 @@ class SessionState:
         for f in d["finished"]:
             row = self._row(f["req"])
             row["status"], row["finish_reason"], row["finish_step"] = "FINISHED", f["reason"], step
+            # The request's own `finished` mark follows with the same time; until it is
+            # folded the row is finished already, so it has its finish time too.
+            row["finish_t"] = t_end
         for req, reason in d["waiting_reasons"].items():
             waiting_row = self.requests.get(req)
             if waiting_row is not None:
