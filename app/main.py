@@ -25,7 +25,7 @@ from app.live.health import Check, HealthRegistry, database_check
 from app.live.hub import EventHub
 from app.live.metrics import Metrics
 from app.live.relay import PgRelay
-from app.nodes.ingest import NodeRegistry
+from app.nodes.ingest import NodeRegistry, watch_vanished
 from app.nodes.local_engine import LocalEngine
 from app.records.recorder import Recorder
 from app.records.retention import enforce_cap
@@ -95,6 +95,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # the collector's way, so a full collection scans only what the sessions hold.
         gc.collect()
         gc.freeze()
+        vanished = asyncio.create_task(
+            watch_vanished(app.state.nodes, app.state.db, settings.node_gone_after_s)
+        )
         cap = None
         if settings.max_recordings_mb > 0:
             max_bytes = int(settings.max_recordings_mb * 1e6)
@@ -102,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            vanished.cancel()
             if cap is not None:
                 cap.cancel()
             # Ordered shutdown (SIGINT/SIGTERM; uvicorn has closed the sockets): stop

@@ -16,6 +16,7 @@ from engine.config import (
     SchedulerConfig,
     SchedulingPolicy,
 )
+from engine.releases import DEFAULT_VLLM_VERSION
 from engine.workload import WorkloadSpec
 
 
@@ -56,6 +57,8 @@ class Settings(BaseSettings):
     """vLLM's async scheduling (batch queue of 2) for the local engine's sessions."""
     num_speculative_tokens: int = Field(0, ge=0, le=16)
     batching: Literal["continuous", "static"] = "continuous"
+    vllm_version: str = DEFAULT_VLLM_VERSION
+    """The vLLM release the local engine decides as (docs/vllm_releases.md)."""
 
     # Default Poisson workload.
     workload_rate: float = Field(2.0, gt=0, le=200)
@@ -73,6 +76,9 @@ class Settings(BaseSettings):
     """/healthz says unhealthy once a frame has waited this long for the database."""
     ws_queue_frames: int = Field(512, ge=8, le=100_000)
     """Per-client bound on queued frames; past it the client gets a gap + snapshot."""
+    node_gone_after_s: float = Field(300.0, gt=0, le=86_400)
+    """A node disconnected this long has vanished: its session is ended (`vanished`);
+    one that comes back later resumes it."""
 
     max_recordings_mb: float = Field(0, ge=0)
     """Cap on what recordings store: past it the oldest ended sessions are deleted
@@ -100,6 +106,7 @@ class Settings(BaseSettings):
                 num_gpu_blocks=self.num_gpu_blocks,
                 enable_prefix_caching=self.enable_prefix_caching,
             ),
+            vllm_version=self.vllm_version,
         ).validate()
 
     def workload_spec(self) -> WorkloadSpec:

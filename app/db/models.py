@@ -33,7 +33,9 @@ class SessionRecord(Base):
     num_requests: Mapped[int] = mapped_column(Integer, default=0)
     last_seq: Mapped[int] = mapped_column(Integer, default=0)
     end_reason: Mapped[str | None] = mapped_column(String(16), nullable=True)
-    """Why `ended_at` is set: `closed` (its producer closed it), `shutdown` (the server
+    """Why `ended_at` is set: `closed` (its producer closed it), `vanished` (its node was
+    disconnected longer than `node_gone_after_s`: not final, like the next two),
+    `shutdown` (the server
     stopped in order while it was live) or `orphaned` (the server died; marked at the next
     start). Only `closed` is final: frames arriving later reopen the others."""
     recorder: Mapped[str | None] = mapped_column(String(128), nullable=True)

@@ -42,6 +42,7 @@ class SessionRow(TypedDict):
     config: dict[str, Any]
     started_at: float
     ended_at: float | None
+    end_reason: str | None
     steps: int
     requests: int
     last_seq: int
@@ -59,6 +60,7 @@ def session_dict(rec: SessionRecord) -> SessionRow:
         "config": rec.config,
         "started_at": rec.started_at,
         "ended_at": rec.ended_at,
+        "end_reason": rec.end_reason,
         "steps": rec.num_steps,
         "requests": rec.num_requests,
         "last_seq": rec.last_seq,

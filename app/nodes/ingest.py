@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from pydantic import ValidationError
+from sqlalchemy.orm import Session, sessionmaker
 from typing_extensions import TypedDict
 
+from app.db.lifecycle import mark_ended
 from app.db.quarantine import Rejected
 from app.live.hub import EventHub
 from app.nodes.replies import Channel, Replies
@@ -24,6 +27,8 @@ from app.protocol.envelope import encode
 from app.protocol.models import INT32_MAX, validate_frame
 from app.protocol.session import node_source, session_meta
 from app.protocol.state import SessionState
+
+log = logging.getLogger("batchscope.nodes")
 
 FRAME_TYPES = ("iteration", "request", "config", "session")
 COMMAND_TIMEOUT_S = 15.0
@@ -41,7 +46,13 @@ class NodeView(TypedDict):
     engine: str
     model: str
     state: str
-    """`live` or `disconnected`."""
+    """`live`, `disconnected` (it may come back) or `ended` (see end_reason)."""
+    end_reason: str | None
+    """Why the session ended: `shutdown` (the producer closed it, e.g. a clean vLLM
+    stop), `vanished` (disconnected longer than `node_gone_after_s`), ..."""
+    observer_errors: int
+    """Failures inside the producer's observation hooks (a vLLM node's adapter stops
+    observing at the first one and keeps serving)."""
     since: float
     frames: int
     frames_per_s: float
@@ -76,6 +87,9 @@ class RemoteNode:
     producer_dropped: int = 0
     unstored: int = 0
     last_error: str | None = None
+    ended: str | None = None
+    """The session's end reason, once it ended (`shutdown`, `vanished`, ...)."""
+    observer_errors: int = 0
     rate: float = 0.0
     _rate_t: float = field(default_factory=time.monotonic)
     _rate_n: int = 0
@@ -88,7 +102,9 @@ class RemoteNode:
             "session": self.session,
             "engine": self.engine,
             "model": self.model,
-            "state": "live" if self.connected else "disconnected",
+            "state": "ended" if self.ended else "live" if self.connected else "disconnected",
+            "end_reason": self.ended,
+            "observer_errors": self.observer_errors,
             "since": self.since,
             "frames": self.frames,
             "frames_per_s": round(self.rate, 2),
@@ -181,6 +197,7 @@ class NodeRegistry:
         if node is None:
             node = RemoteNode(node_name, session, engine, model)
         node.connected, node.since, node.last_seq = True, time.time(), last
+        node.ended = None
         self.nodes[node_name] = node
         self.by_session[session] = node
         return node
@@ -213,6 +230,9 @@ class NodeRegistry:
                     "detail": f"stats: buffered and dropped must be integers 0-{INT32_MAX}",
                 }
             node.producer_buffered, node.producer_dropped = buffered, dropped
+            errors = msg.get("observer_errors", 0)
+            if _is_count(errors):
+                node.observer_errors = errors
             return None
         if kind not in FRAME_TYPES:
             node.invalid += 1
@@ -260,13 +280,55 @@ class NodeRegistry:
         node.frames += 1
         node.tick()
         self.hub.publish(node.session, kind, clean, seq=seq, data_json=data_json)
+        if kind == "session" and clean.get("event") == "closed":
+            # The producer ended its session (a clean shutdown): recorded as closed.
+            self._ended(node, str(clean.get("reason") or "closed")[:32])
         return None
+
+    def _ended(self, node: RemoteNode, reason: str) -> None:
+        node.ended = reason
+        info = self.hub.sessions.get(node.session)
+        if info is not None:
+            info.live = False
+
+    def sweep_vanished(self, after_s: float, now: float | None = None) -> list[str]:
+        """The sessions of nodes disconnected for over `after_s` seconds, now ended as
+        `vanished` (no frame is added: the producer owns the numbering, and one that
+        comes back resumes its session)."""
+        now = time.time() if now is None else now
+        gone = [
+            n
+            for n in self.nodes.values()
+            if not n.connected and n.ended is None and now - n.since > after_s
+        ]
+        for node in gone:
+            log.warning(
+                "node %r vanished: no word for %.0f s; its session %s is marked ended",
+                node.node,
+                now - node.since,
+                node.session,
+            )
+            self._ended(node, "vanished")
+        return [n.session for n in gone]
 
     def disconnected(self, node: RemoteNode) -> None:
         node.connected, node.since, node.ws = False, time.time(), None
         node.replies.fail_all(NodeUnavailable(f"node {node.node!r} disconnected"))
         # No frame is added to the session: the producer owns its numbering. The nodes
         # view shows the disconnection; a reconnect resumes after node.last_seq.
+
+
+async def watch_vanished(registry: NodeRegistry, db: sessionmaker[Session], after_s: float) -> None:
+    """Sweep for vanished nodes a few times per `after_s` (at least once a minute) and
+    record their sessions as ended (`vanished`; frames that come later reopen them)."""
+    while True:
+        await asyncio.sleep(min(max(after_s / 4, 0.05), 60.0))
+        gone = registry.sweep_vanished(after_s)
+        if gone:
+            try:
+                await asyncio.to_thread(mark_ended, db, gone, "vanished")
+            except Exception:
+                log.exception("could not mark vanished sessions ended")
 
 
 def node_name_of(msg: dict[str, Any]) -> str:

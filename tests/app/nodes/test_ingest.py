@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -20,7 +21,7 @@ import websockets
 from tests.conftest import ROOT, TOKEN, cli, free_port
 
 
-def _serve(port: int, db: str) -> subprocess.Popen[str]:
+def _serve(port: int, db: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     cmd = [
         sys.executable,
         "-m",
@@ -35,7 +36,12 @@ def _serve(port: int, db: str) -> subprocess.Popen[str]:
         db,
     ]
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **(env or {})},
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
