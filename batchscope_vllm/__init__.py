@@ -1,8 +1,10 @@
 """batchscope's vLLM adapter: `--scheduler-cls batchscope_vllm.ObservedScheduler` streams
-every scheduler step of a vLLM 0.20 v1 engine to a batchscope dashboard (/ws/ingest).
+every scheduler step of a vLLM v1 engine, releases 0.20 … 0.33, to a batchscope dashboard
+(/ws/ingest), in whichever loop vLLM runs (sync, async scheduling, speculative decoding).
 
 Install it next to vLLM with `pip install ./packaging/batchscope-vllm` (from a batchscope
-checkout; it pulls only websockets; tested with vLLM 0.20.0). It imports only vLLM,
+checkout; it pulls only websockets; tested with vLLM 0.20.0 and 0.33.0; the release
+differences are found by feature detection, compat.py). It imports only vLLM,
 websockets, the standard library and batchscope's stdlib-only protocol modules
 (app.protocol.envelope, frames and session: the envelope and payloads every producer
 builds the same way), which that distribution carries as batchscope_vllm._protocol.

@@ -10,69 +10,43 @@ each frame is one step, with the batch it scheduled and the output it applied
 (`updated_step`), like our own engine's.
 
 The payloads are laid out by app.protocol.frames, as our own engine's are (that module
-and app.protocol.envelope use the standard library only). An iteration frame's
-`scheduled` rows (one per running request: the bulk of the bytes) are formatted straight
-to JSON text (`Rows`), skipping a dict per row and its generic encoding; `encode_data()`
-splices them into the frame's data.
+and app.protocol.envelope use the standard library only); the `scheduled` rows come
+as JSON text from rows.py, the waiting reasons from waiting.py (computed here, from what
+the schedule hook captured).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
-from app.protocol.envelope import encode
 from app.protocol.frames import iteration_payload, request_payload
+from batchscope_vllm.rows import Req, Rows, encode_data, read_batch
 from batchscope_vllm.steps import Scheduled, Step, StepAssembler, Updated
+from batchscope_vllm.waiting import Capture, Limits, StepFacts, reasons
 
 Frame = tuple[str, dict[str, Any]]
-ROW = '{"req":%s,"n":%d,"start":%d,"phase":"%s","prefix_hit":%d,"sample":%s}'
-DECODE_TAIL = ',"phase":"decode","prefix_hit":0,"sample":true}'  # after a decode row's start
-_PLACEHOLDER = "\x00rows"
-_PLACEHOLDER_JSON = json.dumps(_PLACEHOLDER)
-
-
-class Rows:
-    """An iteration frame's `scheduled` list, already JSON text."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, rows: list[str]) -> None:
-        self.text = "[" + ",".join(rows) + "]"
-
-
-def encode_data(data: dict[str, Any]) -> str:
-    """Frame data as compact JSON, with `Rows` spliced in as they are."""
-    rows = data.get("scheduled")
-    if not isinstance(rows, Rows):
-        return encode(data)
-    return encode({**data, "scheduled": _PLACEHOLDER}).replace(_PLACEHOLDER_JSON, rows.text, 1)
-
-
-@dataclass(slots=True)
-class _Req:
-    num_prompt: int
-    quoted: str  # the id as a JSON string
-    head: str  # a plain decode row up to its start
-    num_output: int = 0
-    num_preemptions: int = 0
-    cached: int | None = None  # prefix-cache hit tokens at first admission
-    preempted: bool = False
-    output_ids: list[int] = field(default_factory=list)
+__all__ = ["Frame", "FrameBuilder", "encode_data"]
 
 
 class FrameBuilder:
     def __init__(
-        self, max_tokens: int, max_seqs: int, total_blocks: int, async_scheduling: bool = False
+        self,
+        max_tokens: int,
+        max_seqs: int,
+        total_blocks: int,
+        async_scheduling: bool = False,
+        limits: Limits | None = None,
     ) -> None:
         self.t0 = time.perf_counter()
         self.max_tokens = max_tokens
         self.max_seqs = max_seqs
         self.total_blocks = total_blocks
         self.async_scheduling = async_scheduling
-        self.reqs: dict[str, _Req] = {}
+        self.limits = limits
+        """The scheduler's knobs for the waiting reasons (None: reasons are not computed)."""
+        self.reqs: dict[str, Req] = {}
         self.steps = StepAssembler()
         self.reported_finished: set[str] = set()
         self.queues = (0, 0, total_blocks)
@@ -84,23 +58,9 @@ class FrameBuilder:
         if kind == "a":
             return self._arrival(item)
         if kind == "s":
-            _, so, _step, t0, t1, running, waiting, free, preempted = item
-            rows, new, resumed, split, spec, sampling = self._scheduled(so)
-            rec = Scheduled(
-                so,
-                t0,
-                t1,
-                running,
-                waiting,
-                free,
-                preempted,
-                rows,
-                new,
-                resumed,
-                split,
-                spec,
-                sampling,
-            )
+            _, so, _step, t0, t1, running, waiting, free, preempted, waits = item
+            batch = read_batch(so, self.reqs, self.steps.in_flight)
+            rec = Scheduled(so, t0, t1, running, waiting, free, preempted, batch, waits)
             done = self.steps.on_schedule(rec, self.async_scheduling)
         else:
             _, so, outputs, generated, t2, t3, running_end, waiting_end, free_end = item
@@ -124,7 +84,7 @@ class FrameBuilder:
         _, req_id, num_prompt, max_tokens, priority, t, _step = item
         step = self.steps.arrival_step(req_id)
         quoted = json.dumps(req_id)
-        self.reqs[req_id] = _Req(num_prompt, quoted, '{"req":' + quoted + ',"n":1,"start":')
+        self.reqs[req_id] = Req(num_prompt, quoted, '{"req":' + quoted + ',"n":1,"start":')
         detail = {"num_prompt_tokens": num_prompt, "max_tokens": max_tokens, "priority": priority}
         return [("request", request_payload(req_id, "arrived", step, t - self.t0, detail))]
 
@@ -157,6 +117,8 @@ class FrameBuilder:
         forward_ms = max(u.t2 - s.t1, 0.0) * 1e3 if (s is not None and u is not None) else 0.0
         overhead = (s.t1 - s.t0 if s else 0.0) + (u.t3 - u.t2 if u else 0.0)
         preempted = s.preempted if s else []
+        b = s.batch if s else None
+        waiting_reasons, waiting_detail = self._waiting(s)
         iteration = iteration_payload(
             step=step.index,
             t_start=t_start,
@@ -164,9 +126,9 @@ class FrameBuilder:
             forward_ms=forward_ms,
             overhead_us=overhead * 1e6,
             simulated=False,
-            scheduled=s.rows if s else Rows([]),
-            new=s.new if s else [],
-            resumed=s.resumed if s else [],
+            scheduled=b.rows if b else Rows([]),
+            new=b.new if b else [],
+            resumed=b.resumed if b else [],
             preempted=[
                 {"req": r, "reason": why, "tokens_lost": lost} for r, lost, why in preempted
             ],
@@ -181,21 +143,22 @@ class FrameBuilder:
             max_num_batched_tokens=self.max_tokens,
             num_scheduled_tokens=int(s.so.total_num_scheduled_tokens) if s else 0,
             max_num_seqs=self.max_seqs,
-            prefill_tokens=s.split[0] if s else 0,
-            decode_tokens=s.split[1] if s else 0,
+            prefill_tokens=b.prefill if b else 0,
+            decode_tokens=b.decode if b else 0,
             kv_total=self.total_blocks,
             kv_used=max(self.total_blocks - free, 0),
             kv_cached_free=0,
-            kv_hit_tokens=s.split[2] if s else 0,
+            kv_hit_tokens=b.hits if b else 0,
             kv_used_end=max(self.total_blocks - end[2], 0),
             blocks=[],
-            waiting_reasons={},
+            waiting_reasons=waiting_reasons,
             config_version=0,
             updated_step=updated_step,
             accepted=accepted,
             appended=appended,
             placeholders=dict(self.steps.in_flight) if self.async_scheduling else None,
-            spec_tokens=sum(s.spec.values()) if s else 0,
+            spec_tokens=sum(b.spec.values()) if b else 0,
+            waiting_detail=waiting_detail,
         )
         frames.append(("iteration", iteration))
         t_end = t_finish - self.t0
@@ -205,9 +168,10 @@ class FrameBuilder:
     @staticmethod
     def _accepted(sched: Scheduled, generated: dict[str, int] | None) -> dict[str, int]:
         """Drafts accepted per request whose drafts this output verified."""
-        if not sched.spec or not generated:
+        spec = sched.batch.spec
+        if not spec or not generated:
             return {}
-        return {r: generated[r] - 1 for r in sched.spec if generated.get(r)}
+        return {r: generated[r] - 1 for r in spec if generated.get(r)}
 
     def _aborted(self, so: Any, step: int, t: float) -> list[Frame]:
         """Requests finished outside update_from_output (aborts) since the last step."""
@@ -219,74 +183,25 @@ class FrameBuilder:
                 frames.append(("request", request_payload(req_id, "aborted", step, t, {})))
         return frames
 
-    def _scheduled(
-        self, so: Any
-    ) -> tuple[Rows, list[str], list[str], tuple[int, int, int], dict[str, int], dict[str, int]]:
-        """(rows, new, resumed, (prefill, decode, hit tokens), drafts per request, tokens
-        each sampling request will produce)."""
-        starts = {d.req_id: d.num_computed_tokens for d in so.scheduled_new_reqs}
-        new_ids = set(starts)
-        cached = so.scheduled_cached_reqs
-        starts.update(zip(cached.req_ids, cached.num_computed_tokens, strict=False))
-        resumed_ids = getattr(cached, "resumed_req_ids", None) or ()
-        spec_tokens = getattr(so, "scheduled_spec_decode_tokens", None) or {}
-        in_flight = self.steps.in_flight
-        reqs = self.reqs
-        rows: list[str] = []
-        new: list[str] = []
-        resumed: list[str] = []
-        spec: dict[str, int] = {}
-        sampling: dict[str, int] = {}
-        prefill = decode = hits = 0
-        for req_id, n in so.num_scheduled_tokens.items():
-            start = starts.get(req_id, 0)
-            rec = reqs.get(req_id)
-            drafts = len(spec_tokens.get(req_id) or ())
-            pending = in_flight.get(req_id, 0)
-            if n == 1 and rec is not None and req_id not in new_ids:
-                num_tokens = rec.num_prompt + rec.num_output + pending
-                if (
-                    start == num_tokens - 1
-                    and start >= rec.num_prompt
-                    and req_id not in resumed_ids
-                ):
-                    decode += 1  # the common case, a plain decode: a cached row head
-                    rows.append(rec.head + str(start) + DECODE_TAIL)
-                    sampling[req_id] = 1
-                    continue
-            hit = 0
-            if req_id in new_ids or req_id in resumed_ids:
-                hit = start
-                hits += hit
-                if req_id in resumed_ids or (rec is not None and rec.preempted):
-                    if rec is not None:
-                        rec.preempted = False
-                    resumed.append(req_id)
-                else:
-                    new.append(req_id)
-                    if rec is not None and rec.cached is None:
-                        rec.cached = hit
-            if rec is None:
-                quoted, is_prefill, sample = json.dumps(req_id), n > 1, True
-            else:
-                quoted, known = rec.quoted, rec.num_prompt + rec.num_output
-                # Prompt positions, or a recompute of more than the newest token.
-                is_prefill = start < rec.num_prompt or start + 1 < known
-                sample = start + n >= known + pending
-            if is_prefill:
-                prefill += n
-                phase = "prefill"
-            else:
-                decode += n
-                phase = "decode"
-            row = ROW % (quoted, n, start, phase, hit, "true" if sample else "false")
-            if drafts:
-                spec[req_id] = drafts
-                row = row[:-1] + f',"spec":{drafts}}}'
-            if sample:
-                sampling[req_id] = 1 + drafts
-            rows.append(row)
-        return Rows(rows), new, resumed, (prefill, decode, hits), spec, sampling
+    def _waiting(self, s: Scheduled | None) -> tuple[dict[str, str], dict[str, Any]]:
+        """The step's waiting reasons and their numbers (batchscope_vllm.waiting)."""
+        cap: Capture | None = s.waits if s is not None else None
+        if s is None or cap is None or self.limits is None:
+            return {}, {}
+        b = s.batch
+        facts = StepFacts(
+            used=int(s.so.total_num_scheduled_tokens),
+            num_scheduled=len(s.so.num_scheduled_tokens),
+            running=s.running,
+            free=s.free,
+            num_preempted=len(s.preempted),
+            num_decodes=b.num_decodes,
+            decode_tokens=b.decode,
+            prefill_chunks=b.prefill_chunks,
+            prefill_tokens=b.prefill,
+            largest=b.largest,
+        )
+        return reasons(cap, self.limits, facts)
 
     def _outputs(
         self, outputs: Any
@@ -344,7 +259,7 @@ class FrameBuilder:
         for f in it["finished"]:
             req_id = f["req"]
             self.reported_finished.add(req_id)
-            rec = self.reqs.pop(req_id, None) or _Req(0, "", "")
+            rec = self.reqs.pop(req_id, None) or Req(0, "", "")
             detail = {
                 "reason": f["reason"],
                 "num_output_tokens": rec.num_output,

@@ -1,4 +1,4 @@
-"""vLLM 0.20 v1 schedulers that report every step to a batchscope dashboard.
+"""vLLM v1 schedulers (releases 0.20 … 0.33) that report every step to a batchscope dashboard.
 
     BATCHSCOPE_URL=ws://HOST:PORT/ws/ingest BATCHSCOPE_TOKEN=... \\
         vllm serve MODEL --scheduler-cls batchscope_vllm.ObservedScheduler
@@ -8,233 +8,292 @@ the node (default: the hostname), BATCHSCOPE_NAME the session, BATCHSCOPE_BUFFER
 frames kept for resending (default 64). Without BATCHSCOPE_URL the scheduler is vLLM's,
 unobserved.
 
+Each hook passes vLLM's arguments through as they come (`schedule(throttle_prefills)` on
+0.24+, `_preempt_request(..., drop_stale_output=...)` on 0.27+, whatever a release adds),
+and calls vLLM exactly once, outside any guard: vLLM's own exceptions are vLLM's. The
+observation around the call is guarded: an exception there is logged once with its
+traceback, counted (`observer_errors`, in the sender's stats and its closing frame), and
+stops observing this node (the hooks become pass-through, the sender closes the session);
+vLLM serves on. The release differences the hooks need are found once, by feature
+detection (compat.py).
+
 The hooks run on vLLM's engine thread and never wait: they take references and cheap ints
-(the SchedulerOutput, the returned EngineCoreOutputs, queue lengths, free KV blocks,
-timestamps) and put one tuple per call on a bounded queue (`put_nowait`; a full queue
-counts a drop). The sender thread (`sender.py`) builds and ships the frames.
+(the SchedulerOutput, the returned EngineCoreOutputs, copies of the waiting queues, free KV
+blocks, timestamps) and put one tuple per call on a bounded queue (`put_nowait`; a full
+queue counts a drop). The sender thread (`sender.py`) builds and ships the frames.
 """
 
 from __future__ import annotations
 
-import os
+import logging
 import queue
-import socket
 import time
 from typing import Any
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
-from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler
-from vllm.v1.engine import EngineCoreOutputs
-from vllm.v1.outputs import ModelRunnerOutput
-from vllm.v1.request import Request
 
+from batchscope_vllm import compat
+from batchscope_vllm.announce import sender_from_env
 from batchscope_vllm.sender import Sender
+from batchscope_vllm.waiting import GATE_STATUSES, Capture
 
+log = logging.getLogger("batchscope_vllm")
 _perf = time.perf_counter
 
 
-def _describe(sched: Scheduler) -> tuple[str, dict[str, Any]]:
-    """(model, config) for the announce: the knobs that shape the schedule."""
-    vc = sched.vllm_config
-    sc, cc = vc.scheduler_config, vc.cache_config
-    config = {
-        "max_num_batched_tokens": sched.max_num_scheduled_tokens,
-        "max_num_seqs": sched.max_num_running_reqs,
-        "max_model_len": sched.max_model_len,
-        "long_prefill_token_threshold": sc.long_prefill_token_threshold,
-        "enable_chunked_prefill": sc.enable_chunked_prefill,
-        "policy": str(sc.policy),
-        "scheduler_reserve_full_isl": sc.scheduler_reserve_full_isl,
-        "async_scheduling": isinstance(sched, AsyncScheduler),
-        "num_speculative_tokens": int(getattr(sched, "num_spec_tokens", 0) or 0),
-        "block_size": sched.block_size,
-        "num_gpu_blocks": sched.kv_cache_manager.block_pool.num_gpu_blocks,
-        "enable_prefix_caching": bool(cc.enable_prefix_caching),
-    }
-    return str(vc.model_config.model), config
-
-
-def sender_from_env(sched: Scheduler) -> Sender | None:
-    """The sender configured by BATCHSCOPE_* variables, started; None without a URL."""
-    url = os.environ.get("BATCHSCOPE_URL", "").strip()
-    if not url:
-        return None
-    node = os.environ.get("BATCHSCOPE_NODE", "").strip() or socket.gethostname()
-    parallel = sched.vllm_config.parallel_config
-    if getattr(parallel, "data_parallel_size", 1) > 1:  # one engine core (and session) per rank
-        node = f"{node}-dp{getattr(parallel, 'data_parallel_rank', 0)}"
-    model, config = _describe(sched)
-    name = os.environ.get("BATCHSCOPE_NAME", "").strip() or f"{node} (vLLM {model})"
-    sender = Sender(
-        url=url,
-        token=os.environ.get("BATCHSCOPE_TOKEN", ""),
-        node=node,
-        announce={
-            "name": name[:200],
-            "engine": "vllm",
-            "runner": "vllm",
-            "simulated": False,
-            "model": model,
-            # vLLM's `model_name` metric label, so the dashboard's /metrics matches the node's.
-            "served_model_name": str(sched.vllm_config.model_config.served_model_name or model),
-            "config": config,
-        },
-        max_tokens=sched.max_num_scheduled_tokens,
-        max_seqs=sched.max_num_running_reqs,
-        total_blocks=config["num_gpu_blocks"] - 1,  # block 0 is vLLM's null block
-        history_bytes=int(float(os.environ.get("BATCHSCOPE_BUFFER_MB", "64")) * (1 << 20)),
-    )
-    sender.start()
-    return sender
-
-
 class ObserverMixin:
-    """The hooks; mixed into vLLM's Scheduler (or AsyncScheduler) below."""
+    """The hooks; mixed into vLLM's Scheduler (or AsyncScheduler) below. Each hook's
+    observation is a method of its own (`_bs_on_*`), called inside the guard."""
+
+    batchscope: Sender | None = None
+    _bs_put: Any = None
+    """The queue's put_nowait while observing; None: every hook is pass-through."""
+    _bs_failures = 0
 
     def _bs_init(self) -> None:
-        sched: Any = self
-        self.batchscope: Sender | None = sender_from_env(sched)
-        self._bs_put = self.batchscope.queue.put_nowait if self.batchscope else None
+        self.batchscope = None
+        self._bs_put = None
         self._bs_step = 0
         self._bs_preempted: list[tuple[str, int, str]] = []
         self._bs_in_schedule = False
+        self._bs_failures = 0
+        try:
+            self._bs_lay = compat.layout(self, GATE_STATUSES)
+            sender = sender_from_env(self, self._bs_lay)
+        except Exception:
+            self._bs_fail("__init__")
+            return
+        if sender is not None:
+            self.batchscope = sender
+            sender.on_failure = self._bs_detach
+            self._bs_put = sender.queue.put_nowait
+
+    # ------------------------------------------------------------ guard
+    def _bs_detach(self) -> None:
+        self._bs_put = None
+
+    def _bs_fail(self, hook: str) -> None:
+        """Called from an `except` block: stop observing, log (once) and count it."""
+        self._bs_put = None
+        sender = self.batchscope
+        if self._bs_failures or (sender is not None and sender.failed is not None):
+            return  # observing had already stopped (a hook racing the sender's failure)
+        self._bs_failures = 1
+        log.exception(
+            "batchscope: observing failed in %s; this node is no longer observed (vLLM serves on)",
+            hook,
+        )
+        if sender is not None:
+            sender.fail(hook)
+
+    @property
+    def observer_errors(self) -> int:
+        """Exceptions inside observation (hooks and sender thread) so far."""
+        sender = self.batchscope
+        return max(self._bs_failures, sender.observer_errors if sender else 0)
 
     def _bs_offer(self, item: tuple[Any, ...]) -> None:
+        put = self._bs_put  # (None once the sender thread stopped observing)
+        if put is None:
+            return
         try:
-            self._bs_put(item)  # type: ignore[misc]
+            put(item)
         except queue.Full:
             self.batchscope.dropped_in_queue += 1  # type: ignore[union-attr]
 
-    def add_request(self, request: Request) -> None:
-        sched: Any = self
-        if self._bs_put is not None and request.request_id not in sched.requests:
-            self._bs_offer(
-                (
-                    "a",
-                    request.request_id,
-                    request.num_prompt_tokens,
-                    request.max_tokens,
-                    request.priority,
-                    _perf(),
-                    self._bs_step,
-                )
-            )
-        super().add_request(request)  # type: ignore[misc]
-
-    def _preempt_request(self, request: Request, timestamp: float) -> None:
+    # ------------------------------------------------------------ hooks
+    def add_request(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         if self._bs_put is not None:
-            reason = "kv_blocks" if self._bs_in_schedule else "reset_prefix_cache"
-            self._bs_preempted.append((request.request_id, request.num_computed_tokens, reason))
-        super()._preempt_request(request, timestamp)  # type: ignore[misc]
+            try:
+                self._bs_on_add(request)
+            except Exception:
+                self._bs_fail("add_request")
+        return super().add_request(request, *args, **kwargs)  # type: ignore[misc]
 
-    def schedule(self) -> SchedulerOutput:
+    def _preempt_request(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._bs_put is not None:
+            try:
+                self._bs_on_preempt(request)
+            except Exception:
+                self._bs_fail("_preempt_request")
+        return super()._preempt_request(request, *args, **kwargs)  # type: ignore[misc]
+
+    def schedule(self, *args: Any, **kwargs: Any) -> Any:
         if self._bs_put is None:
-            return super().schedule()  # type: ignore[misc,no-any-return]
-        sched: Any = self
-        t0 = _perf()
+            return super().schedule(*args, **kwargs)  # type: ignore[misc]
+        try:
+            before = self._bs_before_schedule(args, kwargs)
+        except Exception:
+            self._bs_fail("schedule")
+            return super().schedule(*args, **kwargs)  # type: ignore[misc]
         self._bs_in_schedule = True
         try:
-            out: SchedulerOutput = super().schedule()  # type: ignore[misc]
+            out = super().schedule(*args, **kwargs)  # type: ignore[misc]
         finally:
             self._bs_in_schedule = False
+        if self._bs_put is not None:  # (a preemption's observation may have failed)
+            try:
+                self._bs_on_schedule(out, before)
+            except Exception:
+                self._bs_fail("schedule")
+        return out
+
+    def update_from_output(
+        self, scheduler_output: Any, model_runner_output: Any, *args: Any, **kwargs: Any
+    ) -> Any:
+        if self._bs_put is None:
+            return super().update_from_output(  # type: ignore[misc]
+                scheduler_output, model_runner_output, *args, **kwargs
+            )
+        try:
+            before = self._bs_before_update(scheduler_output, model_runner_output)
+        except Exception:
+            self._bs_fail("update_from_output")
+            before = None
+        outputs = super().update_from_output(  # type: ignore[misc]
+            scheduler_output, model_runner_output, *args, **kwargs
+        )
+        if self._bs_put is not None and before is not None:
+            try:
+                self._bs_on_update(scheduler_output, outputs, before)
+            except Exception:
+                self._bs_fail("update_from_output")
+        return outputs
+
+    def shutdown(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            self.close(timeout=2.0)
+        except Exception:
+            self._bs_fail("shutdown")
+        return super().shutdown(*args, **kwargs)  # type: ignore[misc]
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """End the session (a closing frame), flush what is queued to the dashboard (up to
+        `timeout` s) and stop the sender. True when everything produced was delivered (or
+        nothing is observed)."""
+        sender, self._bs_put = self.batchscope, None
+        return sender.close(timeout) if sender is not None else True
+
+    # ------------------------------------------------------------ observations
+    def _bs_on_add(self, request: Any) -> None:
+        sched: Any = self
+        if request.request_id not in sched.requests:  # (not a streaming-input update)
+            item = (
+                "a",
+                request.request_id,
+                request.num_prompt_tokens,
+                request.max_tokens,
+                request.priority,
+                _perf(),
+                self._bs_step,
+            )
+            self._bs_offer(item)
+
+    def _bs_on_preempt(self, request: Any) -> None:
+        reason = "kv_blocks" if self._bs_in_schedule else "reset_prefix_cache"
+        self._bs_preempted.append((request.request_id, request.num_computed_tokens, reason))
+
+    def _bs_before_schedule(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        sched: Any = self
+        throttled = bool(args[0] if args else kwargs.get("throttle_prefills", False))
+        cadence = (1, 0)
+        if throttled or self._bs_lay.cadence:
+            # vLLM holds prefills this step (DP balancing, or its local cadence) unless
+            # the last release could not drain the queue (prefill_capacity_bound).
+            if self._bs_lay.cadence:
+                interval = sched.local_prefill_interval
+                executed, last = sched.num_executed_steps, sched.last_prefill_step
+                if (executed + 1) - last < interval:
+                    cadence = (interval, max(last + interval - 1 - executed, 0))
+                    throttled = True
+                else:
+                    cadence = (interval, 0)
+            throttled = throttled and not getattr(sched, "prefill_capacity_bound", False)
+        return (_perf(), throttled, cadence)
+
+    def _bs_on_schedule(self, out: Any, before: tuple[Any, ...]) -> None:
+        sched: Any = self
         t1 = _perf()
+        lay = self._bs_lay
         preempted, self._bs_preempted = self._bs_preempted, []
         step = self._bs_step
         self._bs_step = step + 1
+        first = lay.snap_first(getattr(sched, lay.first_attr)) if lay.first_attr else ()
+        waiting = lay.snap_waiting(sched.waiting)
+        heads = {id(r): (r.status, r.num_tokens, r.num_computed_tokens) for r in first[:3]}
+        heads.update({id(r): (r.status, r.num_tokens, r.num_computed_tokens) for r in waiting[:3]})
+        loras = None
+        if lay.lora_max:
+            loras = frozenset(
+                r.lora_request.lora_int_id for r in sched.running if r.lora_request is not None
+            )
+        cap = Capture(
+            first,
+            waiting,
+            int(getattr(sched, "_pause_state", 0)),
+            int(getattr(sched, "num_waiting_for_streaming_input", 0) or 0),
+            loras,
+            before[1],
+            before[2],
+            step,
+            heads,
+        )
         self._bs_offer(
             (
                 "s",
                 out,
                 step,
-                t0,
+                before[0],
                 t1,
                 len(sched.running),
-                len(sched.waiting) + len(sched.skipped_waiting),
+                len(first) + len(waiting),
                 sched.kv_cache_manager.block_pool.get_num_free_blocks(),
                 preempted,
+                cap,
             )
         )
-        return out
 
-    def update_from_output(
-        self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
-    ) -> dict[int, EngineCoreOutputs]:
-        if self._bs_put is None:
-            return super().update_from_output(  # type: ignore[misc,no-any-return]
-                scheduler_output, model_runner_output
-            )
+    def _bs_before_update(self, so: Any, mro: Any) -> tuple[float, dict[str, int] | None]:
+        return (_perf(), compat.generated_counts(so, mro))
+
+    def _bs_on_update(self, so: Any, outputs: Any, before: tuple[Any, ...]) -> None:
         sched: Any = self
-        t2 = _perf()
-        generated = _generated_counts(scheduler_output, model_runner_output)
-        outputs: dict[int, EngineCoreOutputs] = super().update_from_output(  # type: ignore[misc]
-            scheduler_output, model_runner_output
-        )
-        t3 = _perf()
+        lay = self._bs_lay
+        first = len(getattr(sched, lay.first_attr)) if lay.first_attr else 0
         self._bs_offer(
             (
                 "u",
-                scheduler_output,
+                so,
                 outputs,
-                generated,
-                t2,
-                t3,
+                before[1],
+                before[0],
+                _perf(),
                 len(sched.running),
-                len(sched.waiting) + len(sched.skipped_waiting),
+                len(sched.waiting) + first,
                 sched.kv_cache_manager.block_pool.get_num_free_blocks(),
             )
         )
-        return outputs
-
-    def close(self, timeout: float = 5.0) -> bool:
-        """Flush what is queued to the dashboard (up to `timeout` s) and stop the sender.
-        True when everything produced was delivered (or nothing is observed)."""
-        sender, self._bs_put = self.batchscope, None
-        return sender.close(timeout) if sender is not None else True
-
-    def shutdown(self) -> None:
-        self.close(timeout=2.0)
-        super().shutdown()  # type: ignore[misc]
 
 
-def _generated_counts(so: SchedulerOutput, mro: ModelRunnerOutput) -> dict[str, int] | None:
-    """Tokens the runner produced per request whose drafts this output verifies, read
-    before update_from_output trims them at a stop (accepted = produced - 1)."""
-    spec = so.scheduled_spec_decode_tokens
-    if not spec:
-        return None
-    index, sampled = mro.req_id_to_index, mro.sampled_token_ids
-    out: dict[str, int] = {}
-    for req_id in spec:
-        i = index.get(req_id)
-        if i is not None and sampled and i < len(sampled):
-            out[req_id] = len(sampled[i])
-    return out
-
-
-def _async_on(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    vllm_config = kwargs.get("vllm_config", args[0] if args else None)
-    sc = getattr(vllm_config, "scheduler_config", None)
-    return bool(getattr(sc, "async_scheduling", False))
-
-
-class ObservedScheduler(ObserverMixin, Scheduler):
+class ObservedScheduler(ObserverMixin, Scheduler):  # type: ignore[misc,unused-ignore]
     """vLLM's scheduler, reporting each step to the dashboard at BATCHSCOPE_URL.
 
     `--scheduler-cls batchscope_vllm.ObservedScheduler` observes a node in whichever loop
-    vLLM chose: when the config has async scheduling on (vLLM 0.20's default) this builds
-    an ObservedAsyncScheduler (vLLM's AsyncScheduler), so attaching it never switches the
+    vLLM chose: when the config has async scheduling on this builds an
+    ObservedAsyncScheduler (vLLM's AsyncScheduler), so attaching it never switches the
     node to sync scheduling."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> ObservedScheduler:
-        if cls is ObservedScheduler and _async_on(args, kwargs):
+        if cls is ObservedScheduler and compat.async_scheduling_on(args, kwargs):
             cls = ObservedAsyncScheduler
-        return super().__new__(cls)
+        obj: ObservedScheduler = super().__new__(cls)
+        return obj
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._bs_init()
 
 
-class ObservedAsyncScheduler(ObservedScheduler, AsyncScheduler):
+class ObservedAsyncScheduler(ObservedScheduler, AsyncScheduler):  # type: ignore[misc,unused-ignore]
     """vLLM's AsyncScheduler (async scheduling on), reporting each step likewise."""

@@ -1,12 +1,15 @@
 """The sender thread: frames out to a dashboard's /ws/ingest (docs/protocol.md).
 
 It drains the scheduler's bounded queue, builds frames (frames.py), numbers and encodes
-them, keeps a history bounded in bytes, and streams them over a synchronous websocket: announce ->
-welcome(last_seq) -> JSON arrays of envelopes, resending everything after `last_seq` on
-every (re)connect. While the dashboard is away it keeps building into the history; what
-falls out of it unsent, and what the full queue refused, is counted as dropped (a queue
-drop also skips a seq, so the dashboard shows a gap). Control commands are refused: vLLM
-owns its requests.
+them, keeps a history bounded in bytes, and streams them over a synchronous websocket:
+announce -> welcome(last_seq) -> JSON arrays of envelopes, resending everything after
+`last_seq` on every (re)connect. While the dashboard is away it keeps building into the
+history; what falls out of it unsent, and what the full queue refused, is counted as
+dropped (a queue drop also skips a seq: the dashboard shows a gap). Control is refused.
+
+The session ends with a `session` frame `{"event": "closed", "reason": ...}`: `shutdown`
+(close()), or `observer_error` when observing failed (fail(), or here); the node serves on.
+Every stats message, and that frame, carry `observer_errors` (the first one stops it).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from websockets.sync.client import ClientConnection, connect
 from app.protocol.envelope import envelope
 from app.protocol.session import new_session_id, node_opened
 from batchscope_vllm.frames import FrameBuilder, encode_data
+from batchscope_vllm.waiting import Limits
 
 log = logging.getLogger("batchscope_vllm")
 
@@ -50,6 +54,7 @@ class Sender:
         total_blocks: int,
         queue_size: int = 65_536,
         history_bytes: int = 64 << 20,
+        limits: Limits | None = None,
     ) -> None:
         self.url, self.token, self.node = url, token, node
         self.announce = announce
@@ -61,7 +66,7 @@ class Sender:
         self.dropped_in_history = 0
         config = announce.get("config") or {}
         self.builder = FrameBuilder(
-            max_tokens, max_seqs, total_blocks, bool(config.get("async_scheduling"))
+            max_tokens, max_seqs, total_blocks, bool(config.get("async_scheduling")), limits
         )
         self._last_item = time.monotonic()
         self.history: deque[tuple[int, str]] = deque()
@@ -73,6 +78,10 @@ class Sender:
         self.connects = 0
         self.errors = 0
         self.connected = False
+        self.observer_errors = 0
+        self.failed: str | None = None  # where observing failed: the session is closed
+        self.on_failure: Any = None  # called when the sender thread fails: the hooks stop
+        self._ended = False
         self._seen_drops = 0
         self._closing = threading.Event()
         self._deadline = float("inf")
@@ -85,16 +94,28 @@ class Sender:
         self._thread.start()
 
     def close(self, timeout: float = 5.0) -> bool:
-        """Deliver what is queued (up to `timeout` s), close the socket, stop the thread.
-        True when every frame produced reached the socket."""
-        self._deadline = time.monotonic() + timeout
-        self._closing.set()
+        """End the session: deliver what is queued and the closing frame (up to `timeout`
+        s), close the socket, stop the thread. True when every frame produced reached the
+        socket."""
+        if not self._closing.is_set():
+            self._deadline = time.monotonic() + timeout
+            self._closing.set()
         if self._thread.is_alive():
             self._thread.join(timeout + 2.0)
         return self.delivered()
 
+    def fail(self, where: str) -> None:
+        """Observing failed in `where` (the engine thread's hooks): count it, close the
+        session and stop, without waiting (the engine thread goes on at once)."""
+        if self.failed is None:  # the first failure stops observing: later ones are its tail
+            self.failed = where
+            self.observer_errors += 1
+        if not self._closing.is_set():
+            self._deadline = time.monotonic() + 5.0
+            self._closing.set()
+
     def delivered(self) -> bool:
-        return self.queue.empty() and self.sent_seq >= self.seq
+        return self.queue.empty() and self._ended and self.sent_seq >= self.seq
 
     @property
     def dropped(self) -> int:
@@ -104,6 +125,17 @@ class Sender:
         if not self._closing.is_set():
             return False
         return time.monotonic() >= self._deadline or self.delivered()
+
+    def _end(self) -> None:  # the closing frame, once everything before it was built
+        if self._ended:
+            return
+        self._ended = True
+        reason = "observer_error" if self.failed is not None else "shutdown"
+        data: dict[str, Any] = {"event": "closed", "reason": reason}
+        data["observer_errors"] = self.observer_errors
+        if self.failed is not None:
+            data["detail"] = f"observing failed in {self.failed}; the node serves on unobserved"
+        self._add("session", data)
 
     # ------------------------------------------------------------ frames
     def _add(self, frame_type: str, data: dict[str, Any]) -> None:
@@ -121,33 +153,69 @@ class Sender:
 
     def _pump(self, wait: float) -> None:
         """Build frames from queued items, waiting up to `wait` s for the first."""
+        if self.failed is not None:
+            self._discard()
+            return
         try:
             item = self.queue.get(timeout=wait) if wait > 0 else self.queue.get_nowait()
         except queue.Empty:
             quiet = time.monotonic() - self._last_item
             if quiet > QUIET_FLUSH_S or self._closing.is_set():
                 # Async scheduling: a step that only scheduled is complete by now.
-                for frame_type, data in self.builder.flush():
-                    self._add(frame_type, data)
+                self._build(self.builder.flush)
+            if self._closing.is_set() and self.failed is None:
+                self._end()
             return
         self._last_item = time.monotonic()
         for _ in range(MAX_ITEMS_PER_PUMP):
             if self.dropped_in_queue != self._seen_drops:
                 self._seen_drops = self.dropped_in_queue
                 self.seq += 1  # a hole: the dashboard records a visible gap here
-            try:
-                for frame_type, data in self.builder.build(item):
-                    self._add(frame_type, data)
-            except Exception:  # a bug here must not stop the observer
-                self.errors += 1
-                log.exception("batchscope: could not build frames for a step")
+            self._build(self.builder.build, item)
+            if self.failed is not None:
+                self._discard()
+                return
             try:
                 item = self.queue.get_nowait()
             except queue.Empty:
                 return
 
+    def _build(self, make: Any, *args: Any) -> None:
+        try:
+            frames = make(*args)
+        except Exception:  # a bug here stops observing, never the node
+            first = self.failed is None
+            self.fail("frames")
+            if first:
+                log.exception("batchscope: could not build frames; this node is no longer observed")
+                if self.on_failure is not None:
+                    self.on_failure()
+            return
+        for frame_type, data in frames:
+            self._add(frame_type, data)
+
+    def _discard(self) -> None:
+        """After a failure: drop what the hooks queued meanwhile, then end the session."""
+        while True:
+            try:
+                self.queue.get_nowait()
+            except queue.Empty:
+                break
+        self._end()
+
     # ------------------------------------------------------------ socket
     def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception:  # a bug in the sender itself: stop observing, never the node
+            first = self.failed is None
+            self.fail("sender")
+            if first:
+                log.exception("batchscope: the sender failed; this node is no longer observed")
+            if self.on_failure is not None:
+                self.on_failure()
+
+    def _loop(self) -> None:
         backoff = 0.2
         while not self._done():
             try:
@@ -188,9 +256,14 @@ class Sender:
                 self._poll(ws)
                 now = time.monotonic()
                 if now - last_stats >= STATS_INTERVAL_S:
-                    stats = {"type": "stats", "buffered": self.seq - self.sent_seq}
-                    ws.send(json.dumps({**stats, "dropped": self.dropped}))
+                    self._stats(ws)
                     last_stats = now
+            self._flush(ws)
+            self._stats(ws)
+
+    def _stats(self, ws: ClientConnection) -> None:
+        stats = {"type": "stats", "buffered": self.seq - self.sent_seq, "dropped": self.dropped}
+        ws.send(json.dumps({**stats, "observer_errors": self.observer_errors}))
 
     def _flush(self, ws: ClientConnection) -> None:
         """Send the outbox as JSON arrays of at most ~MAX_MESSAGE_CHARS."""

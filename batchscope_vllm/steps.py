@@ -15,6 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from batchscope_vllm.rows import Batch
+from batchscope_vllm.waiting import Capture
+
 
 @dataclass(slots=True)
 class Scheduled:
@@ -27,14 +30,14 @@ class Scheduled:
     waiting: int
     free: int
     preempted: list[tuple[str, int, str]]
-    rows: Any
-    new: list[str]
-    resumed: list[str]
-    split: tuple[int, int, int]
-    spec: dict[str, int]
-    """Drafts scheduled per request."""
-    sampling: dict[str, int]
-    """Tokens each sampling request will produce at most (1 + drafts): placeholders."""
+    batch: Batch
+    waits: Capture | None
+    """The waiting queues as schedule() left them (None: not captured)."""
+
+    @property
+    def sampling(self) -> dict[str, int]:
+        """Tokens each sampling request will produce at most (1 + drafts): placeholders."""
+        return self.batch.sampling
 
 
 @dataclass(slots=True)

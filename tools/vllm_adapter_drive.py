@@ -35,15 +35,29 @@ from tools.vllm_reference import RecordingScheduler, build_scheduler, drive  # n
 class DriveScheduler(RecordingScheduler, ObservedScheduler):
     """The reference's preemption log on top of the observed scheduler."""
 
+    num_spec_at_init = 0
+    """Drafts per step, as vLLM's __init__ reads them from a speculative config (the
+    reference has none and sets num_spec_tokens after building): the observer starts,
+    and announces, knowing them."""
 
-class DriveAsyncScheduler(RecordingScheduler, ObservedAsyncScheduler):
+    def _bs_init(self) -> None:
+        self.num_spec_tokens = self.num_spec_at_init or self.num_spec_tokens
+        super()._bs_init()
+
+
+class DriveAsyncScheduler(DriveScheduler, ObservedAsyncScheduler):
     """The same over vLLM's AsyncScheduler."""
+
+
+def _num_spec(scenario: Any) -> int:
+    return int(scenario.config.scheduler.num_speculative_tokens)
 
 
 def run_one(path: Path, use_async: bool, close_timeout: float) -> dict[str, Any]:
     scenario = load_scenario(path)
     os.environ["BATCHSCOPE_NAME"] = f"vllm {scenario.name}"
-    cls = DriveAsyncScheduler if use_async else DriveScheduler
+    base = DriveAsyncScheduler if use_async else DriveScheduler
+    cls = type(base.__name__, (base,), {"num_spec_at_init": _num_spec(scenario)})
     sched: Any = build_scheduler(scenario, cls)
     if sched.batchscope is None:
         raise SystemExit("set BATCHSCOPE_URL (and BATCHSCOPE_TOKEN)")
@@ -56,6 +70,7 @@ def run_one(path: Path, use_async: bool, close_timeout: float) -> dict[str, Any]
         "frames": len(sender.history),
         "dropped": sender.dropped,
         "errors": sender.errors,
+        "observer_errors": sched.observer_errors,
         "delivered": delivered,
         "async": use_async,
     }

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import dataclasses
 import json
 import os
 import shutil
@@ -40,7 +41,8 @@ from typing import Any, TypeVar
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "CRITICAL")
-os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
+# The model runner is vLLM's default (0.20: V1; 0.33 here: V2, which lists resumed requests
+# with the new ones); VLLM_USE_V2_MODEL_RUNNER=0/1 picks one.
 # init_none_hash seeds the root block hash from PYTHONHASHSEED (random bytes if unset).
 os.environ.setdefault("PYTHONHASHSEED", "0")
 
@@ -118,9 +120,10 @@ class RecordingScheduler(Scheduler):
         super().__init__(*args, **kwargs)
         self.preempt_log: list[str] = []
 
-    def _preempt_request(self, request: Request, timestamp: float) -> None:
+    def _preempt_request(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        # (request, timestamp) on 0.20; 0.27+ add drop_stale_output=...: passed through.
         self.preempt_log.append(request.request_id)
-        super()._preempt_request(request, timestamp)
+        super()._preempt_request(request, *args, **kwargs)
 
 
 class RecordingAsyncScheduler(RecordingScheduler, AsyncScheduler):
@@ -128,6 +131,37 @@ class RecordingAsyncScheduler(RecordingScheduler, AsyncScheduler):
 
 
 SchedulerT = TypeVar("SchedulerT", bound=Scheduler)
+
+LATER_KNOBS = {
+    "max_num_active_seqs": 0,
+    "watermark": 0.0,
+    "prefill_schedule_interval": 1,
+    "long_prefill_token_threshold_adaptive": False,
+}
+"""Scheduler knobs of later releases, with our engine's 'off' value (max_num_active_seqs 0
+is vLLM's None): passed to vLLM where its SchedulerConfig has the field."""
+
+
+def later_knobs(sc: Any) -> dict[str, Any]:
+    """The scenario's later-release knobs for this vLLM's SchedulerConfig; a knob set on a
+    release without it is refused (vLLM would not run what the scenario asks)."""
+    fields = {f.name for f in dataclasses.fields(SchedulerConfig)}
+    out: dict[str, Any] = {}
+    for knob, off in LATER_KNOBS.items():
+        value = getattr(sc, knob, off)
+        if knob in fields:
+            out[knob] = (value or None) if knob == "max_num_active_seqs" else value
+        elif value != off:
+            raise RuntimeError(f"vLLM {vllm.__version__} has no {knob} (the scenario sets it)")
+    return out
+
+
+def check_release(scenario: Scenario) -> None:
+    """The scenario's `vllm_version` (where our engine has one) must be this vLLM's."""
+    want = getattr(scenario.config, "vllm_version", None)
+    have = ".".join(str(vllm.__version__).split(".")[:2])
+    if want is not None and str(want) != have:
+        raise RuntimeError(f"the scenario decides as vLLM {want}; this reference is {have}")
 
 
 def build_scheduler(
@@ -148,6 +182,7 @@ def build_scheduler(
         max_model_len=sc.max_model_len,
     )
     scheduler_config = SchedulerConfig(
+        **later_knobs(sc),
         max_num_seqs=sc.max_num_seqs,
         max_num_batched_tokens=sc.max_num_batched_tokens,
         max_model_len=sc.max_model_len,
@@ -207,9 +242,11 @@ def build_scheduler(
         "scheduler_reserve_full_isl": sc.scheduler_reserve_full_isl,
         "async_scheduling": False,
         "max_num_partial_prefills": 1,
+        **later_knobs(sc),
     }
     for key, value in want.items():
-        if getattr(got, key) != value:
+        # Knobs a release no longer has (max_num_partial_prefills: gone by 0.33) are skipped.
+        if hasattr(got, key) and getattr(got, key) != value:
             raise RuntimeError(
                 f"vLLM changed scheduler_config.{key}: {getattr(got, key)!r} != {value!r}"
             )
@@ -274,7 +311,9 @@ def serve() -> int:
             continue
         try:
             scenario_path, out_path = line.split("\t")
-            result = run_scenario(load_scenario(scenario_path))
+            scenario = load_scenario(scenario_path)
+            check_release(scenario)
+            result = run_scenario(scenario)
             Path(out_path).write_text(json.dumps(result, indent=1) + "\n")
             reply = "ok"
         except Exception as exc:

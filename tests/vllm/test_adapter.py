@@ -1,117 +1,33 @@
-"""The vLLM adapter for real: vLLM 0.20.0's own Scheduler, subclassed by
-batchscope_vllm.ObservedScheduler, streams scenarios into a `serve --no-engine` dashboard,
-and the recorded sessions must equal what vLLM decided at every step.
+"""The vLLM adapter for real, on every reference release (0.20 and 0.33): vLLM's own
+Scheduler, subclassed by batchscope_vllm.ObservedScheduler, streams scenarios into a
+`serve --no-engine` dashboard, and the recorded sessions must equal what vLLM decided at
+every step, announce the node's release and loop, and end when the scheduler shuts down.
 
-vLLM lives in its own venv (tools/setup_vllm_venv.sh): BATCHSCOPE_VLLM_PYTHON, else
-<repo>/.venv-vllm/bin/python, else /work/vllm-venv/bin/python. Without one the test skips,
-except under CI (env CI set), where it fails.
+vLLM lives in its own venvs (tools/setup_vllm_venv.sh; tests/vllm/venvs.py finds them);
+without one the release's tests skip, except under CI (env CI set), where they fail.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
-from sqlalchemy.orm import Session
 
-from app.db.queries import iter_frames
-from app.db.session import make_engine
 from batchscope_vllm.sender import REFUSAL, Sender
 from tests.app.nodes.test_ingest import _serve, _stop, _wait
 from tests.conftest import ROOT, TOKEN, free_port
-
-SCENARIOS = ("kv_pressure", "shared_prefixes", "priority", "spec_decode")
-# Through vLLM's AsyncScheduler and the batch-queue loop (two batches in flight).
-ASYNC_SCENARIOS = ("kv_pressure", "async_placeholders")
+from tests.vllm.conftest import AdapterRun
+from tests.vllm.venvs import engine_steps, recorded, vllm_python_for
 
 
 def _vllm_python() -> str | None:
-    candidates = [
-        os.environ.get("BATCHSCOPE_VLLM_PYTHON", ""),
-        str(ROOT / ".venv-vllm" / "bin" / "python"),
-        "/work/vllm-venv/bin/python",
-    ]
-    for path in candidates:
-        if path and Path(path).is_file() and os.access(path, os.X_OK):
-            return path
-    return None
-
-
-@pytest.fixture
-def vllm_python() -> str:
-    python = _vllm_python()
-    if python is None:
-        why = "no vLLM venv (run tools/setup_vllm_venv.sh or set BATCHSCOPE_VLLM_PYTHON)"
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
-    return python
-
-
-@pytest.fixture
-def dashboard(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """(base URL, database URL) of a live `serve --no-engine` dashboard."""
-    db_url = f"sqlite:///{tmp_path / 'dash.db'}"
-    upgrade = [sys.executable, "-m", "app.cli", "db", "upgrade", "--database-url", db_url]
-    subprocess.run(upgrade, cwd=ROOT, check=True, capture_output=True)
-    port = free_port()
-    proc = _serve(port, db_url)
-    try:
-        yield f"http://127.0.0.1:{port}", db_url
-    finally:
-        _stop(proc)
-
-
-def _drive(python: str, base: str, out_dir: Path) -> None:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "BATCHSCOPE_URL": base.replace("http://", "ws://") + "/ws/ingest",
-        "BATCHSCOPE_TOKEN": TOKEN,
-        "BATCHSCOPE_NODE": "vllm-test",
-    }
-    cmd = [python, str(ROOT / "tools" / "vllm_adapter_drive.py")]
-    cmd += [str(ROOT / "scenarios" / f"{s}.json") for s in SCENARIOS]
-    cmd += ["--async-scenarios", *(str(ROOT / "scenarios" / f"{s}.json") for s in ASYNC_SCENARIOS)]
-    cmd += ["--out-dir", str(out_dir)]
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=150)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-
-
-def _recorded(base: str, db_url: str, obs: dict[str, Any]) -> list[dict[str, Any]]:
-    """The session's frames as the dashboard recorded them, once all have landed."""
-    sid = obs["session"]
-    _wait(lambda: httpx.get(f"{base}/api/sessions/{sid}").json()["last_seq"] == obs["last_seq"])
-    with Session(make_engine(db_url)) as db:
-        return [json.loads(text) for _, text in iter_frames(db, sid)]
-
-
-def _engine_steps(steps: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[int, int]]:
-    """The reference's steps as an observer sees them: idle loop turns (nothing scheduled,
-    no output applied) call no hook, so they are not steps; their arrivals count for the
-    next step. Returns (steps renumbered, old step -> new step)."""
-    out: list[dict[str, Any]] = []
-    renum: dict[int, int] = {}
-    carried: list[str] = []
-    for s in steps:
-        if not s["scheduled"] and s["updated_step"] is None:
-            carried += s["arrived"]
-            continue
-        renum[s["step"]] = len(out)
-        out.append({**s, "step": len(out), "arrived": carried + s["arrived"]})
-        carried = []
-    for s in out:
-        if s["updated_step"] is not None:
-            s["updated_step"] = renum[s["updated_step"]]
-    return out, renum
+    """vLLM 0.20's python (tests/vllm/test_conformance.py compares our engine with it)."""
+    return vllm_python_for("0.20")
 
 
 def _check_steps(steps: list[dict[str, Any]], its: list[dict[str, Any]]) -> None:
@@ -174,38 +90,60 @@ def _check_requests(
         )
 
 
-def test_recorded_sessions_equal_what_vllm_decided(
-    vllm_python: str, dashboard: tuple[str, str], tmp_path: Path
-) -> None:
-    base, db_url = dashboard
-    out_dir = tmp_path / "out"
-    _drive(vllm_python, base, out_dir)
-    names = [*SCENARIOS, *(f"{s}.async" for s in ASYNC_SCENARIOS)]
-    for name in names:
-        result = json.loads((out_dir / f"{name}.json").read_text())
+def _check_announce(run: AdapterRun, name: str, opened: dict[str, Any]) -> None:
+    assert (opened["event"], opened["engine"], opened["runner"]) == ("opened", "vllm", "vllm")
+    assert opened["vllm_version"].startswith(run.release + "."), opened["vllm_version"]
+    loop = "async" if name.endswith(".async") else "sync"
+    if name.startswith("spec_decode"):
+        loop += "+spec"
+    assert opened["engine_loop"] == loop
+    want_class = "AsyncScheduler" if loop.startswith("async") else "Scheduler"
+    assert opened["scheduler_class"].rsplit(".", 1)[-1] == want_class
+    config = opened["config"]
+    later = ("max_num_active_seqs", "watermark", "prefill_schedule_interval")
+    if run.release == "0.20":
+        assert config["max_num_partial_prefills"] == 1 and not set(later) & set(config)
+    else:  # gone by 0.33, which has the later knobs instead
+        assert "max_num_partial_prefills" not in config and set(later) <= set(config)
+
+
+def test_recorded_sessions_equal_what_vllm_decided(adapter_run: AdapterRun) -> None:
+    run = adapter_run
+    preemptions = 0
+    for name in run.names:
+        result = json.loads((run.out_dir / f"{name}.json").read_text())
         obs = result["observer"]
         assert obs["delivered"] and obs["dropped"] == 0 and obs["errors"] == 0, name
-        frames = _recorded(base, db_url, obs)
+        assert obs["observer_errors"] == 0, name
+        frames = recorded(run.base, run.db_url, obs["session"], obs["last_seq"])
         assert [f["seq"] for f in frames] == list(range(1, obs["last_seq"] + 1))
-        opened = frames[0]["data"]
-        assert (opened["event"], opened["engine"], opened["runner"]) == ("opened", "vllm", "vllm")
+        _check_announce(run, name, frames[0]["data"])
         its = [f["data"] for f in frames if f["type"] == "iteration"]
-        steps, renum = _engine_steps(result["steps"])
+        steps, renum = engine_steps(result["steps"])
         _check_steps(steps, its)
-        state = httpx.get(f"{base}/api/sessions/{obs['session']}/state").json()
+        state = httpx.get(f"{run.base}/api/sessions/{obs['session']}/state").json()
         plans = [list(h["plan"].items()) for h in state["history"]]
         assert plans == [list(s["scheduled"].items()) for s in steps], name
         assert state["meta"]["source"] == "node:vllm-test"
         assert state["meta"]["config"]["async_scheduling"] is name.endswith(".async"), name
-        _check_requests(base, obs["session"], result["requests"], renum)
+        _check_requests(run.base, obs["session"], result["requests"], renum)
         if name == "spec_decode":
             assert result["total_accepted_tokens"] > 0
             rows = {r["req"]: r for r in state["requests"]}
-            assert (
-                sum(r["num_accepted_tokens"] for r in rows.values())
-                == (result["total_accepted_tokens"])
-            )
-    assert sum(json.loads((out_dir / f"{n}.json").read_text())["total_preemptions"] for n in names)
+            accepted = sum(r["num_accepted_tokens"] for r in rows.values())
+            assert accepted == result["total_accepted_tokens"]
+        preemptions += result["total_preemptions"]
+        # The scheduler's close() ended the session: its last frame, and the recording.
+        last = frames[-1]
+        assert (last["type"], last["data"]["event"], last["data"]["reason"]) == (
+            "session",
+            "closed",
+            "shutdown",
+        ), name
+        assert last["data"]["observer_errors"] == 0
+        session = httpx.get(f"{run.base}/api/sessions/{obs['session']}").json()
+        assert session["ended_at"] is not None, name
+    assert preemptions > 0
 
 
 def test_sender_reconnects_resends_and_refuses_control(tmp_path: Path) -> None:

