@@ -58,6 +58,19 @@ class FreeKVCacheBlockQueue:
         block.prev_free = block.next_free = None
         self.num_free_blocks -= 1
 
+    def prepend_n(self, blocks: Sequence[KVCacheBlock]) -> None:
+        """Put blocks at the head, in this order (the first is evicted first)."""
+        nxt = self._head.next_free
+        assert nxt is not None
+        prev = self._head
+        for block in blocks:
+            prev.next_free = block
+            block.prev_free = prev
+            prev = block
+        prev.next_free = nxt
+        nxt.prev_free = prev
+        self.num_free_blocks += len(blocks)
+
     def append(self, block: KVCacheBlock) -> None:
         last = self._tail.prev_free
         assert last is not None
@@ -79,9 +92,13 @@ class FreeKVCacheBlockQueue:
 class BlockPool:
     """All blocks of the pool. Block 0 is vLLM's null block and is never handed out."""
 
-    def __init__(self, num_gpu_blocks: int, enable_caching: bool) -> None:
+    def __init__(
+        self, num_gpu_blocks: int, enable_caching: bool, unhashed_first: bool = False
+    ) -> None:
         self.num_gpu_blocks = num_gpu_blocks
         self.enable_caching = enable_caching
+        self.unhashed_first = unhashed_first
+        """vLLM 0.28+: freed blocks without a hash go to the head of the free queue."""
         self.blocks = [KVCacheBlock(i) for i in range(num_gpu_blocks)]
         self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
         # hash -> {block_id: block}; duplicates can exist (two requests filled the
@@ -174,15 +191,24 @@ class BlockPool:
             self.changed_block_ids.add(block.block_id)
 
     def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
-        """Drop one reference each; blocks reaching 0 join the free queue in this order."""
+        """Drop one reference each; blocks reaching 0 join the free queue in this order
+        (at the tail; with `unhashed_first`, blocks without a hash at the head)."""
         changed = self.changed_block_ids
+        first: list[KVCacheBlock] = []
+        queue = self.free_block_queue
         for block in ordered_blocks:
             block.ref_cnt -= 1
             changed.add(block.block_id)
             if block.ref_cnt == 0 and not block.is_null:
-                self.free_block_queue.append(block)
                 if block.block_hash is not None:
                     self.num_cached_free_blocks += 1
+                    queue.append(block)
+                elif self.unhashed_first:
+                    first.append(block)
+                else:
+                    queue.append(block)
+        if first:
+            queue.prepend_n(first)
         if len(self.withheld) < self._withhold_target:
             self._withhold_free()
 

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import Any
+
+from engine.releases import (
+    DEFAULT_VLLM_VERSION,
+    KNOB_SINCE,
+    knob_available,
+    normalize_version,
+    release_features,
+)
 
 
 class ConfigError(ValueError):
@@ -62,8 +71,18 @@ class SchedulerConfig:
     """Shortest n-gram the prompt-lookup drafter matches (vLLM's `prompt_lookup_min`)."""
     batching: BatchingMode = BatchingMode.CONTINUOUS
     """`static` admits whole padded batches, for comparison with continuous batching."""
+    # --- knobs of later vLLM releases (engine.releases: refused on releases without them)
+    max_num_active_seqs: int = 0
+    """Admission cap into RUNNING, below max_num_seqs (0 = max_num_seqs; vLLM's None)."""
+    watermark: float = 0.0
+    """Fraction of the KV pool kept free when admitting waiting/preempted requests."""
+    prefill_schedule_interval: int = 1
+    """Prefill only once every N executed steps while a decode runs (1 = every step)."""
+    long_prefill_token_threshold_adaptive: bool = False
+    """Floor long_prefill_token_threshold at max_num_batched_tokens // (running + waiting)."""
 
     def validate(self) -> None:
+        self._validate_later_knobs()
         _positive("max_num_batched_tokens", self.max_num_batched_tokens)
         _positive("max_num_seqs", self.max_num_seqs)
         _positive("max_model_len", self.max_model_len)
@@ -109,6 +128,34 @@ class SchedulerConfig:
                 "long prompts could never be scheduled",
             )
 
+    def _validate_later_knobs(self) -> None:
+        if isinstance(self.max_num_active_seqs, bool) or not isinstance(
+            self.max_num_active_seqs, int
+        ):
+            raise ConfigError("max_num_active_seqs", "must be an integer (0 = max_num_seqs)")
+        if not 0 <= self.max_num_active_seqs <= self.max_num_seqs:
+            raise ConfigError(
+                "max_num_active_seqs",
+                f"max_num_active_seqs ({self.max_num_active_seqs}) must be between 1 and "
+                f"max_num_seqs ({self.max_num_seqs}) (0 = max_num_seqs)",
+            )
+        if isinstance(self.watermark, bool) or not isinstance(self.watermark, int | float):
+            raise ConfigError("watermark", "must be a number")
+        if not 0.0 <= self.watermark < 1.0:
+            raise ConfigError("watermark", "must be >= 0.0 and < 1.0 (0.0 = off)")
+        _positive("prefill_schedule_interval", self.prefill_schedule_interval)
+        if not isinstance(self.long_prefill_token_threshold_adaptive, bool):
+            raise ConfigError("long_prefill_token_threshold_adaptive", "must be true or false")
+
+
+LATER_KNOB_DEFAULTS: dict[str, Any] = {
+    "max_num_active_seqs": 0,
+    "watermark": 0.0,
+    "prefill_schedule_interval": 1,
+    "long_prefill_token_threshold_adaptive": False,
+}
+"""Knobs that only some releases have, with the value that means 'as before'."""
+
 
 @dataclass(frozen=True, slots=True)
 class CacheConfig:
@@ -142,10 +189,22 @@ class CacheConfig:
 class EngineConfig:
     scheduler: SchedulerConfig = dataclasses.field(default_factory=SchedulerConfig)
     cache: CacheConfig = dataclasses.field(default_factory=CacheConfig)
+    vllm_version: str = DEFAULT_VLLM_VERSION
+    """The vLLM release whose scheduling semantics the engine follows (engine.releases)."""
+
+    def __post_init__(self) -> None:
+        # '0.33.0' / 'v0.33' -> '0.33'; anything else is left for validate() to refuse.
+        with contextlib.suppress(ValueError):
+            object.__setattr__(self, "vllm_version", normalize_version(self.vllm_version))
 
     def validate(self) -> EngineConfig:
+        try:
+            version = normalize_version(self.vllm_version)
+        except ValueError as exc:
+            raise ConfigError("vllm_version", str(exc)) from None
         self.scheduler.validate()
         self.cache.validate()
+        _validate_release(self.scheduler, version)
         return self
 
     def with_updates(self, **changes: Any) -> EngineConfig:
@@ -154,8 +213,11 @@ class EngineConfig:
         cache: dict[str, Any] = {}
         sched_fields = {f.name for f in dataclasses.fields(SchedulerConfig)}
         cache_fields = {f.name for f in dataclasses.fields(CacheConfig)}
+        version = self.vllm_version
         for key, value in changes.items():
-            if key in sched_fields:
+            if key == "vllm_version":
+                version = value
+            elif key in sched_fields:
                 sched[key] = _ENUMS[key](value) if key in _ENUMS else value
             elif key in cache_fields:
                 cache[key] = value
@@ -164,11 +226,12 @@ class EngineConfig:
         new = EngineConfig(
             scheduler=dataclasses.replace(self.scheduler, **sched),
             cache=dataclasses.replace(self.cache, **cache),
+            vllm_version=version,
         )
         return new.validate()
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = {"vllm_version": self.vllm_version}
         for part in (self.scheduler, self.cache):
             for f in dataclasses.fields(part):
                 value = getattr(part, f.name)
@@ -177,6 +240,35 @@ class EngineConfig:
 
 
 _ENUMS: dict[str, type[Enum]] = {"policy": SchedulingPolicy, "batching": BatchingMode}
+
+
+def _validate_release(sc: SchedulerConfig, version: str) -> None:
+    """Knobs and combinations the chosen release does not have or refuses."""
+    for knob, default in LATER_KNOB_DEFAULTS.items():
+        if getattr(sc, knob) != default and not knob_available(knob, version):
+            raise ConfigError(
+                knob,
+                f"vLLM {version} has no {knob} (added in {KNOB_SINCE[knob]}); choose a "
+                f"later vllm_version or leave it at {default}",
+            )
+    features = release_features(version)
+    threshold = sc.long_prefill_token_threshold
+    if features.threshold_within_max_model_len and threshold > sc.max_model_len:
+        raise ConfigError(
+            "long_prefill_token_threshold",
+            f"long_prefill_token_threshold ({threshold}) cannot be greater than "
+            f"max_model_len ({sc.max_model_len}) (vLLM {version})",
+        )
+    k = sc.num_speculative_tokens
+    if features.spec_pads_new_decodes and k and 0 < threshold < 1 + k:
+        # vLLM pads a newly admitted decode to 1 + K tokens, then the threshold cuts it
+        # and an assertion fails: the engine would stop.
+        raise ConfigError(
+            "long_prefill_token_threshold",
+            f"with num_speculative_tokens {k}, vLLM {version} pads a newly admitted decode "
+            f"to {1 + k} tokens and fails when long_prefill_token_threshold ({threshold}) "
+            f"cuts it; use 0 or a threshold >= {1 + k}",
+        )
 
 
 def _positive(name: str, value: int) -> None:

@@ -191,7 +191,11 @@ class Engine:
             forward_s = clock() - t_forward
             forward_ms = runner_output.forward_ms
             queue.submit(scheduled, runner_output)
-            if scheduled.total_num_scheduled_tokens and not queue.is_full():
+            # 0.23+: an empty batch waits too while the scheduler still has requests.
+            if not queue.is_full() and (
+                scheduled.total_num_scheduled_tokens
+                or (sched.features.batch_queue_waits_while_requests and sched.has_requests())
+            ):
                 # The device is busy with this batch: fill the queue before waiting.
                 return self._finish_async(scheduled, None, t_start, forward_s, forward_ms)
         if not queue:

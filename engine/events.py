@@ -106,6 +106,11 @@ class IterationEvent:
     waiting_detail: dict[str, Any] = field(default_factory=dict)
     """The numbers behind `waiting_reasons` (engine.waiting): the gate, the head of the
     queue and e.g. the blocks it needed against the free blocks."""
+    prefix_cache_queries: int = 0
+    prefix_cache_hits: int = 0
+    """vLLM's prefix-cache stats of this step (tokens queried / hit by new requests),
+    counted as the session's release counts them: 0.20 at every lookup, 0.27+ when a
+    request is admitted."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,4 +108,6 @@ def build_iteration_event(
         num_spec_tokens=output.num_spec_tokens,
         waiting_detail=output.waiting_detail,
         num_padding_tokens=output.num_padding_tokens,
+        prefix_cache_queries=output.prefix_cache_queries,
+        prefix_cache_hits=output.prefix_cache_hits,
     )

@@ -17,12 +17,17 @@ def cdiv(a: int, b: int) -> int:
 
 class KVCacheManager:
     def __init__(
-        self, num_gpu_blocks: int, block_size: int, max_model_len: int, enable_caching: bool
+        self,
+        num_gpu_blocks: int,
+        block_size: int,
+        max_model_len: int,
+        enable_caching: bool,
+        unhashed_first: bool = False,
     ) -> None:
         self.block_size = block_size
         self.max_model_len = max_model_len
         self.enable_caching = enable_caching
-        self.block_pool = BlockPool(num_gpu_blocks, enable_caching)
+        self.block_pool = BlockPool(num_gpu_blocks, enable_caching, unhashed_first)
         self.req_to_blocks: dict[str, list[KVCacheBlock]] = {}
         # How many leading blocks of each request are registered in the prefix cache.
         self.num_cached_block: dict[str, int] = {}
@@ -66,14 +71,18 @@ class KVCacheManager:
         return self._num_blocks_to_allocate(request.request_id, num_tokens, new_computed_blocks)
 
     def can_fit_full_sequence(
-        self, request: Request, new_computed_blocks: Sequence[KVCacheBlock] = ()
+        self,
+        request: Request,
+        new_computed_blocks: Sequence[KVCacheBlock] = (),
+        watermark_blocks: int = 0,
     ) -> bool:
-        """Admission gate of `scheduler_reserve_full_isl`: the whole current sequence fits."""
+        """Admission gate of `scheduler_reserve_full_isl`: the whole current sequence fits
+        (and leaves `watermark_blocks` free)."""
         full_num_tokens = min(request.num_tokens, self.max_model_len)
         needed = self._num_blocks_to_allocate(
             request.request_id, full_num_tokens, new_computed_blocks
         )
-        return needed <= self.block_pool.get_num_free_blocks()
+        return needed + watermark_blocks <= self.block_pool.get_num_free_blocks()
 
     def allocate_slots(
         self,
@@ -81,8 +90,10 @@ class KVCacheManager:
         num_new_tokens: int,
         num_new_computed_tokens: int = 0,
         new_computed_blocks: Sequence[KVCacheBlock] = (),
+        watermark_blocks: int = 0,
     ) -> list[KVCacheBlock] | None:
-        """Give the request slots for `num_new_tokens` more tokens; None if the pool is short."""
+        """Give the request slots for `num_new_tokens` more tokens; None if the pool is
+        short (or would keep fewer than `watermark_blocks` free: admissions, vLLM 0.24+)."""
         if num_new_tokens <= 0:
             raise ValueError("num_new_tokens must be greater than 0")
         request_id = request.request_id
@@ -99,7 +110,7 @@ class KVCacheManager:
             needed = self._num_blocks_to_allocate(
                 request_id, num_tokens_need_slot, new_computed_blocks
             )
-            if needed > pool.free_block_queue.num_free_blocks:
+            if needed + watermark_blocks > pool.free_block_queue.num_free_blocks:
                 return None
             if req_blocks is None:
                 req_blocks = self.req_to_blocks[request_id] = []
@@ -113,7 +124,7 @@ class KVCacheManager:
         num_new_blocks = cdiv(num_tokens_need_slot, self.block_size) - len(req_blocks)
         new_blocks: list[KVCacheBlock] = []
         if num_new_blocks > 0:
-            if num_new_blocks > pool.free_block_queue.num_free_blocks:
+            if num_new_blocks + watermark_blocks > pool.free_block_queue.num_free_blocks:
                 return None
             new_blocks = pool.get_new_blocks(num_new_blocks, request_id)
             req_blocks.extend(new_blocks)
@@ -133,7 +144,8 @@ class KVCacheManager:
         scheduling caches once a batch's output arrives)."""
         if not self.enable_caching:
             return
-        num_full = num_computed_tokens // self.block_size
+        # Only blocks whose tokens are known have hashes (vLLM caps at the hashed tokens).
+        num_full = min(num_computed_tokens // self.block_size, len(request.block_hashes))
         if self.num_cached_block.get(request.request_id, 0) < num_full:
             self._cache_blocks(request, num_full)
 

@@ -12,6 +12,9 @@ from typing import Any, NamedTuple
 
 from engine.request import Request, SamplingParams
 
+PAD_DRAFT = -1
+"""vLLM's placeholder draft (a new decode padded to 1 + K tokens, 0.25+): never accepted."""
+
 
 class ScheduledChunk(NamedTuple):
     """One request's share of one step."""
@@ -71,6 +74,10 @@ class SchedulerOutput:
     num_padding_tokens: int = 0
     """Static batching: wasted positions computed this step (prompt padding and the rows
     of finished members), not counted in total_num_scheduled_tokens."""
+    prefix_cache_queries: int = 0
+    prefix_cache_hits: int = 0
+    """Prefix-cache lookups of new requests this step, in tokens queried and hit, counted
+    as the session's vLLM release counts them (0.20: every lookup; 0.27+: admissions)."""
 
     @property
     def num_scheduled_tokens(self) -> dict[str, int]:

@@ -59,9 +59,11 @@ class Request:
         "num_cached_tokens",
         "num_computed_tokens",
         "num_draft_tokens",
+        "num_in_flight_tokens",
         "num_output_placeholders",
         "num_preemptions",
         "num_prompt_tokens",
+        "num_stale_output_tokens",
         "priority",
         "request_id",
         "sampling_params",
@@ -98,6 +100,10 @@ class Request:
         # Async scheduling: tokens of batches in flight, counted in num_computed_tokens
         # before they are known (vLLM's output placeholders).
         self.num_output_placeholders = 0
+        # vLLM 0.26+: tokens scheduled in batches whose output is not applied yet; 0.27+:
+        # those of them still in flight when the request was preempted (stale output).
+        self.num_in_flight_tokens = 0
+        self.num_stale_output_tokens = 0
         # Speculative decoding: the drafter's proposal, scheduled after the real token.
         self.spec_token_ids: list[int] = []
         # After scheduling: the plan does not reach the end of the sequence (no sample).

@@ -18,6 +18,7 @@ from engine.config import (
     SchedulerConfig,
     SchedulingPolicy,
 )
+from engine.releases import DEFAULT_VLLM_VERSION
 from engine.request import SamplingParams
 
 DEFAULT_MAX_STEPS = 100_000
@@ -30,6 +31,8 @@ _INT_KNOBS = {
     "num_speculative_tokens": "scheduler",
     "prompt_lookup_max": "scheduler",
     "prompt_lookup_min": "scheduler",
+    "max_num_active_seqs": "scheduler",
+    "prefill_schedule_interval": "scheduler",
     "block_size": "cache",
     "num_gpu_blocks": "cache",
     "kv_block_limit": "cache",
@@ -38,9 +41,15 @@ _BOOL_KNOBS = {
     "enable_chunked_prefill": "scheduler",
     "scheduler_reserve_full_isl": "scheduler",
     "async_scheduling": "scheduler",
+    "long_prefill_token_threshold_adaptive": "scheduler",
     "enable_prefix_caching": "cache",
 }
-_ZERO_OK = {"long_prefill_token_threshold", "num_speculative_tokens", "kv_block_limit"}
+_ZERO_OK = {
+    "long_prefill_token_threshold",
+    "num_speculative_tokens",
+    "kv_block_limit",
+    "max_num_active_seqs",
+}
 _REQUEST_KEYS = {
     "id",
     "arrival_step",
@@ -130,6 +139,7 @@ def _parse_config(raw: Any) -> tuple[EngineConfig, int]:
     sched: dict[str, Any] = {}
     cache: dict[str, Any] = {}
     max_steps = DEFAULT_MAX_STEPS
+    version = DEFAULT_VLLM_VERSION
     for key, value in raw.items():
         where = f"config.{key}"
         if key in _INT_KNOBS:
@@ -149,11 +159,19 @@ def _parse_config(raw: Any) -> tuple[EngineConfig, int]:
                 sched["policy"] = SchedulingPolicy(value)
             except ValueError:
                 raise ScenarioError(where, "must be 'fcfs' or 'priority'") from None
+        elif key == "watermark":
+            sched["watermark"] = _number(where, value, 0.0, 1.0)
+        elif key == "vllm_version":
+            if not isinstance(value, str):
+                raise ScenarioError(where, 'must be a string such as "0.20" or "0.33"')
+            version = value
         elif key == "max_steps":
             max_steps = _int(where, value, 1)
         else:
             raise ScenarioError(where, "unknown config key")
-    config = EngineConfig(scheduler=SchedulerConfig(**sched), cache=CacheConfig(**cache))
+    config = EngineConfig(
+        scheduler=SchedulerConfig(**sched), cache=CacheConfig(**cache), vllm_version=version
+    )
     try:
         config.validate()
     except ConfigError as exc:

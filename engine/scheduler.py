@@ -11,30 +11,36 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from engine.block_pool import KVCacheBlock
 from engine.outputs import ModelRunnerOutput, SchedulerOutput, UpdateResult
 from engine.request import Request, RequestStatus
 from engine.scheduler_base import (
     KV_BLOCKS,
+    KV_WATERMARK,
+    MAX_NUM_ACTIVE_SEQS,
     MAX_NUM_SEQS,
     NO_CHUNKING_FIT,
     PAUSED,
     POLICY_ORDER,
     PREEMPTION_THIS_STEP,
+    PREFILL_THROTTLED,
     TOKEN_BUDGET,
     SchedulerBase,
 )
 from engine.scheduler_plan import StepPlan
+from engine.scheduler_waiting import schedule_waiting
 from engine.static_batching import idle_rows, schedule_waiting_static
 from engine.stop import check_stop
 
 __all__ = [
     "KV_BLOCKS",
+    "KV_WATERMARK",
+    "MAX_NUM_ACTIVE_SEQS",
     "MAX_NUM_SEQS",
     "NO_CHUNKING_FIT",
     "PAUSED",
     "POLICY_ORDER",
     "PREEMPTION_THIS_STEP",
+    "PREFILL_THROTTLED",
     "TOKEN_BUDGET",
     "Scheduler",
 ]
@@ -43,12 +49,21 @@ __all__ = [
 class Scheduler(SchedulerBase):
     # --------------------------------------------------------------- schedule
     def schedule(
-        self, step: int = 0, late_tokens: dict[str, list[int]] | None = None
+        self,
+        step: int = 0,
+        late_tokens: dict[str, list[int]] | None = None,
+        throttle_prefills: bool = False,
     ) -> SchedulerOutput:
         """Plan one step. `late_tokens` (async scheduling): tokens the batches in flight
-        sampled, per request, which the chunks' input ids need past the known tokens."""
+        sampled, per request, which the chunks' input ids need past the known tokens.
+        `throttle_prefills` (vLLM 0.24+): a data-parallel coordinator's off-cadence step."""
+        if throttle_prefills and not self.features.throttle_prefills:
+            raise ValueError(f"vLLM {self.config.vllm_version} has no throttle_prefills")
+        self.current_step = step
         plan = StepPlan(0 if self.paused else self.max_num_scheduled_tokens)
-        self._schedule_running(plan)
+        threshold = self._step_threshold()
+        defer = self.cadence.defer(throttle_prefills, self.running)
+        self._schedule_running(plan, threshold, defer)
         # Next, the WAITING requests, unless something was preempted this step.
         if self.paused:
             stop_reason: str | None = PAUSED
@@ -57,9 +72,13 @@ class Scheduler(SchedulerBase):
         elif self.static_batching:
             stop_reason = schedule_waiting_static(self, plan)
         else:
-            stop_reason = self._schedule_waiting(plan)
+            stop_reason = self._schedule_waiting_pass(plan, threshold, defer)
+            if not defer:
+                self.cadence.after_admission(len(self.waiting) - len(self.deferred_waiting))
         assert plan.token_budget >= 0
         assert len(self.running) <= self.max_num_running_reqs
+        total = sum(plan.num_scheduled_tokens.values())
+        self.cadence.after_step(total, plan.prefill_scheduled or plan.prefill_admitted)
 
         kv_used = self.kv_cache_manager.block_pool.get_num_used_blocks()
         preempted = plan.preempted
@@ -70,7 +89,7 @@ class Scheduler(SchedulerBase):
         output = SchedulerOutput(
             step=step,
             chunks=plan.make_chunks(self.requests, late_tokens),
-            total_num_scheduled_tokens=sum(plan.num_scheduled_tokens.values()),
+            total_num_scheduled_tokens=total,
             new_req_ids=tuple(r.request_id for r in plan.new_reqs),
             resumed_req_ids=tuple(r.request_id for r in plan.resumed_reqs),
             preempted_req_ids=tuple(r.request_id for r in preempted),
@@ -88,14 +107,28 @@ class Scheduler(SchedulerBase):
             num_padding_tokens=(
                 sum(plan.padding.values()) + idle_rows(self) if self.static_batching else 0
             ),
+            prefix_cache_queries=plan.prefix_cache_queries,
+            prefix_cache_hits=plan.prefix_cache_hits,
         )
         self.finished_req_ids = set()
         return output
 
-    def _schedule_running(self, plan: StepPlan) -> None:
+    def _step_threshold(self) -> int:
+        """This step's long_prefill_token_threshold (0 = no cap)."""
+        threshold = self.long_prefill_token_threshold
+        if not threshold or not self.lone_request_uncapped:
+            return threshold
+        # 0.31+: a request alone has nobody to starve.
+        num_eligible = len(self.running) + len(self.waiting)
+        if num_eligible <= 1:
+            return 0
+        if self.threshold_adaptive:
+            return max(threshold, self.max_num_scheduled_tokens // num_eligible)
+        return threshold
+
+    def _schedule_running(self, plan: StepPlan, threshold: int, defer: bool) -> None:
         """RUNNING requests first, in running order."""
         kv = self.kv_cache_manager
-        threshold = self.long_prefill_token_threshold
         max_model_len = self.max_model_len
         num_scheduled_tokens = plan.num_scheduled_tokens
         running = self.running
@@ -110,7 +143,7 @@ class Scheduler(SchedulerBase):
                 placeholders
                 and num_computed + 2 - placeholders
                 >= request.num_prompt_tokens + request.sampling_params.max_tokens
-            ):
+            ) or (defer and request.is_prefill_chunk):
                 req_index += 1
                 continue
             spec = request.spec_token_ids
@@ -132,8 +165,13 @@ class Scheduler(SchedulerBase):
                     plan, request, num_new_tokens, req_index
                 )
                 if new_blocks is None:
+                    if self.priority_continues:
+                        # 0.33: it preempted itself; the requests after it may still fit.
+                        continue
                     break
             plan.scheduled_running.append(request)
+            if request.is_prefill_chunk:
+                plan.prefill_scheduled = True
             req_id = request.request_id
             num_scheduled_tokens[req_id] = num_new_tokens
             if new_blocks:
@@ -148,90 +186,26 @@ class Scheduler(SchedulerBase):
                 # New drafts arrive in update_draft_token_ids() before the next step.
                 request.spec_token_ids = []
 
-    def _schedule_waiting(self, plan: StepPlan) -> str | None:
-        """Admit WAITING requests by policy while budget, seq slots and KV blocks allow.
-        Returns the gate that stopped the scan (None: the queue was emptied)."""
-        kv = self.kv_cache_manager
-        threshold = self.long_prefill_token_threshold
-        waiting = self.waiting
-        while waiting:
-            if plan.token_budget <= 0:
-                return TOKEN_BUDGET
-            if len(self.running) == self.max_num_running_reqs:
-                return MAX_NUM_SEQS
-            request = waiting.peek_request()
-            if request.num_computed_tokens == 0:
-                hit_blocks, num_hit_tokens = kv.get_computed_blocks(request)
-            else:
-                hit_blocks, num_hit_tokens = [], 0
-            num_computed = request.num_computed_tokens + num_hit_tokens
-            # num_tokens, not the prompt: a resumed request recomputes its outputs too.
-            num_new_tokens = request.num_tokens - num_computed
-            if 0 < threshold < num_new_tokens:
-                num_new_tokens = threshold
-            num_new_tokens_uncut = num_new_tokens
-            num_new_tokens = min(num_new_tokens, plan.token_budget)
-            if not self.enable_chunked_prefill and num_new_tokens_uncut > plan.token_budget:
-                plan.wait_detail = {
-                    "tokens_needed": num_new_tokens_uncut,
-                    "budget_left": plan.token_budget,
-                }
-                return NO_CHUNKING_FIT
-            if self.scheduler_reserve_full_isl and not kv.can_fit_full_sequence(
-                request, hit_blocks
-            ):
-                self._kv_gate_detail(plan, request, request.num_tokens, hit_blocks, True)
-                return KV_BLOCKS
-            if kv.allocate_slots(request, num_new_tokens, num_hit_tokens, hit_blocks) is None:
-                self._kv_gate_detail(plan, request, num_computed + num_new_tokens, hit_blocks)
-                return KV_BLOCKS
-
-            waiting.pop_request()
-            self.running.append(request)
-            if request.status == RequestStatus.PREEMPTED:
-                plan.resumed_reqs.append(request)
-            else:
-                plan.new_reqs.append(request)
-            req_id = request.request_id
-            plan.num_scheduled_tokens[req_id] = num_new_tokens
-            plan.new_blocks_of[req_id] = kv.get_block_ids(req_id)
-            plan.computed_before[req_id] = num_computed
-            plan.prefix_hits[req_id] = num_hit_tokens
-            plan.token_budget -= num_new_tokens
-            request.status = RequestStatus.RUNNING
-            request.num_computed_tokens = num_computed
-            if request.num_cached_tokens < 0:
-                request.num_cached_tokens = num_computed
-        return None
-
-    def _kv_gate_detail(
-        self,
-        plan: StepPlan,
-        request: Request,
-        num_tokens: int,
-        hit_blocks: list[KVCacheBlock],
-        full_sequence: bool = False,
-    ) -> None:
-        pool = self.kv_cache_manager.block_pool
-        plan.wait_detail = {
-            "blocks_needed": self.kv_cache_manager.num_blocks_needed(
-                request, num_tokens, hit_blocks
-            ),
-            "blocks_free": pool.get_num_free_blocks(),
-            "blocks_used": pool.get_num_used_blocks(),
-            "blocks_usable": pool.num_usable_blocks,
-            "full_sequence": full_sequence,
-        }
+    def _schedule_waiting_pass(self, plan: StepPlan, threshold: int, defer: bool) -> str | None:
+        """The waiting scan; requests it skipped go back to the front afterwards."""
+        skipped: list[Request] = []
+        stop = schedule_waiting(self, plan, threshold, defer, skipped)
+        for request in reversed(skipped):  # the first one skipped ends up in front
+            self.waiting.prepend_request(request)
+        return stop
 
     def _update_after_schedule(self, plan: StepPlan) -> None:
         # NOTE: progress advances when the plan is made, before the forward pass, so a
         # prefill can be scheduled again at once; rejected drafts are rolled back later.
         requests = self.requests
         async_scheduling = self.async_scheduling
+        track_in_flight = self.track_in_flight
         spec = plan.spec_token_ids
         for req_id, n in plan.num_scheduled_tokens.items():
             request = requests[req_id]
             request.num_computed_tokens += n
+            if track_in_flight:
+                request.num_in_flight_tokens += n
             request.is_prefill_chunk = is_chunk = request.num_computed_tokens < (
                 len(request.token_ids) + request.num_output_placeholders
             )
@@ -250,28 +224,45 @@ class Scheduler(SchedulerBase):
         requests = self.requests
         sampled_token_ids = runner_output.sampled_token_ids
         async_scheduling = self.async_scheduling
+        track_in_flight = self.track_in_flight
+        cache_after_output = self.cache_after_output
         for chunk in output.chunks:
             req_id = chunk.req_id
+            request = requests.get(req_id)
+            stale = False
+            if track_in_flight and request is not None:
+                request.num_in_flight_tokens -= chunk.num_tokens
+                if request.num_stale_output_tokens > 0:
+                    # 0.27+: the batch was in flight when the request was preempted.
+                    stale = True
+                    request.num_stale_output_tokens -= chunk.num_tokens
             generated = sampled_token_ids.get(req_id)
             if not generated:
                 continue
-            request = requests.get(req_id)
             if request is None or request.is_finished():
                 # Finished (aborted) while the batch was in flight.
                 continue
             if chunk.spec_token_ids:
-                self._apply_verification(request, len(chunk.spec_token_ids), generated, result)
+                self._apply_verification(
+                    request, len(chunk.spec_token_ids), generated, result, rollback=not stale
+                )
             status_before = request.status
             num_appended, stopped = self._append_output(request, generated)
-            if async_scheduling:
+            if stopped and self.stop_rolls_back and not stale:
+                # 0.33: positions past the stop were never really computed.
+                request.num_computed_tokens -= len(generated) - num_appended
+            if async_scheduling and not stale:
                 request.num_output_placeholders -= num_appended
                 assert request.num_output_placeholders >= 0
-                # Cache the blocks the output completed; not for a request preempted
-                # while its batch was in flight (its blocks are gone).
-                if status_before == RequestStatus.RUNNING:
-                    self.kv_cache_manager.cache_blocks(
-                        request, request.num_computed_tokens - request.num_output_placeholders
-                    )
+            # Cache the blocks the output completed; not for a request preempted while
+            # its batch was in flight (its blocks are gone).
+            if cache_after_output and status_before == RequestStatus.RUNNING and not stale:
+                in_flight = (
+                    request.num_in_flight_tokens
+                    if track_in_flight
+                    else request.num_output_placeholders
+                )
+                self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens - in_flight)
             result.sampled_req_ids.append(req_id)
             result.appended_tokens[req_id] = num_appended
             result.drafted.append(request)
@@ -282,6 +273,7 @@ class Scheduler(SchedulerBase):
                     stopped_running.add(request)
                 else:
                     stopped_waiting.append(request)
+                    self.deferred_waiting.discard(request)
         if stopped_running:
             self.running = [r for r in self.running if r not in stopped_running]
         if stopped_waiting:
@@ -290,14 +282,19 @@ class Scheduler(SchedulerBase):
 
     @staticmethod
     def _apply_verification(
-        request: Request, num_draft: int, generated: Sequence[int], result: UpdateResult
+        request: Request,
+        num_draft: int,
+        generated: Sequence[int],
+        result: UpdateResult,
+        rollback: bool = True,
     ) -> None:
-        """Rejected drafts were counted as computed: roll them back."""
+        """Rejected drafts were counted as computed: roll them back (not for stale output:
+        its counts predate the preemption's reset)."""
         num_accepted = len(generated) - 1
         num_rejected = num_draft - num_accepted
-        if request.num_computed_tokens > 0:
+        if rollback and request.num_computed_tokens > 0:
             request.num_computed_tokens -= num_rejected
-        if request.num_output_placeholders > 0:
+        if rollback and request.num_output_placeholders > 0:
             request.num_output_placeholders -= num_rejected
         request.num_draft_tokens += num_draft
         request.num_accepted_tokens += num_accepted

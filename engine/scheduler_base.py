@@ -10,6 +10,8 @@ from engine.block_pool import KVCacheBlock
 from engine.config import BatchingMode, ConfigError, EngineConfig, SchedulingPolicy
 from engine.kv_cache_manager import KVCacheManager, cdiv
 from engine.outputs import SchedulerOutput
+from engine.prefill_cadence import PrefillCadence
+from engine.releases import release_features
 from engine.request import Request, RequestStatus
 from engine.request_queue import RequestQueue, create_request_queue
 from engine.scheduler_plan import StepPlan
@@ -24,16 +26,23 @@ PREEMPTION_THIS_STEP = "preemption_this_step"
 NO_CHUNKING_FIT = "no_chunking_fit"
 PAUSED = "paused"
 STATIC_BATCH = "static_batch"
+# Gates of later releases (engine.releases).
+MAX_NUM_ACTIVE_SEQS = "max_num_active_seqs"
+KV_WATERMARK = "kv_watermark"
+PREFILL_THROTTLED = "prefill_throttled"
 
 
 class SchedulerBase:
     def __init__(self, config: EngineConfig) -> None:
         config.validate()
+        self.features = features = release_features(config.vllm_version)
+        """The release's behaviour changes as booleans, computed once (engine.releases)."""
         self.kv_cache_manager = KVCacheManager(
             num_gpu_blocks=config.cache.num_gpu_blocks,
             block_size=config.cache.block_size,
             max_model_len=config.scheduler.max_model_len,
             enable_caching=config.cache.enable_prefix_caching,
+            unhashed_first=features.unhashed_blocks_reused_first,
         )
         self.requests: dict[str, Request] = {}
         self.running: list[Request] = []
@@ -44,6 +53,11 @@ class SchedulerBase:
         self._tokens_lost: dict[str, int] = {}
         self.static_batch: list[str] = []
         """Static batching: the request ids of the batch admitted last."""
+        self.deferred_waiting: set[Request] = set()
+        """vLLM 0.31+: waiting requests a scan skipped (stale output still in flight)."""
+        self.cadence = PrefillCadence(config.scheduler.prefill_schedule_interval)
+        self.current_step = 0
+        """The engine step being scheduled (for waiting details)."""
         self.config = config
         self._apply_scheduler_config(config)
 
@@ -60,6 +74,27 @@ class SchedulerBase:
         self.async_scheduling = sc.async_scheduling
         self.num_spec_tokens = sc.num_speculative_tokens
         self.static_batching = sc.batching is BatchingMode.STATIC
+        # Later releases (engine.releases): booleans and numbers for the hot paths.
+        f = self.features
+        self.lone_request_uncapped = f.lone_request_uncapped
+        self.threshold_adaptive = sc.long_prefill_token_threshold_adaptive
+        self.max_num_active_reqs = sc.max_num_active_seqs or sc.max_num_seqs
+        self.watermark_blocks = int(sc.watermark * config.cache.num_gpu_blocks)
+        self.cadence.interval = sc.prefill_schedule_interval
+        self.pad_new_decodes = f.spec_pads_new_decodes and self.num_spec_tokens > 0
+        self.priority_continues = (
+            f.priority_self_preemption_continues and self.policy is SchedulingPolicy.PRIORITY
+        )
+        self.rewind_by_position = f.preemption_rewinds_by_position
+        self.track_in_flight = f.in_flight_caching
+        # Stale output is counted from the in-flight tokens (0.27 builds on 0.26).
+        self.stale_output = f.stale_output_after_preemption and self.track_in_flight
+        self.stop_rolls_back = f.stop_rolls_back_computed
+        self.stats_at_admission = f.prefix_stats_at_admission
+        # Blocks are cached when an output arrives: async always, sync with drafts (0.33).
+        self.cache_after_output = self.async_scheduling or (
+            f.sync_spec_caches_after_output and self.num_spec_tokens > 0
+        )
 
     def update_config(self, config: EngineConfig) -> None:
         """Take new scheduler knobs; they apply from the next schedule()."""
@@ -68,6 +103,8 @@ class SchedulerBase:
         old_cache = old.cache
         if dataclasses.replace(config.cache, kv_block_limit=old_cache.kv_block_limit) != old_cache:
             raise ValueError("the KV pool (cache config) cannot change while running")
+        if config.vllm_version != old.vllm_version:
+            raise ValueError("vllm_version cannot change while running; start a new session")
         for name in (
             "max_model_len",
             "async_scheduling",
@@ -144,6 +181,7 @@ class SchedulerBase:
         waiting = [r for r in done if r not in running]
         if waiting:
             self.waiting.remove_requests(waiting)
+            self.deferred_waiting.difference_update(waiting)
         for request in done:
             request.status = status
             self._free_request(request)
@@ -187,16 +225,22 @@ class SchedulerBase:
         (FCFS: the last one), which may be `request` itself, until its slots fit.
         Returns (new blocks or None if `request` was preempted, the updated index)."""
         kv = self.kv_cache_manager
+        running = self.running
         while True:
             if self.policy is SchedulingPolicy.PRIORITY:
-                victim = max(self.running, key=lambda r: (r.priority, r.arrival_time))
-                self.running.remove(victim)
-                if victim in plan.scheduled_running:
+                victim = max(running, key=lambda r: (r.priority, r.arrival_time))
+                victim_index = running.index(victim)
+                del running[victim_index]
+                scheduled = victim in plan.scheduled_running
+                if scheduled:
                     # Roll back what was planned for the victim this step.
                     plan.unschedule(victim)
+                # NOTE: 0.28+ step back for any victim before the current request; before,
+                # only for one scheduled this step (an unscheduled one made the scan skip).
+                if victim_index < req_index if self.rewind_by_position else scheduled:
                     req_index -= 1
             else:
-                victim = self.running.pop()
+                victim = running.pop()
             self._preempt_request(victim)
             plan.preempted.append(victim)
             if victim is request:
@@ -212,7 +256,11 @@ class SchedulerBase:
         self.kv_cache_manager.free(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
-        # NOTE: output placeholders stay: tokens of a batch in flight still arrive.
+        if self.stale_output:
+            # 0.27+: what is in flight arrives as stale output (delivered, no counters).
+            request.num_stale_output_tokens = request.num_in_flight_tokens
+            request.num_output_placeholders = 0
+        # NOTE (0.20): output placeholders stay: tokens of a batch in flight still arrive.
         request.spec_token_ids = []
         request.num_preemptions += 1
         self.waiting.prepend_request(request)
@@ -238,14 +286,19 @@ class SchedulerBase:
                     decodes,
                 )
             )
+            detail.update(plan.wait_detail)  # a padded decode that did not fit (0.25+)
         elif reason == MAX_NUM_SEQS:
+            detail["max_num_seqs"] = self.max_num_running_reqs
+            detail["num_running"] = len(self.running)
+        elif reason == MAX_NUM_ACTIVE_SEQS:
+            detail["max_num_active_seqs"] = self.max_num_active_reqs
             detail["max_num_seqs"] = self.max_num_running_reqs
             detail["num_running"] = len(self.running)
         elif reason == PREEMPTION_THIS_STEP:
             detail["num_preempted"] = len(plan.preempted)
         elif reason == STATIC_BATCH:
             detail["batch_size"] = len(self.static_batch)
-        elif reason in (KV_BLOCKS, NO_CHUNKING_FIT):
+        elif reason in (KV_BLOCKS, KV_WATERMARK, NO_CHUNKING_FIT, PREFILL_THROTTLED):
             detail.update(plan.wait_detail)
         if self.waiting:
             detail["head"] = self.waiting.peek_request().request_id
@@ -254,7 +307,7 @@ class SchedulerBase:
     def _waiting_reasons(self, stop_reason: str | None) -> dict[str, str]:
         if not self.waiting:
             return {}
-        if stop_reason in (KV_BLOCKS, NO_CHUNKING_FIT):
+        if stop_reason in (KV_BLOCKS, KV_WATERMARK, NO_CHUNKING_FIT):
             # A gate of the head request alone: the rest queue behind it.
             head = self.waiting.peek_request().request_id
             return {

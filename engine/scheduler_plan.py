@@ -18,6 +18,10 @@ class StepPlan:
         "num_scheduled_tokens",
         "padding",
         "preempted",
+        "prefill_admitted",
+        "prefill_scheduled",
+        "prefix_cache_hits",
+        "prefix_cache_queries",
         "prefix_hits",
         "resumed_reqs",
         "scheduled_running",
@@ -43,6 +47,13 @@ class StepPlan:
         """Static batching: pad tokens per request admitted (to the batch's longest)."""
         self.wait_detail: dict[str, Any] = {}
         """The numbers behind the gate that stopped the waiting scan (engine.waiting)."""
+        self.prefill_scheduled = False
+        """A running request's prefill chunk was scheduled (vLLM's prefill_scheduled)."""
+        self.prefill_admitted = False
+        """A waiting request was admitted with prompt left to compute (beyond one token)."""
+        self.prefix_cache_queries = 0
+        self.prefix_cache_hits = 0
+        """Prefix-cache stats of this step (new requests), counted as the release does."""
 
     def unschedule(self, request: Request) -> None:
         """Roll back what was planned for a running request preempted later this step."""

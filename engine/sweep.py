@@ -27,8 +27,12 @@ from engine.run_metrics import run_metrics
 from engine.scenario import parse_scenario
 
 SWEEPABLE = sorted(
-    {f.name for f in fields(SchedulerConfig)} | {f.name for f in fields(CacheConfig)}
+    {f.name for f in fields(SchedulerConfig)}
+    | {f.name for f in fields(CacheConfig)}
+    | {"vllm_version"}
 )
+TEXT_KNOBS = {"vllm_version"}
+"""Knobs whose values stay text ('0.20' is a release, not the number 0.2)."""
 MAX_POINTS = 400
 
 
@@ -70,13 +74,15 @@ def parse_knob(text: str) -> Knob:
         raise SweepError(f"--knob {text!r}: expected NAME=V1,V2,...")
     if name not in SWEEPABLE:
         raise SweepError(f"--knob {name!r}: not an engine knob (one of {', '.join(SWEEPABLE)})")
-    if raw.count(":") == 2 and "," not in raw:
+    if name in TEXT_KNOBS:
+        values: tuple[Any, ...] = tuple(v.strip() for v in raw.split(",") if v.strip())
+    elif raw.count(":") == 2 and "," not in raw:
         lo, hi, step = (parse_value(p) for p in raw.split(":"))
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (lo, hi, step)):
             raise SweepError(f"--knob {name}: a range LO:HI:STEP takes integers")
         if step <= 0 or hi < lo:
             raise SweepError(f"--knob {name}: a range needs LO <= HI and STEP > 0")
-        values: tuple[Any, ...] = tuple(range(lo, hi + 1, step))
+        values = tuple(range(lo, hi + 1, step))
     else:
         values = tuple(parse_value(v) for v in raw.split(",") if v.strip())
     if not values:

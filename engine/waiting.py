@@ -52,6 +52,11 @@ def waiting_text(req_id: str, reason: str, detail: WaitingDetail | None) -> str:
             f"{d.get('blocks_free')} free); {req_id} needs {d.get('blocks_needed')} more "
             f"blocks for {what}"
         )
+    if reason == "token_budget" and "padded_tokens" in d:
+        return (
+            f"waits: a new decode is padded to {d['padded_tokens']} tokens (speculative "
+            f"decoding) and only {d.get('budget_left')} are left in the budget"
+        )
     if reason == "token_budget" and "budget_max" in d:
         parts = []
         if d.get("num_decodes"):
@@ -66,6 +71,25 @@ def waiting_text(req_id: str, reason: str, detail: WaitingDetail | None) -> str:
         return f"waits: token budget used ({d['budget_used']}/{d['budget_max']}: {spent})"
     if reason == "max_num_seqs":
         return f"waits: max_num_seqs {d.get('max_num_seqs', '?')} reached"
+    if reason == "max_num_active_seqs":
+        return (
+            f"waits: admission cap max_num_active_seqs {d.get('max_num_active_seqs', '?')} "
+            f"reached ({d.get('num_running', '?')} running; max_num_seqs "
+            f"{d.get('max_num_seqs', '?')})"
+        )
+    if reason == "kv_watermark":
+        return (
+            f"waits: KV watermark ({d.get('blocks_free')} blocks free, "
+            f"{d.get('watermark_blocks')} kept free); {req_id} needs "
+            f"{d.get('blocks_needed')} blocks"
+        )
+    if reason == "prefill_throttled":
+        if d.get("throttled_by_coordinator"):
+            return "waits: prefill deferred on this step (data-parallel cadence)"
+        return (
+            f"waits: prefill throttled until step {d.get('until_step')} "
+            f"(prefill_schedule_interval {d.get('prefill_schedule_interval')})"
+        )
     if reason == "no_chunking_fit":
         return (
             f"waits: chunked prefill is off and {req_id}'s {d.get('tokens_needed')} tokens do "

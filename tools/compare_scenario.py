@@ -1,13 +1,19 @@
-"""Diff batchscope's scheduler against the real vLLM 0.20.0 scheduler, step by step.
+"""Diff batchscope's scheduler against the real vLLM scheduler, step by step.
 
     .venv/bin/python tools/compare_scenario.py scenarios/seed.json [more.json ...]
     .venv/bin/python tools/compare_scenario.py --random 300 --seed 1 [--shrink]
+    .venv/bin/python tools/compare_scenario.py --vllm-version 0.33 scenarios/*.json
 
 Ours runs in this process (the project venv, .venv); vLLM runs in
-tools/vllm_reference.py under its own venv (--vllm-python, default .venv-vllm/bin/python
-from `make vllm-venv`, see requirements/vllm-ref.txt), kept alive as one `--serve`
-process; results travel as JSON files. The first differing step is printed with both
-records; exit status 1 on any mismatch.
+tools/vllm_reference.py under its own venv (--vllm-python; by default the venv of
+--vllm-version: .venv-vllm for 0.20 from `make vllm-venv`, .venv-vllm-033 for 0.33; see
+requirements/vllm-ref*.txt), kept alive as one `--serve` process; results travel as JSON
+files. The first differing step is printed with both records; exit status 1 on any
+mismatch.
+
+`--vllm-version V` (default 0.20) is the release both sides decide as: it is written into
+every scenario's config (`vllm_version`, overriding the file's), so our engine follows that
+release's semantics (engine.releases) and the reference must be that release.
 
 Compared: every per-step key except `waiting_reasons` (ours only), in order (`scheduled` is
 compared as an ordered list, `prefix_cache_hit_tokens` as a mapping), then the per-request
@@ -16,6 +22,8 @@ records and the totals. `timing` is not compared.
 `--random N` generates N small scenarios (see `random_scenario`); every mismatching one is kept
 in --mismatch-dir (default /tmp/mismatch) with both results and the diff; `--shrink` also writes
 a greedily minimised scenario (<name>.min.json) that keeps the same mismatch signature.
+`--new-knobs` also draws the knobs of later releases (max_num_active_seqs, watermark,
+prefill_schedule_interval, long_prefill_token_threshold_adaptive) where the release has them.
 """
 
 from __future__ import annotations
@@ -34,13 +42,16 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROJECT_PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
-DEFAULT_VLLM_PYTHON = str(REPO_ROOT / ".venv-vllm" / "bin" / "python")
+VLLM_VENVS = {"0.20": ".venv-vllm", "0.33": ".venv-vllm-033"}
+"""The reference venv of each supported release (tools/setup_vllm_venv.sh builds them)."""
+DEFAULT_VLLM_VERSION = "0.20"
 REFERENCE = REPO_ROOT / "tools" / "vllm_reference.py"
 
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 try:
+    from engine.releases import knob_available, release_features
     from engine.scenario import parse_scenario, prompt_tokens
     from engine.simulate import run_scenario
 except ImportError:  # not the project venv: re-run under it
@@ -198,7 +209,12 @@ def _sim_outputs(prompt: list[int], n: int) -> list[int]:
 
 
 def random_scenario(
-    rng: random.Random, name: str, stress: bool = False, mode: str = "sync"
+    rng: random.Random,
+    name: str,
+    stress: bool = False,
+    mode: str = "sync",
+    version: str = DEFAULT_VLLM_VERSION,
+    new_knobs: bool = False,
 ) -> dict[str, Any]:
     """A small scenario whose every request could fit the pool on its own, for the engine
     loop `mode`: sync, async (async_scheduling) or spec (1..6 speculative tokens).
@@ -209,6 +225,12 @@ def random_scenario(
     prefill off forces budget >= max_model_len. Prompts share prefixes, repeat earlier
     prompts exactly, or extend an earlier prompt with the outputs it will generate.
     `stress` widens everything (budget from 1, 2 KV blocks, 30 requests, 30 arrival steps).
+
+    `version` is written into the config; the draws are the same for every release (a seed
+    gives the same trace under 0.20 and 0.33), then a config the release refuses is
+    adjusted: a threshold above max_model_len is lowered to it, and one that would cut a
+    padded speculative decode (0 < threshold < 1 + K) is raised to 1 + K. `new_knobs`
+    draws the later releases' knobs last (after the requests), where the release has them.
     """
     max_model_len = 128 if rng.random() < 0.7 else rng.randint(8 if stress else 16, 64)
     chunked = rng.random() < 0.7
@@ -281,7 +303,30 @@ def random_scenario(
         requests.append(req)
     if not requests:
         requests.append({"id": "r0", "arrival_step": 0, "prompt_len": 1, "max_tokens": 1})
+    _fit_release(rng, config, version, new_knobs)
     return {"name": name, "description": "random", "config": config, "requests": requests}
+
+
+def _fit_release(rng: random.Random, config: dict[str, Any], version: str, new_knobs: bool) -> None:
+    config["vllm_version"] = version
+    features = release_features(version)
+    threshold = config["long_prefill_token_threshold"]
+    if features.threshold_within_max_model_len and threshold > config["max_model_len"]:
+        config["long_prefill_token_threshold"] = threshold = config["max_model_len"]
+    k = config.get("num_speculative_tokens", 0)
+    if features.spec_pads_new_decodes and k and 0 < threshold < 1 + k:
+        config["long_prefill_token_threshold"] = 1 + k if 1 + k <= config["max_model_len"] else 0
+    if not new_knobs:
+        return
+    later = {
+        "max_num_active_seqs": lambda: rng.choice([0, rng.randint(1, config["max_num_seqs"])]),
+        "watermark": lambda: rng.choice([0.0, 0.05, 0.1, 0.25]),
+        "prefill_schedule_interval": lambda: rng.choice([1, 2, 3, 5]),
+        "long_prefill_token_threshold_adaptive": lambda: rng.random() < 0.5,
+    }
+    for knob, draw in later.items():
+        if knob_available(knob, version):
+            config[knob] = draw()
 
 
 # --------------------------------------------------------------------------- shrinking
@@ -403,7 +448,18 @@ def main(argv: list[str] | None = None) -> int:
         "--stress", action="store_true", help="wider random ranges (see random_scenario)"
     )
     parser.add_argument(
-        "--vllm-python", default=os.environ.get("VLLM_REF_PYTHON", DEFAULT_VLLM_PYTHON)
+        "--vllm-version",
+        default=DEFAULT_VLLM_VERSION,
+        choices=sorted(VLLM_VENVS),
+        help="the release both sides decide as (written into every scenario's config)",
+    )
+    parser.add_argument(
+        "--vllm-python",
+        default=os.environ.get("VLLM_REF_PYTHON"),
+        help="the reference venv's python (default: the venv of --vllm-version)",
+    )
+    parser.add_argument(
+        "--new-knobs", action="store_true", help="random scenarios also draw later knobs"
     )
     parser.add_argument(
         "--mode",
@@ -416,12 +472,14 @@ def main(argv: list[str] | None = None) -> int:
     if not args.scenarios and not args.random:
         parser.error("give scenario files and/or --random N")
 
+    python = args.vllm_python or str(REPO_ROOT / VLLM_VENVS[args.vllm_version] / "bin" / "python")
     workdir = Path(tempfile.mkdtemp(prefix="compare-"))
-    comparer = Comparer(args.vllm_python, workdir)
+    comparer = Comparer(python, workdir)
     failed = 0
     try:
         for path in args.scenarios:
             data = json.loads(path.read_text())
+            data.setdefault("config", {})["vllm_version"] = args.vllm_version
             diff, ours, ref = comparer.compare(data)
             if diff is None:
                 us_vllm = ref["timing"]["median_step_us"]
@@ -441,7 +499,9 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(args.random):
                 mode = MODES[i % len(MODES)] if args.mode == "all" else args.mode
                 name = f"rand{'_stress' if args.stress else ''}_{mode}_s{args.seed}_{i:04d}"
-                data = random_scenario(rng, name, stress=args.stress, mode=mode)
+                data = random_scenario(
+                    rng, name, args.stress, mode, args.vllm_version, args.new_knobs
+                )
                 diff, ours, ref = comparer.compare(data)
                 if diff is None:
                     continue

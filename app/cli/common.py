@@ -105,12 +105,24 @@ def add_loop_flags(p: argparse.ArgumentParser) -> None:
         default=None,
         help="continuous (vLLM) or static batching (the baseline)",
     )
+    add_vllm_version_flag(p, "default: the scenario's / the newest")
+
+
+def add_vllm_version_flag(p: argparse.ArgumentParser, default_text: str) -> None:
+    from engine.releases import SUPPORTED
+
+    p.add_argument(
+        "--vllm-version",
+        choices=SUPPORTED,
+        default=None,
+        help=f"the vLLM release to decide as (docs/vllm_releases.md); {default_text}",
+    )
 
 
 def loop_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The engine-loop knobs given on the command line, by knob name."""
     out: dict[str, Any] = {}
-    for name in ("async_scheduling", "num_speculative_tokens", "batching"):
+    for name in ("async_scheduling", "num_speculative_tokens", "batching", "vllm_version"):
         value = getattr(args, name, None)
         if value is not None:
             out[name] = value

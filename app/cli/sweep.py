@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from app.cli.common import CliError, add_database_flag, open_db
+from app.cli.common import CliError, add_database_flag, add_vllm_version_flag, open_db
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,6 +30,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--knob", action="append", default=[], metavar="NAME=V1,V2,...")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="a knob fixed for every point")  # fmt: skip
+    add_vllm_version_flag(p, "same as --set vllm_version=V (default: the source's)")
     p.add_argument("--repeat", type=int, help="runs per point (default 1)")
     p.add_argument("--runner", choices=("sim", "torch"))
     p.add_argument("--cost-model", metavar="FILE|PRESET", help="e.g. h100:llama-3-8b")
@@ -87,7 +88,9 @@ def build_spec(args: argparse.Namespace) -> Any:
     runner = args.runner or (spec.runner if spec else "sim")
     cost_model = args.cost_model or (spec.cost_model if spec and runner == "sim" else None)
     return SweepSpec(
-        base=apply_settings(base, args.set),
+        base=apply_settings(
+            base, [*args.set, *([f"vllm_version={args.vllm_version}"] if args.vllm_version else [])]
+        ),
         knobs=knobs,
         repeat=args.repeat if args.repeat is not None else (spec.repeat if spec else 1),
         runner=runner,

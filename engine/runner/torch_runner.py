@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from engine.config import EngineConfig
-from engine.outputs import ModelRunnerOutput, SchedulerOutput
+from engine.outputs import PAD_DRAFT, ModelRunnerOutput, SchedulerOutput
 from engine.runner.checkpoint import load_checkpoint
 from engine.runner.model import LlamaModel, ModelConfig, preset_config, random_model
 from engine.runner.ngram import NgramProposer
@@ -27,6 +27,13 @@ from engine.runner.sampler import GREEDY, RequestSampling, request_seed
 from engine.runner.tokenizer import Tokenizer, load_tokenizer
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _verified_drafts(drafts: Sequence[int]) -> Sequence[int]:
+    """The drafts up to the first placeholder: verification stops there (rejected)."""
+    if PAD_DRAFT not in drafts:
+        return drafts
+    return drafts[: list(drafts).index(PAD_DRAFT)]
 
 
 def resolve_device(device: str) -> torch.device:
@@ -169,6 +176,12 @@ class TorchRunner:
                 )
             if chunk.spec_token_ids and not chunk.sample:
                 raise ValueError(f"{chunk.req_id}: drafts on a chunk that does not sample")
+            if PAD_DRAFT in chunk.spec_token_ids:
+                # A padded decode (vLLM 0.25+): placeholder drafts are fed as id 0 and are
+                # never accepted (see _verified_drafts).
+                chunk_ids = chunk.token_ids + tuple(
+                    0 if t == PAD_DRAFT else t for t in chunk.spec_token_ids
+                )
             self.check_token_ids(chunk_ids)
             input_ids.extend(chunk_ids)
         self._update_states(output)
@@ -197,12 +210,13 @@ class TorchRunner:
             # The last position of each sampling chunk, and before it one per draft: all
             # K + 1 verification positions come out of this one forward.
             rows: list[int] = []
-            for i, c in sample_chunks:
-                rows.extend(range(qsl[i + 1] - 1 - len(c.spec_token_ids), qsl[i + 1]))
+            drafts = [_verified_drafts(c.spec_token_ids) for _, c in sample_chunks]
+            for (i, c), valid in zip(sample_chunks, drafts, strict=True):
+                first = qsl[i + 1] - 1 - len(c.spec_token_ids)
+                rows.extend(range(first, first + len(valid) + 1))
             index = torch.tensor(rows).to(self.device)
             logits = self.model.compute_logits(hidden[index])
             states = [self.sampling.get(c.req_id, GREEDY) for _, c in sample_chunks]
-            drafts = [c.spec_token_ids for _, c in sample_chunks]
             tokens = rejection_sample(logits, drafts, states)
             sampled = {c.req_id: t for (_, c), t in zip(sample_chunks, tokens, strict=True)}
         if self.device.type == "cuda":

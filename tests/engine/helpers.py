@@ -9,6 +9,7 @@ from engine.config import CacheConfig, EngineConfig, SchedulerConfig, Scheduling
 from engine.engine import Engine
 from engine.events import Event, ListSink
 from engine.outputs import SchedulerOutput
+from engine.releases import DEFAULT_VLLM_VERSION
 from engine.request import Request, RequestStatus, SamplingParams
 from engine.runner.sim import SimRunner
 from engine.scenario import load_scenario
@@ -31,8 +32,14 @@ def make_config(
     enable_prefix_caching: bool = False,
     async_scheduling: bool = False,
     num_speculative_tokens: int = 0,
+    vllm_version: str = DEFAULT_VLLM_VERSION,
+    max_num_active_seqs: int = 0,
+    watermark: float = 0.0,
+    prefill_schedule_interval: int = 1,
+    long_prefill_token_threshold_adaptive: bool = False,
 ) -> EngineConfig:
     return EngineConfig(
+        vllm_version=vllm_version,
         scheduler=SchedulerConfig(
             max_num_batched_tokens=max_num_batched_tokens,
             max_num_seqs=max_num_seqs,
@@ -43,6 +50,10 @@ def make_config(
             scheduler_reserve_full_isl=scheduler_reserve_full_isl,
             async_scheduling=async_scheduling,
             num_speculative_tokens=num_speculative_tokens,
+            max_num_active_seqs=max_num_active_seqs,
+            watermark=watermark,
+            prefill_schedule_interval=prefill_schedule_interval,
+            long_prefill_token_threshold_adaptive=long_prefill_token_threshold_adaptive,
         ),
         cache=CacheConfig(
             block_size=block_size,

@@ -35,7 +35,10 @@ def test_a_fully_cached_prompt_still_computes_its_last_token() -> None:
 
 
 def test_freed_blocks_stay_cached_and_tail_blocks_are_evicted_first() -> None:
-    s = make_scheduler(block_size=4, num_gpu_blocks=4, enable_prefix_caching=True)
+    # vLLM 0.20: every freed block goes to the tail of the free queue.
+    s = make_scheduler(
+        block_size=4, num_gpu_blocks=4, enable_prefix_caching=True, vllm_version="0.20"
+    )
     make_request(s, "A", PROMPT[:8], max_tokens=1)
     step(s)  # A finishes: its two cached blocks join the free queue, tail first
     pool = s.kv_cache_manager.block_pool
@@ -50,6 +53,28 @@ def test_freed_blocks_stay_cached_and_tail_blocks_are_evicted_first() -> None:
     out = step(s)
     f = next(ch for ch in out.chunks if ch.req_id == "F")
     assert f.num_prefix_hit_tokens == 4  # A's head block survived, its tail did not
+    check_invariants(s)
+
+
+def test_unhashed_freed_blocks_are_reused_before_cached_ones_since_0_28() -> None:
+    s = make_scheduler(
+        block_size=4, num_gpu_blocks=4, enable_prefix_caching=True, vllm_version="0.33"
+    )
+    make_request(s, "A", PROMPT[:8], max_tokens=1)
+    step(s)
+    pool = s.kv_cache_manager.block_pool
+    make_request(s, "D", [50, 51, 52], max_tokens=1)  # the never-used block
+    step(s)
+    d_block = pool.free_block_queue.block_ids()[0]
+    assert pool.blocks[d_block].block_hash is None  # D's unhashed block is at the head
+    make_request(s, "E", [60, 61, 62], max_tokens=1)  # reuses it: A's blocks survive
+    out = step(s)
+    assert out.chunks[0].block_ids == (d_block,)
+    assert pool.num_cached_free_blocks == 2
+    make_request(s, "F", [*PROMPT[:8], 1])
+    out = step(s)
+    f = next(ch for ch in out.chunks if ch.req_id == "F")
+    assert f.num_prefix_hit_tokens == 8
     check_invariants(s)
 
 
