@@ -104,4 +104,16 @@ def waiting_text(req_id: str, reason: str, detail: WaitingDetail | None) -> str:
         )
     if reason == "paused":
         return "waits: the engine is paused"
+    if reason in GATE_TEXTS:
+        return GATE_TEXTS[reason]
     return f"waits: {reason}"
+
+
+GATE_TEXTS = {
+    "remote_kv": "waits: its KV cache is still being received from a remote prefill",
+    "structured_output": "waits: its structured-output grammar is still being compiled",
+    "streaming_input": "waits: more of its streamed prompt has to arrive",
+    "lora_limit": "waits: its LoRA adapter would exceed max_loras this step",
+    "output_in_flight": "waits: output from before its preemption is still in flight",
+}
+"""The gates only a vLLM node has (its adapter reports them; no numbers)."""

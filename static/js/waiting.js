@@ -8,6 +8,14 @@
   function s(n) { return n !== 1 ? "s" : ""; }
   function v(x, dflt) { return x === undefined || x === null ? (dflt === undefined ? "None" : dflt) : x; }
 
+  const GATE_TEXTS = {
+    remote_kv: "waits: its KV cache is still being received from a remote prefill",
+    structured_output: "waits: its structured-output grammar is still being compiled",
+    streaming_input: "waits: more of its streamed prompt has to arrive",
+    lora_limit: "waits: its LoRA adapter would exceed max_loras this step",
+    output_in_flight: "waits: output from before its preemption is still in flight",
+  };
+
   BS.waitingText = function (req, reason, detail) {
     const d = detail || {};
     const head = d.head;
@@ -21,6 +29,10 @@
         " usable blocks used, " + v(d.blocks_free) + " free); " + req + " needs " +
         v(d.blocks_needed) + " more blocks for " + what;
     }
+    if (reason === "token_budget" && "padded_tokens" in d) {
+      return "waits: a new decode is padded to " + d.padded_tokens + " tokens (speculative " +
+        "decoding) and only " + v(d.budget_left) + " are left in the budget";
+    }
     if (reason === "token_budget" && "budget_max" in d) {
       const parts = [];
       if (d.num_decodes) parts.push(d.num_decodes + " decode" + s(d.num_decodes));
@@ -33,6 +45,19 @@
       return "waits: token budget used (" + d.budget_used + "/" + d.budget_max + ": " + spent + ")";
     }
     if (reason === "max_num_seqs") return "waits: max_num_seqs " + v(d.max_num_seqs, "?") + " reached";
+    if (reason === "max_num_active_seqs") {
+      return "waits: admission cap max_num_active_seqs " + v(d.max_num_active_seqs, "?") +
+        " reached (" + v(d.num_running, "?") + " running; max_num_seqs " + v(d.max_num_seqs, "?") + ")";
+    }
+    if (reason === "kv_watermark") {
+      return "waits: KV watermark (" + v(d.blocks_free) + " blocks free, " + v(d.watermark_blocks) +
+        " kept free); " + req + " needs " + v(d.blocks_needed) + " blocks";
+    }
+    if (reason === "prefill_throttled") {
+      if (d.throttled_by_coordinator) return "waits: prefill deferred on this step (data-parallel cadence)";
+      return "waits: prefill throttled until step " + v(d.until_step) +
+        " (prefill_schedule_interval " + v(d.prefill_schedule_interval) + ")";
+    }
     if (reason === "no_chunking_fit") {
       return "waits: chunked prefill is off and " + req + "'s " + v(d.tokens_needed) +
         " tokens do not fit the " + v(d.budget_left) + " left in the budget";
@@ -45,6 +70,7 @@
         v(d.batch_size, "?") + " rows) has finished";
     }
     if (reason === "paused") return "waits: the engine is paused";
+    if (GATE_TEXTS[reason]) return GATE_TEXTS[reason];
     return "waits: " + reason;
   };
 })();

@@ -7,7 +7,40 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from engine.waiting import waiting_text
 from tests.browser.harness import Console, Server
+
+WAITING_CASES: list[tuple[str, dict[str, Any]]] = [
+    ("policy_order", {"head": "r1", "policy": "priority"}),
+    ("kv_blocks", {"blocks_used": 9, "blocks_usable": 10, "blocks_free": 1, "blocks_needed": 3}),
+    ("token_budget", {"padded_tokens": 5, "budget_left": 2}),
+    (
+        "token_budget",
+        {
+            "budget_used": 8,
+            "budget_max": 8,
+            "num_decodes": 2,
+            "largest_chunk_req": "r2",
+            "largest_chunk_tokens": 6,
+            "num_prefill_chunks": 2,
+        },
+    ),
+    ("max_num_seqs", {"max_num_seqs": 4}),
+    ("max_num_active_seqs", {"max_num_active_seqs": 2, "num_running": 2, "max_num_seqs": 4}),
+    ("kv_watermark", {"blocks_free": 3, "watermark_blocks": 2, "blocks_needed": 2}),
+    ("prefill_throttled", {"until_step": 12, "prefill_schedule_interval": 4}),
+    ("prefill_throttled", {"throttled_by_coordinator": True}),
+    ("no_chunking_fit", {"tokens_needed": 40, "budget_left": 8}),
+    ("preemption_this_step", {"num_preempted": 2}),
+    ("static_batch", {"batch_size": 3}),
+    ("paused", {}),
+    ("remote_kv", {}),
+    ("structured_output", {}),
+    ("streaming_input", {}),
+    ("lora_limit", {}),
+    ("output_in_flight", {}),
+    ("something_new", {}),
+]
 
 PANEL_WAITS_JS = """() => Array.from(document.querySelectorAll('#life-waits tbody tr'),
     tr => [+tr.dataset.from, +tr.dataset.to, tr.dataset.reason, tr.cells[2].textContent])"""
@@ -69,6 +102,10 @@ def test_a_click_opens_the_requests_life_as_the_server_read_it(
         [req, life["waits"]],
     )
     assert mirrored == [w["text"] for w in life["waits"]]
+    # Every reason, those of later releases and vLLM-only gates included.
+    cases = [[reason, detail] for reason, detail in WAITING_CASES]
+    texts = page.evaluate("(cs) => cs.map(c => BS.waitingText('r9', c[0], c[1]))", cases)
+    assert texts == [waiting_text("r9", reason, detail) for reason, detail in WAITING_CASES]
     preempted = [s[1] for s in row["segments"] if s[0] == "preempted"]
     steps = page.locator("#life-preemptions tbody tr").evaluate_all(
         "rows => rows.map(r => +r.dataset.step)"
