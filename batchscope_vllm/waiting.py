@@ -142,6 +142,7 @@ def reasons(cap: Capture, lim: Limits, facts: StepFacts) -> tuple[dict[str, str]
     gate: str | None = None
     detail: dict[str, Any] = {}
     heads = cap.heads
+    step: tuple[str, str] | None = None  # (gate, head) of the queue, past the own gates
     for i, req in enumerate(queue):
         front = heads.get(id(req))
         code = statuses.get(front[0] if front else req.status) or _own_gate(req, cap, lay)
@@ -155,13 +156,14 @@ def reasons(cap: Capture, lim: Limits, facts: StepFacts) -> tuple[dict[str, str]
                 code = gate
             else:
                 code = POLICY_ORDER if gate in HEAD_ONLY else gate
+            step = step or (code, req.request_id)
         if i < LISTED:
             out[req.request_id] = code
         else:
             unlisted[code] += 1
-    if gate is None:
-        gate = next(iter(out.values()))
-        detail = {**_queue_gate_detail(gate, facts), "head": queue[0].request_id}
+    if gate is None:  # a queue-wide gate (or only requests with gates of their own)
+        gate, head = step or (next(iter(out.values())), queue[0].request_id)
+        detail = {**_queue_gate_detail(gate, facts), "head": head}
     detail = {"gate": gate, "policy": lim.policy, **detail}
     if unlisted:
         detail["num_waiting"] = len(queue)

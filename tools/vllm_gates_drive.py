@@ -42,6 +42,7 @@ CONFIG = {
     "max_model_len": 256,
     "block_size": 16,
     "num_gpu_blocks": 64,
+    "enable_prefix_caching": False,
 }
 STRUCTURED = "json-1"
 PAUSE_AT, PAUSED_STEPS, STEPS = 4, 3, 12
