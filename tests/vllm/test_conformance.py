@@ -1,52 +1,61 @@
-"""Our scheduler against vLLM 0.20.0's own, step by step, on the shipped scenarios and on
-random ones (budgets, chunking, thresholds, KV pressure and preemption, prefix caching
-with shared and resumed prefixes, FCFS and priority, reserve_full_isl on and off), in every
-engine loop: sync `Scheduler`, `AsyncScheduler` behind the batch queue of 2, and the sync
-`Scheduler` with n-gram drafts (random scenarios take the three loops in turn)."""
+"""Our scheduler against vLLM's own, release by release (0.20.0 and 0.33.0, each in its
+venv; the engine runs with the same `vllm_version`), step by step, on the shipped
+scenarios and on random ones (budgets, chunking, thresholds, KV pressure and preemption,
+prefix caching with shared and resumed prefixes, FCFS and priority, reserve_full_isl on
+and off; on 0.33 also its knobs max_num_active_seqs, watermark, prefill_schedule_interval),
+in every engine loop: sync `Scheduler`, `AsyncScheduler` behind the batch queue of 2, and
+the sync `Scheduler` with n-gram drafts (random scenarios take the three loops in turn)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
-from tests.vllm.test_adapter import _vllm_python
+from tests.vllm.venvs import RELEASES, require_vllm
 
 SCENARIOS = sorted(str(p) for p in (ROOT / "scenarios").glob("*.json"))
 
 
-def _compare(*args: str) -> subprocess.CompletedProcess[str]:
-    python = _vllm_python()
-    if python is None:
-        import os
-
-        import pytest
-
-        if os.environ.get("CI"):
-            pytest.fail("no vLLM venv (make vllm-venv) in CI")
-        pytest.skip("no vLLM venv: run `make vllm-venv`")
+def _compare(release: str, *args: str) -> subprocess.CompletedProcess[str]:
+    python = require_vllm(release)
     return subprocess.run(
-        [sys.executable, "tools/compare_scenario.py", "--vllm-python", str(python), *args],
+        [
+            sys.executable,
+            "tools/compare_scenario.py",
+            "--vllm-python",
+            python,
+            "--vllm-version",
+            release,
+            *args,
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
     )
 
 
-def test_shipped_scenarios_decide_exactly_as_vllm() -> None:
-    proc = _compare(*SCENARIOS)
+@pytest.mark.parametrize("release", RELEASES)
+def test_shipped_scenarios_decide_exactly_as_vllm(release: str) -> None:
+    proc = _compare(release, *SCENARIOS)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.count("identical") == len(SCENARIOS)
 
 
-def test_random_scenarios_decide_exactly_as_vllm() -> None:
-    proc = _compare("--random", "300", "--seed", "2026", "--mode", "all")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "300 scenarios, seed 2026: 0 mismatching" in proc.stdout
+RANDOM = [
+    (release, n, seed, extra)
+    for release in RELEASES
+    for n, seed, extra in [(300, 2026, ()), (150, 2027, ("--stress",))]
+] + [("0.33", 300, 11, ("--new-knobs",)), ("0.33", 150, 12, ("--stress", "--new-knobs"))]
 
 
-def test_random_stress_scenarios_decide_exactly_as_vllm() -> None:
-    proc = _compare("--random", "150", "--seed", "2027", "--stress", "--mode", "all")
+@pytest.mark.parametrize(("release", "n", "seed", "extra"), RANDOM)
+def test_random_scenarios_decide_exactly_as_vllm(
+    release: str, n: int, seed: int, extra: tuple[str, ...]
+) -> None:
+    proc = _compare(release, "--random", str(n), "--seed", str(seed), *extra, "--mode", "all")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "150 scenarios, seed 2027: 0 mismatching" in proc.stdout
+    assert f"{n} scenarios, seed {seed}: 0 mismatching" in proc.stdout
