@@ -58,6 +58,9 @@ class RerunBody(LiveKnobs):
     enable_prefix_caching: bool | None = None
     runner: Literal["sim", "torch"] | None = Field(None, description="default sim")
     name: str | None = Field(None, max_length=200)
+    vllm_version: Literal["0.20", "0.33"] | None = Field(
+        None, description="the vLLM release to decide as (default: the recording's)"
+    )
 
 
 class NewSessionBody(_Body):
@@ -274,6 +277,10 @@ class RerunResult(BaseModel):
     session: str
     name: str
     steps: int
+    vllm_version: str
+    """The release the re-run decided as."""
+    release_chosen: str
+    """Why that release: as recorded, the node's, the nearest supported one, as asked."""
 
 
 class Comparison(BaseModel):

@@ -124,12 +124,16 @@ def parse_config_changes(data: dict[str, Any], rerun: bool = False) -> dict[str,
     for key in bool_knobs:
         if key in data:
             changes[key] = as_bool(data, key)
+    if rerun and "vllm_version" in data and not _blank(data["vllm_version"]):
+        changes["vllm_version"] = str(data["vllm_version"])
     if "policy" in data and not _blank(data["policy"]):
         policy = str(data["policy"])
         if policy not in ("fcfs", "priority"):
             raise FormError("policy: must be fcfs or priority")
         changes["policy"] = policy
     unknown = set(data) - set(int_knobs) - set(bool_knobs) - {"policy"}
+    if rerun:
+        unknown.discard("vllm_version")
     if unknown:
         raise FormError(f"{sorted(unknown)[0]}: not a {'re-run' if rerun else 'live'} knob")
     if not changes:

@@ -235,16 +235,20 @@ def normalize_version(value: object) -> str:
 
 
 def nearest_supported(value: object) -> tuple[str, bool]:
-    """(the supported release to run a session recorded from vLLM `value` as, exact?).
-    Unknown or unparsable releases map to the newest one; others to the newest supported
-    release not newer than them (the oldest if they predate every supported one)."""
+    """(the supported release to run a session recorded from vLLM `value` as, exact?):
+    the one whose behaviour differs from `value`'s in the fewest changes of CHANGES (on a
+    tie the older one). Unknown or unparsable releases map to the newest one."""
     text = str(value or "").strip().lstrip("v")
     try:
         key = version_key(".".join(text.split(".")[:2]))
     except ValueError:
         return DEFAULT_VLLM_VERSION, False
-    below = [v for v in SUPPORTED if version_key(v) <= key]
-    best = below[-1] if below else SUPPORTED[0]
+
+    def differences(candidate: str) -> int:
+        ckey = version_key(candidate)
+        return sum((version_key(c.since) <= key) != (version_key(c.since) <= ckey) for c in CHANGES)
+
+    best = min(SUPPORTED, key=lambda v: (differences(v), version_key(v)))
     return best, version_key(best) == key
 
 

@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.frame_codec import unpack_frame
-from app.db.models import EventRecord
+from app.db.models import EventRecord, SessionRecord
 from app.db.queries import SessionRow, get_session
 from app.live.hub import EventHub
 from app.protocol.convert import event_to_frame
@@ -26,6 +26,7 @@ from app.protocol.session import new_session_id
 from engine.config import EngineConfig
 from engine.engine import Engine
 from engine.events import Event, EventSink
+from engine.releases import SUPPORTED, nearest_supported
 from engine.request import SamplingParams
 from engine.runner import make_runner
 
@@ -47,6 +48,28 @@ class VirtualClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+ARTICLE_RELEASE = "0.20"
+"""What our engine decided as before sessions recorded their release."""
+
+
+def recorded_release(db: Session, session_id: str) -> tuple[str, str]:
+    """(the release a re-run of `session_id` decides as, how it was chosen): the one its
+    config recorded; a vLLM node's own release (the nearest supported one, said so,
+    when it is not supported); else 0.20, all our engine knew before."""
+    rec = db.get(SessionRecord, session_id)
+    config = dict(rec.config or {}) if rec is not None else {}
+    meta = dict(rec.meta or {}) if rec is not None else {}
+    if config.get("vllm_version") in SUPPORTED:
+        return str(config["vllm_version"]), "as recorded"
+    node_release = meta.get("vllm_version")
+    if node_release:
+        release, exact = nearest_supported(node_release)
+        if exact:
+            return release, f"the node's vLLM {node_release}"
+        return release, f"the node ran vLLM {node_release}: nearest supported release {release}"
+    return ARTICLE_RELEASE, "recorded before sessions stated a release: 0.20"
 
 
 def load_arrivals(db: Session, session_id: str) -> tuple[SessionRow, list[Arrival]]:

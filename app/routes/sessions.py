@@ -27,7 +27,7 @@ from app.edge.bounds import StepQuery
 from app.forms import parse_config_changes
 from app.live.hub import EventHub
 from app.records.catalog import list_sessions
-from app.records.rerun import Arrival, load_arrivals
+from app.records.rerun import Arrival, load_arrivals, recorded_release
 from app.records.rerun_process import RerunFailed, rerun_session
 from app.routes.links import replay_href, session_href
 from app.security import has_control
@@ -145,14 +145,17 @@ async def rerun(
     runner = str(knobs.pop("runner", "sim"))
     name = str(knobs.pop("name", ""))
 
-    def load() -> tuple[queries.SessionRow, list[Arrival]]:
+    def load() -> tuple[queries.SessionRow, list[Arrival], tuple[str, str]]:
         with db() as s:
-            return load_arrivals(s, session_id)
+            return (*load_arrivals(s, session_id), recorded_release(s, session_id))
 
-    meta, arrivals = await asyncio.to_thread(load)
+    meta, arrivals, (release, chosen) = await asyncio.to_thread(load)
     try:
-        base = EngineConfig().with_updates(**meta["config"]) if meta["config"] else EngineConfig()
+        recorded = {**meta["config"], "vllm_version": release}
+        base = EngineConfig().with_updates(**recorded)
         changes = parse_config_changes(knobs, rerun=True) if knobs else {}
+        if "vllm_version" in changes:
+            chosen = "as asked"
         config = base.with_updates(**changes)
     except ConfigError as exc:
         raise HTTPException(422, f"{exc.field}: {exc.message}") from None
@@ -166,7 +169,13 @@ async def rerun(
         )
     except RerunFailed as exc:
         raise HTTPException(503, str(exc)) from None
-    return {"session": new_id, "name": label, "steps": steps}
+    return {
+        "session": new_id,
+        "name": label,
+        "steps": steps,
+        "vllm_version": config.vllm_version,
+        "release_chosen": chosen,
+    }
 
 
 # ---------------------------------------------------------------- the page

@@ -48,7 +48,8 @@ def test_release_names() -> None:
     with pytest.raises(ConfigError, match=r"vllm_version: .*0\.20, 0\.33"):
         EngineConfig(vllm_version="0.25").validate()
     assert nearest_supported("0.33.0") == ("0.33", True)
-    assert nearest_supported("0.27.1") == ("0.20", False)
+    assert nearest_supported("0.22.0") == ("0.20", False)  # no change of the table yet
+    assert nearest_supported("0.32.0") == ("0.33", False)  # most changes landed by 0.31
     assert nearest_supported("0.40.0") == ("0.33", False)
     assert nearest_supported(None) == ("0.33", False)
 

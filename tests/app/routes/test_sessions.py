@@ -43,6 +43,12 @@ def test_rerun_under_other_knobs_and_compare(tmp_path: Path) -> None:
         assert r.status_code == 200, r.text
         rerun = r.json()["session"]
         assert "long_prefill_token_threshold=0" in r.json()["name"]
+        # The scenario states the article's release: the re-run decides as it did.
+        assert (r.json()["vllm_version"], r.json()["release_chosen"]) == ("0.20", "as recorded")
+        other = c.post(f"/api/sessions/{original}/rerun", json={"vllm_version": "0.33"}).json()
+        assert (other["vllm_version"], other["release_chosen"]) == ("0.33", "as asked")
+        refused = c.post(f"/api/sessions/{original}/rerun", json={"vllm_version": "0.99"})
+        assert refused.status_code == 422 and "vllm_version" in refused.text
 
         cmp = c.get("/api/compare", params={"a": original, "b": rerun}).json()
         assert cmp["a"]["finished"] == cmp["b"]["finished"] == 9
@@ -75,3 +81,34 @@ def test_rerun_under_other_knobs_and_compare(tmp_path: Path) -> None:
         assert c.delete("/api/sessions/nope").status_code == 404
     with server_process(database_url=url) as live, live.client(token=False) as anon:
         assert anon.delete(f"/api/sessions/{original}").status_code == 401
+
+
+def test_a_rerun_decides_as_the_recording_s_release(tmp_path: Path) -> None:
+    """Recorded release first; a vLLM node's own release (the nearest supported one when
+    it is not supported, said so); recordings from before releases were stated: 0.20."""
+    from sqlalchemy.orm import sessionmaker
+
+    from app.db.migrate import upgrade
+    from app.db.models import SessionRecord
+    from app.db.session import make_engine
+    from app.records.rerun import recorded_release
+
+    url = f"sqlite:///{tmp_path / 'releases.sqlite'}"
+    upgrade(url)
+    db = sessionmaker(make_engine(url))
+    rows = {
+        "ours-033": ({"vllm_version": "0.33"}, {}),
+        "ours-old": ({"max_num_seqs": 4}, {}),
+        "node-033": ({}, {"engine": "vllm", "vllm_version": "0.33.0"}),
+        "node-032": ({}, {"engine": "vllm", "vllm_version": "0.32.0+cpu"}),
+    }
+    with db.begin() as s:
+        for sid, (config, meta) in rows.items():
+            s.add(SessionRecord(id=sid, name=sid, config=config, meta=meta, started_at=0.0))
+    with db() as s:
+        chosen = {sid: recorded_release(s, sid) for sid in rows}
+    assert chosen["ours-033"] == ("0.33", "as recorded")
+    assert chosen["ours-old"][0] == "0.20"
+    assert chosen["node-033"] == ("0.33", "the node's vLLM 0.33.0")
+    release, why = chosen["node-032"]
+    assert release == "0.33" and "0.32.0+cpu" in why and "nearest" in why
