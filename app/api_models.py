@@ -81,6 +81,9 @@ class NewSessionBody(_Body):
         None, ge=0, le=16, description="n-gram drafts per step (sync scheduling only)"
     )
     batching: Literal["continuous", "static"] | None = None
+    vllm_version: Literal["0.20", "0.33"] | None = Field(
+        None, description="the vLLM release whose scheduling the session follows"
+    )
 
 
 class WorkloadBody(_Body):

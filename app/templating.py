@@ -15,6 +15,7 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from app.resources import asset_path
+from engine.releases import SUPPORTED
 
 TEMPLATE_DIR = asset_path("templates")
 STATIC_DIR = asset_path("static")
@@ -115,6 +116,7 @@ def make_environment() -> Environment:
     # One URL component (a session id in a path or a query value): escapes '/', '&', '?'.
     env.filters["urlpart"] = lambda value: quote(str(value), safe="")
     env.globals["static_url"] = static_url
+    env.globals["vllm_releases"] = SUPPORTED
     return env
 
 

@@ -1,5 +1,6 @@
 /* modes.js: what kind of engine loop the session runs, in the top bar: async or sync
- * scheduling, speculative decoding (K drafts), static batching. Under async scheduling
+ * scheduling, speculative decoding (K drafts), static batching, the vLLM release whose
+ * semantics it follows (or a node's own release). Under async scheduling
  * also the batch queue: the steps whose output is still in flight and which step's output
  * the latest step applied. The request table shows its async / spec columns only then. */
 (function () {
@@ -32,6 +33,12 @@
         : "sync scheduling: each step applies its own output");
     set("mode-spec", "spec K=" + k, k > 0, "speculative decoding: up to " + k + " n-gram drafts per request and step");
     set("mode-static", "static batching", stat, "a new batch is admitted only when the whole batch has finished");
+    // The vLLM release the session decides as: our engine's knob, or a node's own release.
+    const meta = model.meta || {};
+    const release = c.vllm_version || meta.vllm_version || "";
+    set("mode-release", "vLLM " + release, !!release && !!model.session,
+      meta.engine === "vllm" ? "a vLLM node running vLLM " + release
+        : "scheduling semantics of vLLM " + release + " (docs/vllm_releases.md)");
     const u = model.lastUpdate;
     const flight = model.batches.length ? "in flight: step " + model.batches.join(", ") : "queue empty";
     const applied = u && u.updated !== null ? " · step " + u.step + " applied step " + u.updated : "";

@@ -35,6 +35,7 @@ def test_async_and_spec_modes_show(page: Any, server: Server, console: Console) 
     sid = recorded(server, "async_placeholders")
     replay_from_the_start(page, server, sid)
     assert page.locator("#mode-sched").text_content() == "async"
+    assert page.locator("#mode-release").text_content() == "vLLM 0.20"  # the scenario's
     assert page.evaluate("() => document.body.classList.contains('mode-async')")
     page.locator("#hdr-batches").wait_for(state="visible")
     notes = page.locator("#steps-table td.notes").all_text_contents()

@@ -27,7 +27,10 @@ def test_status_names_the_running_process_and_its_session(live_server: LiveServe
 def test_new_session_with_async_scheduling(live_server: LiveServer) -> None:
     with live_server.client() as c:
         before = _state(c)["session"]
-        r = c.post("/api/engine/session", json={"async_scheduling": True, "max_num_seqs": 4})
+        r = c.post(
+            "/api/engine/session",
+            json={"async_scheduling": True, "max_num_seqs": 4, "vllm_version": "0.20"},
+        )
         assert r.status_code == 200, r.text
         session = r.json()["session"]
         assert session != before
@@ -35,6 +38,7 @@ def test_new_session_with_async_scheduling(live_server: LiveServer) -> None:
         assert state["session"] == session and state["meta"]["source"] == "local"
         assert state["config"]["async_scheduling"] is True
         assert state["config"]["max_num_seqs"] == 4
+        assert state["config"]["vllm_version"] == "0.20"
         # The engine runs it: requests finish under the batch queue.
         r = c.post("/api/requests", json={"prompt_len": 20, "max_tokens": 4, "count": 3})
         assert r.status_code == 201, r.text
@@ -61,6 +65,8 @@ def test_new_session_refusals_are_clear(live_server: LiveServer) -> None:
         assert r.status_code == 422 and "speculative" in r.json()["detail"]
         r = c.post("/api/engine/session", json={"batching": "bogus"})
         assert r.status_code == 422
+        r = c.post("/api/engine/session", json={"vllm_version": "0.19"})
+        assert r.status_code == 422 and "vllm_version" in r.text
         assert c.post(
             "/api/engine/session", json={}, headers={"Authorization": ""}
         ).status_code in (
