@@ -14,8 +14,6 @@ import argparse
 import statistics
 import time
 
-import httpx
-
 from tests.conftest import LiveServer, server_process
 
 LOAD = {"prompt_len": 40, "max_tokens": 1000, "count": 256}
