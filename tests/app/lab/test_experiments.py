@@ -12,7 +12,7 @@ from engine.sweep import run_point, run_sweep
 
 EXPECTED = {
     "s6_chunk_size", "s1_static_vs_continuous", "poisson_static_vs_continuous",
-    "kv_pool_size", "reserve_full_isl", "async_scheduling", "draft_length",
+    "kv_pool_size", "reserve_full_isl", "async_scheduling", "draft_length", "vllm_releases",
 }  # fmt: skip
 
 
@@ -35,6 +35,21 @@ def test_section_1_static_batching_pads_and_takes_more_steps() -> None:
     assert static.metrics["padding_tokens"] == 32 + 2 * 6  # the article's example
     assert cont.metrics["padding_tokens"] == 0
     assert static.metrics["steps"] > cont.metrics["steps"]
+
+
+def test_the_releases_experiment_shows_where_0_33_decides_otherwise() -> None:
+    """Under KV pressure the two releases' schedules part (block reuse order, lone-request
+    cap); with room to spare neither preempts."""
+    spec = get_experiment("vllm_releases").spec()
+    runs = {
+        (r.point.knobs["vllm_version"], r.point.knobs["num_gpu_blocks"]): r.metrics
+        for r in run_sweep(spec.base, spec.knobs, workers=1)
+    }
+    for blocks in (150, 300):
+        old, new = runs[("0.20", blocks)], runs[("0.33", blocks)]
+        assert (old["steps"], old["preemptions"]) != (new["steps"], new["preemptions"])
+        assert old["preemptions"] > 0 and new["preemptions"] > 0
+    assert runs[("0.20", 600)]["preemptions"] == runs[("0.33", 600)]["preemptions"] == 0
 
 
 @pytest.mark.parametrize("name", ["s1_static_vs_continuous", "kv_pool_size"])
