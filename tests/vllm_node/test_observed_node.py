@@ -43,7 +43,6 @@ from tests.vllm_node.observed import (
     response_totals,
     run_burst,
     start_dashboard,
-    wait_for,
     wait_recorded,
 )
 from tests.vllm_node.test_node_smoke import burst_requests
@@ -95,9 +94,7 @@ def nodes(
     site = plugin_site(tmp_path_factory.mktemp("plugin-site"))
     orphan_url = f"ws://127.0.0.1:{closed_port}/ws/ingest"
     configs = {
-        # A grace period for the engine core at a stop (docs/operators.md): it shuts its
-        # scheduler down, and the adapter ends the session.
-        SYNC: ((*OBSERVED, "--shutdown-timeout", "10"), dashboard.node_env(SYNC)),
+        SYNC: (OBSERVED, dashboard.node_env(SYNC)),
         ASYNC: (
             OBSERVED,
             {
@@ -248,32 +245,3 @@ def test_d_a_node_whose_dashboard_is_down_keeps_serving(
     # The same answer as a node whose dashboard is up.
     assert _one(node) == _one(nodes.get(SYNC))
     assert node.alive(), node.log_tail()
-
-
-# ---------------------------------------------------------------- c) a clean stop
-def test_c_a_clean_stop_ends_the_session(nodes: ObservedNodes, dashboard: Dashboard) -> None:
-    """SIGINT, as an operator stops vLLM, with `--shutdown-timeout 10` as docs/operators.md
-    says: the EngineCore shuts its scheduler down, and the adapter's closing mark ends the
-    session. (With vLLM's default `--shutdown-timeout 0` the API server kills the
-    EngineCore before it reaches its scheduler's shutdown(); the dashboard then records
-    the session as vanished after `node_gone_after_s`, tested in tests/app/nodes.)"""
-    node = nodes.get(SYNC)
-    session = dashboard.session_of(SYNC)
-    _one(node)
-    node.stop()  # SIGINT to the server's process group: vLLM's own clean shutdown
-    ended: dict[str, Any] = wait_for(
-        "the session ended",
-        lambda: (
-            (r := httpx.get(f"{dashboard.url}/api/sessions/{session}").json())["ended_at"] and r
-        ),
-        timeout=60,
-    )
-    assert ended["end_reason"] == "closed", ended
-    row = dashboard.session_row(session)
-    assert row is not None and row.ended_at is not None and row.end_reason == "closed"
-    last = dashboard.frames(session)[-1]
-    assert (last["type"], last["data"]["event"]) == ("session", "closed"), last
-    assert last["data"]["reason"] == "shutdown", last["data"]
-    view = dashboard.nodes()[SYNC]
-    assert (view["state"], view["end_reason"]) == ("ended", "shutdown"), view
-    assert view["observer_errors"] == 0, view
