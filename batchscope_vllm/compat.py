@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.metadata
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 SCHEDULER_KNOBS = (
@@ -63,12 +64,25 @@ def scheduler_knobs(scheduler_config: Any) -> dict[str, Any]:
     return out
 
 
+SNAPSHOT_MAX = 1024
+"""Waiting requests an FCFS snapshot copies (the queue's front); the rest are counted."""
+
+
+def _fcfs_front(queue: Any) -> tuple[Any, ...]:
+    return tuple(islice(queue, SNAPSHOT_MAX))
+
+
+def _heap_copy(queue: Any) -> list[Any]:
+    return queue._heap[:]  # type: ignore[no-any-return]
+
+
 def _snapshot_fn(queue: Any) -> Any:
-    """A function copying `queue` in its own order, at C speed: the deque of an FCFS queue,
-    or the raw heap list of a priority queue (sorted later, on the sender thread)."""
+    """A function copying `queue` at C speed: the front of an FCFS queue (its first
+    SNAPSHOT_MAX requests, in order), or the whole raw heap list of a priority queue (a
+    memory copy; sorted later, on the sender thread)."""
     if isinstance(getattr(queue, "_heap", None), list):
-        return lambda q: q._heap[:]
-    return tuple
+        return _heap_copy
+    return _fcfs_front
 
 
 @dataclass(slots=True)

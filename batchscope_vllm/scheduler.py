@@ -219,8 +219,9 @@ class ObserverMixin:
         preempted, self._bs_preempted = self._bs_preempted, []
         step = self._bs_step
         self._bs_step = step + 1
-        first = lay.snap_first(getattr(sched, lay.first_attr)) if lay.first_attr else ()
-        waiting = lay.snap_waiting(sched.waiting)
+        first_q = getattr(sched, lay.first_attr) if lay.first_attr else ()
+        first, waiting = lay.snap_first(first_q), lay.snap_waiting(sched.waiting)
+        num_waiting = len(first_q) + len(sched.waiting)
         heads = {id(r): (r.status, r.num_tokens, r.num_computed_tokens) for r in first[:3]}
         heads.update({id(r): (r.status, r.num_tokens, r.num_computed_tokens) for r in waiting[:3]})
         loras = None
@@ -231,6 +232,7 @@ class ObserverMixin:
         cap = Capture(
             first,
             waiting,
+            num_waiting,
             int(getattr(sched, "_pause_state", 0)),
             int(getattr(sched, "num_waiting_for_streaming_input", 0) or 0),
             loras,
@@ -247,7 +249,7 @@ class ObserverMixin:
                 before[0],
                 t1,
                 len(sched.running),
-                len(first) + len(waiting),
+                num_waiting,
                 sched.kv_cache_manager.block_pool.get_num_free_blocks(),
                 preempted,
                 cap,

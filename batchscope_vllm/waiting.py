@@ -21,8 +21,10 @@ returned, copies of the waiting queues (references, copied at C speed) and a few
 The codes and the detail keys are our engine's (engine/scheduler_base.py, engine/waiting.py;
 tests/vllm check they agree); the numbers of the KV gate leave out prefix-cache hits
 (vLLM looks them up only as it admits), so `blocks_needed` is an upper bound.
-O(waiting) per step; the first LISTED requests in queue order get a reason, the rest are
-counted per reason (`unlisted_<code>` in the detail).
+O(waiting) per step, on this thread; the hook copies at most compat.SNAPSHOT_MAX requests of
+an FCFS queue (the front), a priority queue's heap whole. The first LISTED requests in
+queue order get a reason, the rest are counted per reason (`unlisted_<code>` in the
+detail; those beyond the copied front under the queue's gate).
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ class Capture:
     first: Any
     """The queue vLLM drains first (kv_holding_waiting / skipped_waiting), as copied."""
     waiting: Any
+    total: int
+    """Requests waiting in both queues (the copies may hold only their fronts)."""
     pause: int
     streaming: int
     """Requests waiting for streamed input: they hold a running slot (0.25+)."""
@@ -164,9 +168,12 @@ def reasons(cap: Capture, lim: Limits, facts: StepFacts) -> tuple[dict[str, str]
     if gate is None:  # a queue-wide gate (or only requests with gates of their own)
         gate, head = step or (next(iter(out.values())), queue[0].request_id)
         detail = {**_queue_gate_detail(gate, facts), "head": head}
+    rest = cap.total - len(queue)  # beyond the copied front: behind it, at the queue's gate
+    if rest > 0:
+        unlisted[POLICY_ORDER if gate in HEAD_ONLY else gate] += rest
     detail = {"gate": gate, "policy": lim.policy, **detail}
     if unlisted:
-        detail["num_waiting"] = len(queue)
+        detail["num_waiting"] = cap.total
         detail.update({f"unlisted_{code}": n for code, n in sorted(unlisted.items())})
     return out, detail
 

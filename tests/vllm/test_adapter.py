@@ -22,12 +22,7 @@ from batchscope_vllm.sender import REFUSAL, Sender
 from tests.app.nodes.test_ingest import _serve, _stop, _wait
 from tests.conftest import ROOT, TOKEN, free_port
 from tests.vllm.conftest import AdapterRun
-from tests.vllm.venvs import engine_steps, recorded, vllm_python_for
-
-
-def _vllm_python() -> str | None:
-    """vLLM 0.20's python (tests/vllm/test_conformance.py compares our engine with it)."""
-    return vllm_python_for("0.20")
+from tests.vllm.venvs import engine_steps, recorded
 
 
 def _check_steps(steps: list[dict[str, Any]], its: list[dict[str, Any]]) -> None:
