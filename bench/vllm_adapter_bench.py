@@ -32,7 +32,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
@@ -44,13 +43,13 @@ from vllm.sampling_params import SamplingParams  # noqa: E402
 from vllm.utils.hashing import sha256  # noqa: E402
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher  # noqa: E402
 from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
-from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
 from vllm.v1.request import Request  # noqa: E402
 
 from batchscope_vllm import ObservedScheduler  # noqa: E402
 from batchscope_vllm.sender import Sender  # noqa: E402
 from engine.scenario import parse_scenario, prompt_tokens  # noqa: E402
-from tools.vllm_reference import build_scheduler, sim_token  # noqa: E402
+from tools.vllm_drive import plain_output  # noqa: E402
+from tools.vllm_reference import build_scheduler  # noqa: E402
 
 PROMPT_LEN = 128
 
@@ -86,29 +85,12 @@ def make(cls: type[Scheduler], running: int) -> Scheduler:
     return sched
 
 
-def runner_output(sched: Scheduler, out: Any) -> ModelRunnerOutput:
-    req_ids = list(out.num_scheduled_tokens)
-    sampled = []
-    for rid in req_ids:
-        req = sched.requests[rid]
-        done = req.num_computed_tokens == req.num_tokens
-        sampled.append([sim_token(req.all_token_ids[-1], req.num_tokens)] if done else [])
-    return ModelRunnerOutput(
-        req_ids=req_ids,
-        req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
-        sampled_token_ids=sampled,
-        logprobs=None,
-        prompt_logprobs_dict={},
-        pooler_output=[],
-    )
-
-
 def step(sched: Scheduler, gap: float) -> tuple[float, float]:
     """One step: (wall s, engine-thread CPU s) spent in schedule() + update_from_output()."""
     c0, t0 = time.thread_time(), time.perf_counter()
     out = sched.schedule()
     t1, c1 = time.perf_counter(), time.thread_time()
-    mro = runner_output(sched, out)
+    mro = plain_output(sched, out)
     if gap:
         time.sleep(gap)
     c2, t2 = time.thread_time(), time.perf_counter()

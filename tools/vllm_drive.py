@@ -108,14 +108,7 @@ class Driver:
                 sampled.append(verify_drafts(last, position, drafts))
             else:
                 sampled.append([sim_token(last, position)])
-        return ModelRunnerOutput(
-            req_ids=req_ids,
-            req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
-            sampled_token_ids=sampled,
-            logprobs=None,
-            prompt_logprobs_dict={},
-            pooler_output=[],
-        )
+        return runner_output(req_ids, sampled)
 
     # ------------------------------------------------------------------ records
     def schedule(self, step: int) -> tuple[_Batch, dict[str, Any], float]:
@@ -316,3 +309,27 @@ class Driver:
             "requests": requests,
             "timing": step_timing(overheads),
         }
+
+
+def runner_output(req_ids: list[str], sampled: list[list[int]]) -> ModelRunnerOutput:
+    """vLLM's ModelRunnerOutput for `sampled` tokens per request (no logprobs, no pooling)."""
+    return ModelRunnerOutput(
+        req_ids=req_ids,
+        req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
+        sampled_token_ids=sampled,
+        logprobs=None,
+        prompt_logprobs_dict={},
+        pooler_output=[],
+    )
+
+
+def plain_output(sched: Any, out: Any) -> ModelRunnerOutput:
+    """The scenario token rule without drafts: a token for each request whose scheduled
+    tokens reach its end, nothing for a partial prefill chunk."""
+    req_ids = list(out.num_scheduled_tokens)
+    sampled = []
+    for rid in req_ids:
+        req = sched.requests[rid]
+        done = req.num_computed_tokens == req.num_tokens
+        sampled.append([sim_token(req.all_token_ids[-1], req.num_tokens)] if done else [])
+    return runner_output(req_ids, sampled)

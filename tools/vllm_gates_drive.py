@@ -29,12 +29,12 @@ os.environ["BATCHSCOPE_URL"] = "ws://127.0.0.1:9/ws/ingest"  # nothing listens: 
 
 from vllm.sampling_params import SamplingParams, StructuredOutputsParams  # noqa: E402
 from vllm.v1.core.sched.interface import PauseState  # noqa: E402
-from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
 from vllm.v1.request import Request  # noqa: E402
 
 from engine.scenario import parse_scenario, prompt_tokens  # noqa: E402
 from tools.vllm_adapter_drive import DriveScheduler  # noqa: E402
-from tools.vllm_reference import build_scheduler, sim_token  # noqa: E402
+from tools.vllm_drive import plain_output  # noqa: E402
+from tools.vllm_reference import build_scheduler  # noqa: E402
 
 CONFIG = {
     "max_num_batched_tokens": 64,
@@ -64,23 +64,6 @@ def _request(req_id: str, i: int, structured: bool) -> Request:
     )
 
 
-def _output(sched: Any, out: Any) -> ModelRunnerOutput:
-    req_ids = list(out.num_scheduled_tokens)
-    sampled = []
-    for rid in req_ids:
-        req = sched.requests[rid]
-        done = req.num_computed_tokens == req.num_tokens
-        sampled.append([sim_token(req.all_token_ids[-1], req.num_tokens)] if done else [])
-    return ModelRunnerOutput(
-        req_ids=req_ids,
-        req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
-        sampled_token_ids=sampled,
-        logprobs=None,
-        prompt_logprobs_dict={},
-        pooler_output=[],
-    )
-
-
 def run() -> dict[str, Any]:
     scenario = parse_scenario({"name": "gates", "config": dict(CONFIG), "requests": []})
     sched: Any = build_scheduler(scenario, DriveScheduler)
@@ -96,7 +79,7 @@ def run() -> dict[str, Any]:
         if PAUSE_AT <= step < PAUSE_AT + PAUSED_STEPS:
             paused.append(step)
         out = sched.schedule()
-        sched.update_from_output(out, _output(sched, out))
+        sched.update_from_output(out, plain_output(sched, out))
     status = str(sched.requests[STRUCTURED].status)
     sender = sched.batchscope
     sched.close(1.0)
