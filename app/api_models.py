@@ -194,7 +194,9 @@ class EngineProcess(BaseModel):
 
 
 class RequestRow(BaseModel):
-    """A request as the live table shows it (times in seconds; None until known)."""
+    """A request as the live table shows it (times in seconds; None until known): a
+    protocol.wire.RequestRow without its segments, with TTFT, ITL, output tokens, phase
+    and the waiting reason's text (tests/protocol/test_wire_models.py)."""
 
     model_config = ConfigDict(extra="allow")
     req: str
@@ -211,6 +213,18 @@ class RequestRow(BaseModel):
     itl: float | None
     finish_reason: str | None
     waiting_reason: str | None
+    arrived_step: int | None = None
+    arrived_t: float | None = None
+    first_scheduled_step: int | None = None
+    first_token_t: float | None = None
+    last_token_t: float | None = None
+    finish_t: float | None = None
+    finish_step: int | None = None
+    num_draft_tokens: int | None = None
+    num_accepted_tokens: int | None = None
+    placeholders: int | None = None
+    phase: str | None = Field(None, description="prefill | decode, while running")
+    waiting_text: str | None = Field(None, description="why it waits, in words")
 
 
 class LiveConfig(BaseModel):
@@ -250,10 +264,12 @@ class Snapshot(BaseModel):
     config_version: int
     paused: bool
     simulated: bool
+    config_marks: list[dict[str, Any]] = Field(default_factory=list)
     requests: list[dict[str, Any]]
     blocks: list[list[Any]]
     history: list[dict[str, Any]]
     totals: dict[str, Any]
+    waiting_detail: dict[str, Any] = Field(default_factory=dict)
 
 
 class SessionListRow(BaseModel):

@@ -5,9 +5,9 @@ every scheduler step of a vLLM v1 engine, releases 0.20 … 0.33, to a batchscop
 Install it next to vLLM with `pip install ./packaging/batchscope-vllm` (from a batchscope
 checkout; it pulls only websockets; tested with vLLM 0.20.0 and 0.33.0; the release
 differences are found by feature detection, compat.py). It imports only vLLM,
-websockets, the standard library and batchscope's stdlib-only protocol modules
-(app.protocol.envelope, frames and session: the envelope and payloads every producer
-builds the same way), which that distribution carries as batchscope_vllm._protocol.
+websockets, the standard library and batchscope's stdlib-only `protocol` package (the
+codes, the envelope and the payloads every producer builds the same way), which that
+distribution carries too.
 Configuration: BATCHSCOPE_URL, BATCHSCOPE_TOKEN, BATCHSCOPE_NODE (default: the hostname),
 BATCHSCOPE_NAME (the session's name), BATCHSCOPE_BUFFER_MB (frames kept for resending while
 the dashboard is away; default 64).

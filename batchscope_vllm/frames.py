@@ -9,8 +9,8 @@ steps.StepAssembler, in the loop vLLM runs (sync, or async scheduling's batch qu
 each frame is one step, with the batch it scheduled and the output it applied
 (`updated_step`), like our own engine's.
 
-The payloads are laid out by app.protocol.frames, as our own engine's are (that module
-and app.protocol.envelope use the standard library only); the `scheduled` rows come
+The payloads are laid out by protocol.frames, as our own engine's are (that module
+and protocol.envelope use the standard library only); the `scheduled` rows come
 as JSON text from rows.py, the waiting reasons from waiting.py (computed here, from what
 the schedule hook captured).
 """
@@ -21,10 +21,10 @@ import json
 import time
 from typing import Any
 
-from app.protocol.frames import iteration_payload, request_payload
 from batchscope_vllm.rows import Req, Rows, encode_data, read_batch
 from batchscope_vllm.steps import Scheduled, Step, StepAssembler, Updated
 from batchscope_vllm.waiting import Capture, Limits, StepFacts, reasons
+from protocol.frames import iteration_payload, request_payload
 
 Frame = tuple[str, dict[str, Any]]
 __all__ = ["Frame", "FrameBuilder", "encode_data"]

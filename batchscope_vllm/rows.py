@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.protocol.envelope import encode
+from protocol.envelope import encode
 
 ROW = '{"req":%s,"n":%d,"start":%d,"phase":"%s","prefix_hit":%d,"sample":%s}'
 DECODE_TAIL = ',"phase":"decode","prefix_hit":0,"sample":true}'  # after a decode row's start

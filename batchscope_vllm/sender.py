@@ -25,10 +25,10 @@ from typing import Any
 from websockets.exceptions import WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from app.protocol.envelope import envelope
-from app.protocol.session import new_session_id, node_opened
 from batchscope_vllm.frames import FrameBuilder, encode_data
 from batchscope_vllm.waiting import Limits
+from protocol.envelope import envelope
+from protocol.session import new_session_id, node_opened
 
 log = logging.getLogger("batchscope_vllm")
 

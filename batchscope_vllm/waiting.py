@@ -18,7 +18,8 @@ returned, copies of the waiting queues (references, copied at C speed) and a few
   were there but the watermark keeps them free); the requests behind a head-only gate wait
   in `policy_order`, behind a queue-wide one for the same gate.
 
-The codes and the detail keys are our engine's (engine/scheduler_base.py, engine/waiting.py;
+The codes are protocol.codes.WaitingReason, as our engine's; the detail keys are our
+engine's (engine/scheduler_base.py, engine/waiting.py;
 tests/vllm check they agree); the numbers of the KV gate leave out prefix-cache hits
 (vLLM looks them up only as it admits), so `blocks_needed` is an upper bound.
 O(waiting) per step, on this thread; the hook copies at most compat.SNAPSHOT_MAX requests of
@@ -34,22 +35,23 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-TOKEN_BUDGET = "token_budget"
-MAX_NUM_SEQS = "max_num_seqs"
-KV_BLOCKS = "kv_blocks"
-POLICY_ORDER = "policy_order"
-PREEMPTION_THIS_STEP = "preemption_this_step"
-NO_CHUNKING_FIT = "no_chunking_fit"
-PAUSED = "paused"
-MAX_NUM_ACTIVE_SEQS = "max_num_active_seqs"
-KV_WATERMARK = "kv_watermark"
-PREFILL_THROTTLED = "prefill_throttled"
-# Gates only vLLM has (our engine has no such requests).
-STRUCTURED_OUTPUT = "structured_output"
-REMOTE_KV = "remote_kv"
-STREAMING_INPUT = "streaming_input"
-LORA_LIMIT = "lora_limit"
-OUTPUT_IN_FLIGHT = "output_in_flight"
+from protocol.codes import (
+    KV_BLOCKS,
+    KV_WATERMARK,
+    LORA_LIMIT,
+    MAX_NUM_ACTIVE_SEQS,
+    MAX_NUM_SEQS,
+    NO_CHUNKING_FIT,
+    OUTPUT_IN_FLIGHT,
+    PAUSED,
+    POLICY_ORDER,
+    PREEMPTION_THIS_STEP,
+    PREFILL_THROTTLED,
+    REMOTE_KV,
+    STREAMING_INPUT,
+    STRUCTURED_OUTPUT,
+    TOKEN_BUDGET,
+)
 
 GATE_STATUSES = {
     "WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR": STRUCTURED_OUTPUT,

@@ -14,8 +14,8 @@ from typing import Any
 
 from app.live.hub import EventHub
 from app.protocol.convert import event_to_frame
-from app.protocol.envelope import encode
 from engine.events import Event
+from protocol.envelope import encode
 
 MAX_BACKLOG = 50_000
 SLICE = 200

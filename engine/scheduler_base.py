@@ -16,20 +16,34 @@ from engine.request import Request, RequestStatus
 from engine.request_queue import RequestQueue, create_request_queue
 from engine.scheduler_plan import StepPlan
 from engine.waiting import WaitingDetail, token_budget_detail
+from protocol.codes import (  # why a waiting request was not admitted this step
+    KV_BLOCKS,
+    KV_WATERMARK,
+    MAX_NUM_ACTIVE_SEQS,
+    MAX_NUM_SEQS,
+    NO_CHUNKING_FIT,
+    PAUSED,
+    POLICY_ORDER,
+    PREEMPTION_THIS_STEP,
+    PREFILL_THROTTLED,
+    STATIC_BATCH,
+    TOKEN_BUDGET,
+)
 
-# Why a waiting request was not admitted this step (the first gate that held it).
-TOKEN_BUDGET = "token_budget"
-MAX_NUM_SEQS = "max_num_seqs"
-KV_BLOCKS = "kv_blocks"
-POLICY_ORDER = "policy_order"
-PREEMPTION_THIS_STEP = "preemption_this_step"
-NO_CHUNKING_FIT = "no_chunking_fit"
-PAUSED = "paused"
-STATIC_BATCH = "static_batch"
-# Gates of later releases (engine.releases).
-MAX_NUM_ACTIVE_SEQS = "max_num_active_seqs"
-KV_WATERMARK = "kv_watermark"
-PREFILL_THROTTLED = "prefill_throttled"
+__all__ = [
+    "KV_BLOCKS",
+    "KV_WATERMARK",
+    "MAX_NUM_ACTIVE_SEQS",
+    "MAX_NUM_SEQS",
+    "NO_CHUNKING_FIT",
+    "PAUSED",
+    "POLICY_ORDER",
+    "PREEMPTION_THIS_STEP",
+    "PREFILL_THROTTLED",
+    "STATIC_BATCH",
+    "TOKEN_BUDGET",
+    "SchedulerBase",
+]
 
 
 class SchedulerBase:

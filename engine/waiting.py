@@ -1,6 +1,6 @@
 """Why waiting requests waited this step, with the numbers the scheduler decided on.
 
-The reason codes (`engine.scheduler_base`) say which gate held the queue; the detail says
+The reason codes (`protocol.codes.WaitingReason`) say which gate held the queue; the detail says
 by how much, computed when the gate closed: e.g. the blocks the head of the queue needed
 against the free blocks, or how the token budget was spent. `waiting_text` turns a code
 and the step's detail into the sentence the dashboard shows (static/js mirrors it).
@@ -9,6 +9,8 @@ and the step's detail into the sentence the dashboard shows (static/js mirrors i
 from __future__ import annotations
 
 from typing import Any
+
+from protocol.codes import WaitingReason
 
 WaitingDetail = dict[str, Any]
 """JSON-ready: `gate` (the reason code) plus the numbers of that gate (docs/protocol.md)."""
@@ -22,7 +24,7 @@ def token_budget_detail(
     decode_tokens = sum(n for r, n in chunks.items() if r in decodes)
     prefill = {r: n for r, n in chunks.items() if r not in decodes}
     detail: WaitingDetail = {
-        "gate": "token_budget",
+        "gate": WaitingReason.TOKEN_BUDGET,
         "budget_used": budget_max - budget_left,
         "budget_max": budget_max,
         "num_decodes": num_decodes,
@@ -109,11 +111,13 @@ def waiting_text(req_id: str, reason: str, detail: WaitingDetail | None) -> str:
     return f"waits: {reason}"
 
 
-GATE_TEXTS = {
-    "remote_kv": "waits: its KV cache is still being received from a remote prefill",
-    "structured_output": "waits: its structured-output grammar is still being compiled",
-    "streaming_input": "waits: more of its streamed prompt has to arrive",
-    "lora_limit": "waits: its LoRA adapter would exceed max_loras this step",
-    "output_in_flight": "waits: output from before its preemption is still in flight",
+GATE_TEXTS: dict[str, str] = {
+    WaitingReason.REMOTE_KV: "waits: its KV cache is still being received from a remote prefill",
+    WaitingReason.STRUCTURED_OUTPUT: (
+        "waits: its structured-output grammar is still being compiled"
+    ),
+    WaitingReason.STREAMING_INPUT: "waits: more of its streamed prompt has to arrive",
+    WaitingReason.LORA_LIMIT: "waits: its LoRA adapter would exceed max_loras this step",
+    WaitingReason.OUTPUT_IN_FLIGHT: ("waits: output from before its preemption is still in flight"),
 }
 """The gates only a vLLM node has (its adapter reports them; no numbers)."""

@@ -3,8 +3,9 @@
 batchscope: the wheel is built from a clean copy of the sources and installed into a
 fresh venv; from a temporary directory its `batchscope` command migrates a database,
 serves (the page, a static asset, /ws/live), simulates a scenario the wheel ships, and
-exports a recording. batchscope-vllm: its wheel holds only the adapter, needs only
-websockets, and streams to a dashboard with nothing else importable.
+exports a recording. batchscope-vllm: its wheel holds only the adapter and the shared
+`protocol` package, needs only websockets, and streams to a dashboard with nothing else
+importable. Both wheels carry `protocol` (asserted).
 
 Dependencies: the fresh venv has no pip and no index; a path-only .pth adds a directory
 of dependencies (the project venv's site-packages, or one holding websockets alone).
@@ -32,7 +33,7 @@ from tests.conftest import ROOT, TOKEN, free_port, start_server
 SITE = Path(sysconfig.get_paths()["purelib"])
 SOURCES = (
     "pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "alembic.ini", "app", "engine",
-    "migrations", "templates", "static", "scenarios", "batchscope_vllm",
+    "migrations", "templates", "static", "scenarios", "batchscope_vllm", "protocol",
     "packaging/batchscope-vllm",
 )  # fmt: skip
 
@@ -103,6 +104,11 @@ def test_the_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> Non
         cwd=work, env=_env(), capture_output=True, text=True, check=True, timeout=60,
     ).stdout.strip()  # fmt: skip
     assert where.startswith(str(tmp_path / "venv")) and where.endswith("app/_assets/static")
+    protocol_at = subprocess.run(
+        [str(bin_dir / "python"), "-c", "import protocol.codes as c; print(c.__file__)"],
+        cwd=work, env=_env(), capture_output=True, text=True, check=True, timeout=60,
+    ).stdout.strip()  # fmt: skip
+    assert protocol_at.startswith(str(tmp_path / "venv"))  # the shared package is in the wheel
     assert "batchscope 0.1.0" in _run(bin_dir, work, "--version")
     assert f"at revision {head_revision()}" in _run(bin_dir, work, "db", "upgrade")
 
@@ -169,7 +175,8 @@ sender.start()
 delivered = sender.close(timeout=10)
 heavy = sorted(m for m in ("app", "fastapi", "pydantic", "sqlalchemy", "engine", "vllm")
     if m in sys.modules)
-print(delivered, heavy, batchscope_vllm.__file__)
+import protocol
+print(delivered, heavy, batchscope_vllm.__file__, protocol.__file__)
 """
     try:
         done = subprocess.run(
@@ -177,9 +184,10 @@ print(delivered, heavy, batchscope_vllm.__file__)
             cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
-        delivered, heavy, location = done.stdout.strip().split(" ", 2)
+        delivered, heavy, location, protocol_at = done.stdout.strip().split(" ", 3)
         assert (delivered, heavy) == ("True", "[]")
         assert location.startswith(str(tmp_path / "venv"))
+        assert protocol_at.startswith(str(tmp_path / "venv"))
         nodes = httpx.get(live.url + "/api/nodes").json()
         assert [n["node"] for n in nodes] == ["vllm-node-1"]
     finally:

@@ -59,11 +59,11 @@ def cmd_engine(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from app.nodes.producer import Producer, QueueSink
-    from app.protocol.session import engine_fields
     from app.settings import Settings
     from engine.engine import Engine
     from engine.engine_core import EngineCore
     from engine.workload import PoissonWorkload
+    from protocol.session import engine_fields
 
     if args.rerun:
         import sys

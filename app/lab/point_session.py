@@ -13,13 +13,13 @@ from typing import Any
 
 from app.lab.store import SweepDetail
 from app.live.hub import EventHub
-from app.protocol.session import session_meta
 from app.records.rerun import publish_closed_session
 from engine.config import EngineConfig
 from engine.events import Event, ListSink
 from engine.scenario import parse_scenario
 from engine.simulate import run_scenario
 from engine.sweep import SweepPoint, make_point_runner, point_scenario
+from protocol.session import session_meta
 
 
 def point_events(

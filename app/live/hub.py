@@ -10,17 +10,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.protocol.envelope import encode, envelope
 from app.protocol.state import SessionState
+from protocol.envelope import encode, envelope
 
 DEFAULT_QUEUE_FRAMES = 512
 IDLE_SWITCH_S = 2.0
 
-FrameListener = Callable[[str, str, int, dict[str, Any], str], None]
+FrameListener = Callable[[str, str, int, Mapping[str, Any], str], None]
 """fn(session, frame_type, seq, data, encoded frame): the recorder, relay and metrics."""
 
 
@@ -147,7 +147,7 @@ class EventHub:
         self,
         session: str,
         frame_type: str,
-        data: dict[str, Any],
+        data: Mapping[str, Any],
         seq: int | None = None,
         data_json: str | None = None,
     ) -> int:

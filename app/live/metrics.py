@@ -12,7 +12,7 @@ families `collect()` builds at scrape time.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from prometheus_client.core import (
@@ -51,7 +51,7 @@ class Metrics(Collector):
 
     # ---------------------------------------------------------------- folding
     def on_frame(
-        self, session: str, frame_type: str, seq: int, data: dict[str, Any], text: str
+        self, session: str, frame_type: str, seq: int, data: Mapping[str, Any], text: str
     ) -> None:
         del text
         try:
@@ -60,7 +60,7 @@ class Metrics(Collector):
             self.errors += 1
             log.exception("metrics: frame %s of %s not counted", seq, session)
 
-    def _fold(self, session: str, frame_type: str, data: dict[str, Any]) -> None:
+    def _fold(self, session: str, frame_type: str, data: Mapping[str, Any]) -> None:
         stats = self._stats(session)
         if stats is None:
             return

@@ -23,6 +23,7 @@ import logging
 import secrets
 import time
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 from app.live.hub import EventHub
@@ -71,7 +72,7 @@ class PgRelay:
 
     # -------------------------------------------------------------- outgoing
     def on_frame(
-        self, session: str, frame_type: str, seq: int, data: dict[str, Any], text: str
+        self, session: str, frame_type: str, seq: int, data: Mapping[str, Any], text: str
     ) -> None:
         del text
         if self.hub.is_relayed(session):

@@ -23,7 +23,7 @@ import json
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -31,8 +31,6 @@ from app.nodes.commands import PAUSED_AFTER, UnknownCommand, error_detail, to_co
 from app.nodes.link import Link, LinkClosed
 from app.nodes.producer import QueueSink
 from app.nodes.scenarios import ScenarioArrivals, load_named_scenario
-from app.protocol.envelope import encode, envelope
-from app.protocol.session import engine_fields, new_session_id, session_meta
 from app.settings import Settings
 from engine.config import EngineConfig
 from engine.engine import Engine
@@ -40,6 +38,8 @@ from engine.engine_core import EngineCore
 from engine.runner.base import ModelRunner
 from engine.scenario import Scenario
 from engine.workload import PoissonWorkload
+from protocol.envelope import encode, envelope
+from protocol.session import engine_fields, new_session_id, session_meta
 
 log = logging.getLogger("batchscope.engine")
 
@@ -150,7 +150,7 @@ class EngineHost:
         return f"req-{next(self._req_ids)}"
 
     # -------------------------------------------------------------- frames
-    def _queue_frame(self, frame_type: str, data: dict[str, Any]) -> None:
+    def _queue_frame(self, frame_type: str, data: Mapping[str, Any]) -> None:
         self.seq += 1
         if len(self.outbox) >= MAX_OUTBOX:
             self.dropped += 1  # the dashboard sees the seq jump and marks the gap

@@ -23,10 +23,10 @@ from app.db.lifecycle import mark_ended
 from app.db.quarantine import Rejected
 from app.live.hub import EventHub
 from app.nodes.replies import Channel, Replies
-from app.protocol.envelope import encode
 from app.protocol.models import INT32_MAX, validate_frame
-from app.protocol.session import node_source, session_meta
 from app.protocol.state import SessionState
+from protocol.envelope import encode
+from protocol.session import node_source, session_meta
 
 log = logging.getLogger("batchscope.nodes")
 

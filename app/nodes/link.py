@@ -1,7 +1,7 @@
 """The local engine's link to its dashboard: one end of a socketpair the dashboard made
 before spawning the engine process, carrying the ingest protocol's messages (announce,
 frames, stats, commands, replies) one per line. Holding the socket is the credential: no
-port, no secret on a command line. Our JSON (`app.protocol.envelope.encode`) never holds a
+port, no secret on a command line. Our JSON (`protocol.envelope.encode`) never holds a
 raw newline, so a line is exactly one message.
 """
 

@@ -24,9 +24,9 @@ from app.nodes.control import EngineBusy, RemoteControl
 from app.nodes.ingest import NodeRegistry, NodeUnavailable, RemoteNode
 from app.nodes.link import Link, LinkClosed
 from app.nodes.replies import Replies
-from app.protocol.envelope import encode, split_frame
 from app.settings import Settings
 from engine.runner.tokenizer import load_tokenizer
+from protocol.envelope import encode, split_frame
 
 log = logging.getLogger("batchscope.engine")
 

@@ -16,7 +16,7 @@ import logging
 import queue
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,11 +24,11 @@ import websockets
 
 from app.nodes.commands import PAUSED_AFTER, error_detail, to_command
 from app.protocol.convert import event_to_frame
-from app.protocol.envelope import encode, envelope
-from app.protocol.session import new_session_id, node_opened
 from engine.engine import Engine
 from engine.engine_core import EngineCore
 from engine.events import Event
+from protocol.envelope import encode, envelope
+from protocol.session import new_session_id, node_opened
 
 log = logging.getLogger("batchscope.engine")
 
@@ -40,14 +40,14 @@ class QueueSink:
     """EventSink for the engine thread: convert and enqueue, nothing else."""
 
     def __init__(self) -> None:
-        self.queue: queue.SimpleQueue[tuple[str, dict[str, Any]]] = queue.SimpleQueue()
+        self.queue: queue.SimpleQueue[tuple[str, Mapping[str, Any]]] = queue.SimpleQueue()
 
     def emit(self, event: Event) -> None:
         frame_type, data = event_to_frame(event)
         if frame_type != "engine_snapshot":
             self.queue.put((frame_type, data))
 
-    def drain(self) -> Iterator[tuple[str, dict[str, Any]]]:
+    def drain(self) -> Iterator[tuple[str, Mapping[str, Any]]]:
         """(Any thread) the frames queued so far, oldest first."""
         while True:
             try:

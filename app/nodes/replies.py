@@ -7,7 +7,7 @@ import asyncio
 import itertools
 from typing import Any, Protocol
 
-from app.protocol.envelope import encode
+from protocol.envelope import encode
 
 
 class Channel(Protocol):

@@ -4,9 +4,9 @@ engine field breaks here, loudly, instead of silently changing what the browser 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from app.protocol.frames import iteration_payload, request_payload
 from engine.events import (
     ConfigEvent,
     EngineSnapshot,
@@ -15,9 +15,12 @@ from engine.events import (
     RequestEvent,
 )
 from engine.outputs import ScheduledChunk
+from protocol.codes import FrameType, Phase
+from protocol.frames import iteration_payload, request_payload
+from protocol.wire import ConfigData, IterationData, RequestMarkData, ScheduledRow
 
 
-def iteration_data(ev: IterationEvent) -> dict[str, Any]:
+def iteration_data(ev: IterationEvent) -> IterationData:
     return iteration_payload(
         step=ev.step,
         t_start=ev.t_start,
@@ -63,13 +66,13 @@ def iteration_data(ev: IterationEvent) -> dict[str, Any]:
     )
 
 
-def scheduled_item(c: ScheduledChunk) -> dict[str, Any]:
+def scheduled_item(c: ScheduledChunk) -> ScheduledRow:
     """One `scheduled` row; `spec` (drafts) and `pad` (static padding) only when set."""
-    item: dict[str, Any] = {
+    item: ScheduledRow = {
         "req": c.req_id,
         "n": c.num_tokens,
         "start": c.num_computed_before,
-        "phase": "prefill" if c.is_prefill else "decode",
+        "phase": Phase.PREFILL if c.is_prefill else Phase.DECODE,
         "prefix_hit": c.num_prefix_hit_tokens,
         "sample": c.sample,
     }
@@ -80,14 +83,14 @@ def scheduled_item(c: ScheduledChunk) -> dict[str, Any]:
     return item
 
 
-def request_data(ev: RequestEvent) -> dict[str, Any]:
+def request_data(ev: RequestEvent) -> RequestMarkData:
     detail = dict(ev.detail)
     if "output_token_ids" in detail:
         detail["output_token_ids"] = list(detail["output_token_ids"])
     return request_payload(ev.req_id, ev.kind, ev.step, ev.t, detail)
 
 
-def config_data(ev: ConfigEvent) -> dict[str, Any]:
+def config_data(ev: ConfigEvent) -> ConfigData:
     return {
         "step": ev.step,
         "config_version": ev.config_version,
@@ -110,12 +113,12 @@ def engine_snapshot_data(snap: EngineSnapshot) -> dict[str, Any]:
     }
 
 
-def event_to_frame(ev: Event) -> tuple[str, dict[str, Any]]:
-    """(frame type, frame data) for an engine event."""
+def event_to_frame(ev: Event) -> tuple[str, Mapping[str, Any]]:
+    """(frame type, frame data) for an engine event (`engine_snapshot`: no frame's)."""
     if isinstance(ev, IterationEvent):
-        return "iteration", iteration_data(ev)
+        return FrameType.ITERATION, iteration_data(ev)
     if isinstance(ev, RequestEvent):
-        return "request", request_data(ev)
+        return FrameType.REQUEST, request_data(ev)
     if isinstance(ev, ConfigEvent):
-        return "config", config_data(ev)
+        return FrameType.CONFIG, config_data(ev)
     return "engine_snapshot", engine_snapshot_data(ev)

@@ -1,5 +1,9 @@
 """The versioned wire format (docs/protocol.md): pydantic models that validate frames
-(ingest, import, tests). app.protocol.convert builds them from engine events."""
+(ingest, import, tests). app.protocol.convert builds them from engine events.
+
+The shapes are protocol.wire's (the TypedDicts every producer builds and every reader
+reads) with the bounds a recording needs; the codes are protocol.codes' enums.
+tests/protocol/test_wire_models.py proves the field trees equal."""
 
 from __future__ import annotations
 
@@ -7,7 +11,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-FrameType = Literal["iteration", "request", "config", "snapshot", "gap", "session"]
+from protocol.codes import BlockState, FrameType, Phase, RequestMark
+
+__all__ = ["FrameType"]
 
 INT32_MAX = 2**31 - 1
 Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
@@ -27,7 +33,7 @@ class ScheduledItem(_Strict):
     req: Name
     n: Annotated[int, Field(gt=0, le=INT32_MAX)]
     start: Count
-    phase: Literal["prefill", "decode"]
+    phase: Phase
     prefix_hit: Count
     sample: bool
     spec: int = Field(default=0, ge=0, le=64)
@@ -88,9 +94,7 @@ class IterationFrame(_Strict):
     queues: Queues
     budget: Budget
     kv: KVFrame
-    blocks: list[
-        tuple[Count, Literal["free", "cached", "used", "shared", "withheld"], Name | None, Count]
-    ]
+    blocks: list[tuple[Count, BlockState, Name | None, Count]]
     waiting_reasons: dict[Name, Annotated[str, Field(max_length=2000, pattern=NO_NUL)]]
     config_version: Count
     updated_step: Count | None = None
@@ -120,16 +124,7 @@ class RequestDetail(BaseModel):
 
 class RequestFrame(_Strict):
     req: Name
-    kind: Literal[
-        "arrived",
-        "rejected",
-        "scheduled",
-        "first_token",
-        "preempted",
-        "resumed",
-        "finished",
-        "aborted",
-    ]
+    kind: RequestMark
     step: Count
     t: float
     detail: RequestDetail = Field(default_factory=lambda: RequestDetail())
@@ -162,7 +157,7 @@ class SessionFrame(BaseModel):
 
 
 class Envelope(BaseModel):
-    """What app.protocol.envelope.envelope() writes (checked by the protocol tests)."""
+    """What protocol.envelope.envelope() writes (checked by the protocol tests)."""
 
     v: Literal[1] = 1
     type: FrameType
@@ -174,10 +169,10 @@ class Envelope(BaseModel):
 
 
 FRAME_MODELS: dict[str, type[BaseModel]] = {
-    "iteration": IterationFrame,
-    "request": RequestFrame,
-    "config": ConfigFrame,
-    "session": SessionFrame,
+    FrameType.ITERATION: IterationFrame,
+    FrameType.REQUEST: RequestFrame,
+    FrameType.CONFIG: ConfigFrame,
+    FrameType.SESSION: SessionFrame,
 }
 
 

@@ -7,6 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from protocol.codes import RequestStatus
+from protocol.wire import ROW_COLUMNS, RequestRow, Segment, SnapshotData, StepSummary
+
+__all__ = ["ROW_COLUMNS", "build", "latency_summary", "request_rows"]
+
 if TYPE_CHECKING:
     from app.protocol.state import SessionState
 
@@ -15,41 +20,16 @@ COMPACT_DONE_ROWS = 100
 """A compact snapshot (a client that fell behind): the latest COMPACT_HISTORY steps and
 COMPACT_DONE_ROWS finished or rejected rows."""
 
-ROW_COLUMNS = (
-    "req",
-    "status",
-    "num_prompt_tokens",
-    "num_tokens",
-    "num_computed_tokens",
-    "max_tokens",
-    "priority",
-    "num_preemptions",
-    "prefix_hit",
-    "arrived_step",
-    "arrived_t",
-    "first_scheduled_step",
-    "first_token_t",
-    "last_token_t",
-    "finish_t",
-    "finish_step",
-    "finish_reason",
-    "waiting_reason",
-    "num_draft_tokens",
-    "num_accepted_tokens",
-    "placeholders",
-    "segments",
-)
-"""A request row's keys, in the order of a columns snapshot (segments last)."""
 
 SNAPSHOT_PLAN_STEPS = 64
 """Steps whose plan a columns snapshot keeps (a plain one keeps PLAN_STEPS)."""
 
-_DONE = ("FINISHED", "REJECTED")
+_DONE = (RequestStatus.FINISHED.value, RequestStatus.REJECTED.value)
 
 
 def build(
     state: SessionState, compact: bool = False, columns: bool = False, with_blocks: bool = True
-) -> dict[str, Any]:
+) -> SnapshotData:
     """The state for a late joiner (docs/protocol.md). `compact`: only the latest
     COMPACT_HISTORY steps and COMPACT_DONE_ROWS finished or rejected rows (a client that
     fell behind). `columns`: `requests` as `{"columns": [...], "rows": [[...], ...]}` (a
@@ -70,7 +50,7 @@ def build(
         history[:cut] = [_without_plan(h) if "plan" in h else h for h in history[:cut]]
     else:
         requests = [{**r, "segments": _segments(r, state.step)} for r in selected]
-    return {
+    out: SnapshotData = {
         "session": state.session,
         "meta": dict(state.meta),
         "seq": state.seq,
@@ -82,16 +62,16 @@ def build(
         "paused": state.paused,
         "simulated": state.simulated,
         "requests": requests,
-        **(
-            {"blocks": [list(state.blocks[k]) for k in sorted(state.blocks)]} if with_blocks else {}
-        ),
         "history": history,
         "totals": {**state.totals, "dropped_rows": state.dropped_rows},
         "waiting_detail": dict(state.waiting_detail),
     }
+    if with_blocks:
+        out["blocks"] = [list(state.blocks[k]) for k in sorted(state.blocks)]
+    return out
 
 
-def _segments(row: dict[str, Any], step: int) -> list[list[Any]]:
+def _segments(row: RequestRow, step: int) -> list[Segment]:
     """A copy of the row's segments, open ones closed at `step`. Rows hold scalars and
     these lists: copying them is enough (~10x faster than copy.deepcopy)."""
     segments = [list(seg) for seg in row["segments"]]
@@ -101,13 +81,16 @@ def _segments(row: dict[str, Any], step: int) -> list[list[Any]]:
     return segments
 
 
-def _row_lists(rows: list[dict[str, Any]], step: int) -> list[list[Any]]:
+def _row_lists(rows: list[RequestRow], step: int) -> list[list[Any]]:
     keys = ROW_COLUMNS[:-1]
     return [[r.get(c) for c in keys] + [_segments(r, step)] for r in rows]
 
 
-def _without_plan(h: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in h.items() if k not in ("plan", "finished", "preempted_ids")}
+def _without_plan(h: StepSummary) -> StepSummary:
+    out = h.copy()
+    for key in ("plan", "finished", "preempted_ids"):
+        out.pop(key, None)  # type: ignore[misc]
+    return out
 
 
 def request_rows(state: SessionState) -> list[dict[str, Any]]:

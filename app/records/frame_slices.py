@@ -1,6 +1,6 @@
 """What one request needs from a stored iteration frame, without parsing all of it.
 
-Frames are stored exactly as sent: compact JSON laid out by app.protocol.frames (the
+Frames are stored exactly as sent: compact JSON laid out by protocol.frames (the
 same key order for every producer). A frame of a busy step is tens of kilobytes (every
 scheduled row, every waiting request's reason); one request's share of it is a few
 dozen bytes. So the slices it needs are found by their keys and decoded alone

@@ -19,10 +19,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.checkpoint_codec import CheckpointClock, encode_checkpoint
 from app.db.models import SessionRecord
 from app.db.writes import Checkpoint, Frame, write_batch
-from app.protocol.envelope import PROTOCOL_VERSION
 from app.protocol.models import FRAME_MODELS, validate_frame
 from app.protocol.state import SessionState
 from app.records.recorder import CHECKPOINT_EVERY
+from protocol.envelope import PROTOCOL_VERSION
 
 FRAME_TYPES = ("iteration", "request", "config", "session")
 ENVELOPE_KEYS = {"v", "type", "session", "seq", "data"}

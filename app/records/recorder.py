@@ -18,7 +18,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -106,7 +106,7 @@ class Recorder:
         return now - self._pending_since[0] if self.pending and self._pending_since else 0.0
 
     def on_frame(
-        self, session: str, frame_type: str, seq: int, data: dict[str, Any], text: str
+        self, session: str, frame_type: str, seq: int, data: Mapping[str, Any], text: str
     ) -> None:
         if self.hub.is_relayed(session):
             return  # its origin process records it

@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.queries import SessionRow, get_session, iter_frames, state_at_step
 from app.errors import NotFound
-from app.protocol.envelope import encode, envelope, error_frame
+from protocol.envelope import encode, envelope, error_frame
+from protocol.wire import SnapshotData
 
 MAX_SPEED = 1000.0
 MAX_PAUSE_S = 1.0
@@ -36,7 +37,7 @@ class ReplayPlayer:
         self.speed = 1.0
         self._player: asyncio.Task[None] | None = None
 
-    def _load(self, step: int) -> tuple[SessionRow, dict[str, Any]]:
+    def _load(self, step: int) -> tuple[SessionRow, SnapshotData]:
         with self.db() as db:
             meta = get_session(db, self.session_id)
             state = state_at_step(db, self.session_id, step)

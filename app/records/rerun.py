@@ -22,13 +22,13 @@ from app.db.models import EventRecord, SessionRecord
 from app.db.queries import SessionRow, get_session
 from app.live.hub import EventHub
 from app.protocol.convert import event_to_frame
-from app.protocol.session import new_session_id
 from engine.config import EngineConfig
 from engine.engine import Engine
 from engine.events import Event, EventSink
 from engine.releases import SUPPORTED, nearest_supported
 from engine.request import SamplingParams
 from engine.runner import make_runner
+from protocol.session import new_session_id
 
 MAX_RERUN_STEPS = 200_000
 

@@ -13,18 +13,19 @@ import contextlib
 import json
 import sys
 from collections import deque
+from collections.abc import Mapping
 from typing import IO, Any
 
 from app.db.queries import SessionRow
 from app.db.writer_process import TextFrame
 from app.protocol.convert import event_to_frame
-from app.protocol.envelope import encode, envelope, split_frame
-from app.protocol.session import new_session_id, session_meta
 from app.records.recorder import Recorder
 from app.records.rerun import Arrival, rerun_events
 from engine.config import EngineConfig
 from engine.events import Event
 from engine.request import SamplingParams
+from protocol.envelope import encode, envelope, split_frame
+from protocol.session import new_session_id, session_meta
 
 BATCH_FRAMES = 2000
 LINE_LIMIT = 64 << 20
@@ -43,7 +44,7 @@ class _LineSink:
         self.out = out
         self.seq = 0
 
-    def add(self, frame_type: str, data: dict[str, Any]) -> None:
+    def add(self, frame_type: str, data: Mapping[str, Any]) -> None:
         self.seq += 1
         self.out.write(envelope(frame_type, self.session, self.seq, encode(data)) + "\n")
 

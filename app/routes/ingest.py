@@ -14,9 +14,9 @@ from app.deps import DbDep, NodesDep
 from app.edge.wsio import POLICY, BadMessage, close, closing_on_error, receive_json
 from app.nodes.ingest import NodeRegistry, RemoteNode, node_name_of
 from app.nodes.ownership import Refused, claim
-from app.protocol.envelope import encode
-from app.protocol.session import new_session_id
 from app.security import bearer_matches
+from protocol.envelope import encode
+from protocol.session import new_session_id
 
 router = APIRouter()
 ANNOUNCE_TIMEOUT_S = 10.0

@@ -33,6 +33,7 @@ from app.routes.links import replay_href, session_href
 from app.security import has_control
 from app.templating import templates
 from engine.config import ConfigError, EngineConfig
+from protocol.wire import SnapshotData
 
 router = APIRouter()
 TAGS: list[str | Enum] = ["sessions"]
@@ -119,8 +120,8 @@ async def delete(session_id: str, db: DbDep, hub: HubDep) -> dict[str, Any]:
     tags=TAGS,
     responses=VIEW_ERRORS,
 )
-async def state_at(session_id: str, db: DbDep, step: StepQuery = None) -> dict[str, Any]:
-    def load() -> dict[str, Any]:
+async def state_at(session_id: str, db: DbDep, step: StepQuery = None) -> SnapshotData:
+    def load() -> SnapshotData:
         with db() as s:
             meta = queries.get_session(s, session_id)
             target = meta["steps"] - 1 if step is None else step

@@ -22,9 +22,9 @@ from app.edge.bounds import is_clean_id
 from app.edge.wsio import BadMessage, close, closing_on_error, receive_json
 from app.live.hub import EventHub, Subscriber
 from app.live.pacing import MAX_BATCH_BYTES, STALE_AFTER_S, ClientPace
-from app.protocol.envelope import encode, envelope, error_frame
 from app.records.replay import ReplayPlayer
 from app.security import has_control, origin_allowed
+from protocol.envelope import encode, envelope, error_frame
 
 router = APIRouter()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.protocol.frames import iteration_payload
+from protocol.frames import iteration_payload
 
 
 def iteration(step: int, n: int, start: int, **fields: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import websockets.sync.client as ws_client
 
-from app.protocol.frames import request_payload
+from protocol.frames import request_payload
 from tests.app.live.frames import iteration
 from tests.conftest import LiveServer
 

@@ -11,8 +11,8 @@ import pytest
 from app.live.hub import EventHub
 from app.live.kv_residency import BlockResidency
 from app.live.metrics import Metrics
-from app.protocol.frames import request_payload
-from app.protocol.session import session_meta
+from protocol.frames import request_payload
+from protocol.session import session_meta
 from tests.app.live.frames import iteration
 
 

@@ -1,4 +1,4 @@
-"""Every frame's envelope and payload come from one place (app.protocol.envelope/frames):
+"""Every frame's envelope and payload come from one place (protocol.envelope/frames):
 the text is the v1 envelope the models describe, and both producers' iteration payloads
 validate against the same wire model."""
 
@@ -9,12 +9,12 @@ import subprocess
 import sys
 
 from app.protocol.convert import event_to_frame
-from app.protocol.envelope import PROTOCOL_VERSION, encode, envelope, error_frame
 from app.protocol.models import Envelope, validate_frame
 from engine.engine import Engine
 from engine.events import ListSink
 from engine.request import SamplingParams
 from engine.runner.sim import SimRunner
+from protocol.envelope import PROTOCOL_VERSION, encode, envelope, error_frame
 from tests.engine.helpers import make_config
 
 

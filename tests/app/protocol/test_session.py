@@ -1,11 +1,11 @@
-"""Every producer names and describes its sessions the same way (app.protocol.session)."""
+"""Every producer names and describes its sessions the same way (protocol.session)."""
 
 from __future__ import annotations
 
 import re
 
-from app.protocol.session import engine_fields, new_session_id, node_opened, session_meta
 from engine.runner.sim import SimRunner
+from protocol.session import engine_fields, new_session_id, node_opened, session_meta
 from tests.engine.helpers import make_config
 
 KEYS = {"name", "source", "engine", "runner", "simulated", "model", "device", "config",

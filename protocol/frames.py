@@ -1,13 +1,23 @@
 """Frame payloads every producer builds the same way (docs/protocol.md): an `iteration`
 and a `request` mark. Our engine's converter (app.protocol.convert) and the vLLM adapter
 (batchscope_vllm.frames) both call these, so the layout, the key names and the rounding
-live here once. Standard library only: the vLLM adapter imports it next to vLLM.
+live here once (their types: protocol.wire). Standard library only: the vLLM adapter
+imports it next to vLLM.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from protocol.wire import (
+    BlockChange,
+    IterationData,
+    PreemptedRow,
+    ReqReason,
+    RequestDetail,
+    RequestMarkData,
+)
 
 
 def _t(seconds: float) -> float:
@@ -25,10 +35,10 @@ def iteration_payload(
     scheduled: Any,
     new: Iterable[str],
     resumed: Iterable[str],
-    preempted: list[dict[str, Any]],
-    finished: list[dict[str, Any]],
+    preempted: list[PreemptedRow],
+    finished: list[ReqReason],
     arrived: Iterable[str],
-    rejected: list[dict[str, Any]],
+    rejected: list[ReqReason],
     sampled: Iterable[str],
     num_running: int,
     num_waiting: int,
@@ -44,7 +54,7 @@ def iteration_payload(
     kv_cached_free: int,
     kv_hit_tokens: int,
     kv_used_end: int,
-    blocks: list[list[Any]],
+    blocks: list[BlockChange],
     waiting_reasons: Mapping[str, str],
     config_version: int,
     updated_step: int | None = None,
@@ -54,7 +64,7 @@ def iteration_payload(
     spec_tokens: int = 0,
     padding: int = 0,
     waiting_detail: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> IterationData:
     """One step's `iteration` data. Times in seconds since the session started
     (`forward_ms` in ms, `overhead_us` in µs). `scheduled`: the `[{req, n, start, phase,
     prefix_hit, sample[, spec][, pad]}]` rows, or an object the producer's encoder splices
@@ -63,7 +73,7 @@ def iteration_payload(
     they say something: `accepted` drafts per request, `appended` tokens per request (when
     any is not 1), async output `placeholders` per request, draft `spec_tokens`, static
     batching `padding`, and `waiting_detail` (the numbers behind `waiting_reasons`)."""
-    out = {
+    out: IterationData = {
         "step": step,
         "t_start": _t(t_start),
         "duration": _t(duration),
@@ -120,7 +130,8 @@ def iteration_payload(
 
 def request_payload(
     req_id: str, kind: str, step: int, t: float, detail: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+) -> RequestMarkData:
     """A `request` lifecycle mark (arrived, scheduled, first_token, preempted, resumed,
     finished, aborted, rejected) of request `req_id` at `step`, `t` seconds in."""
-    return {"req": req_id, "kind": kind, "step": step, "t": _t(t), "detail": dict(detail or {})}
+    mark_detail: RequestDetail = dict(detail or {})  # type: ignore[assignment]
+    return {"req": req_id, "kind": kind, "step": step, "t": _t(t), "detail": mark_detail}

@@ -1,0 +1,101 @@
+"""The pydantic validators (ingest, import, the HTTP API's response models) have the same
+field trees as protocol.wire's TypedDicts, which every producer builds and reader reads:
+a key added, renamed or made optional on one side only fails here."""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any, Union, get_args, get_origin, get_type_hints, is_typeddict
+
+import pytest
+from pydantic import BaseModel
+
+from app import api_models
+from app.protocol import models
+from protocol import wire
+
+Tree = dict[str, tuple[bool, Any]]
+"""key -> (required, subtree or None)."""
+
+
+def _inner(tp: Any) -> Any:
+    """The model or TypedDict a field holds (directly, in a list or optional), or None."""
+    origin = get_origin(tp)
+    if origin in (list, Union, types.UnionType, typing.Annotated):
+        found = [_inner(a) for a in get_args(tp) if a is not type(None)]
+        found = [f for f in found if f is not None]
+        return found[0] if len(found) == 1 else None
+    if is_typeddict(tp) or (isinstance(tp, type) and issubclass(tp, BaseModel)):
+        return tp
+    return None
+
+
+def tree(tp: Any) -> Tree:
+    if is_typeddict(tp):
+        hints = get_type_hints(tp)
+        return {
+            k: (k in tp.__required_keys__, _sub(hints[k]))
+            for k in hints  # type: ignore[attr-defined]
+        }
+    return {
+        name: (field.is_required(), _sub(field.annotation))
+        for name, field in tp.model_fields.items()
+    }
+
+
+def _sub(tp: Any) -> Tree | None:
+    inner = _inner(tp)
+    return None if inner is None else tree(inner)
+
+
+def same(a: Tree, b: Tree, path: str = "") -> list[str]:
+    problems = [f"{path}{k}: only in the wire type" for k in a.keys() - b.keys()]
+    problems += [f"{path}{k}: only in the model" for k in b.keys() - a.keys()]
+    for k in a.keys() & b.keys():
+        (req_a, sub_a), (req_b, sub_b) = a[k], b[k]
+        if req_a != req_b:
+            problems.append(f"{path}{k}: required {req_a} in the wire type, {req_b} in the model")
+        if sub_a is not None and sub_b is not None:
+            problems += same(sub_a, sub_b, f"{path}{k}.")
+    return problems
+
+
+PAIRS = [
+    (wire.IterationData, models.IterationFrame),
+    (wire.ScheduledRow, models.ScheduledItem),  # `scheduled` may be pre-encoded text
+    (wire.PreemptedRow, models.PreemptedItem),
+    (wire.ReqReason, models.ReqReason),
+    (wire.Queues, models.Queues),
+    (wire.Budget, models.Budget),
+    (wire.KVUse, models.KVFrame),
+    (wire.RequestMarkData, models.RequestFrame),
+    (wire.RequestDetail, models.RequestDetail),
+    (wire.ConfigData, models.ConfigFrame),
+    (wire.SessionData, models.SessionFrame),
+]
+
+
+@pytest.mark.parametrize(("typed", "model"), PAIRS, ids=[m.__name__ for _, m in PAIRS])
+def test_the_validator_has_the_wire_types_fields(typed: Any, model: type[BaseModel]) -> None:
+    assert same(tree(typed), tree(model)) == []
+
+
+def test_the_envelope_and_the_frame_types() -> None:
+    assert tree(wire.Envelope).keys() == tree(models.Envelope).keys()
+    assert set(models.FRAME_MODELS) == {"iteration", "request", "config", "session"}
+
+
+def test_the_apis_snapshot_and_table_row_are_the_wire_types() -> None:
+    # The replay socket adds `replay`; a snapshot over HTTP always has its blocks.
+    assert tree(wire.SnapshotData).keys() - {"replay"} == tree(api_models.Snapshot).keys()
+    table_extra = {"ttft", "itl", "num_output_tokens", "phase", "waiting_text"}
+    row = set(wire.ROW_COLUMNS) - {"segments"}
+    assert set(api_models.RequestRow.model_fields) == row | table_extra
+
+
+def test_a_difference_is_found() -> None:
+    class Wider(wire.Queues, total=False):
+        extra: int
+
+    assert same(tree(Wider), tree(models.Queues)) == ["extra: only in the wire type"]
