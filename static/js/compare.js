@@ -9,7 +9,7 @@
     const id = el.dataset.session;
     const state = await BS.api("GET", "/api/sessions/" + encodeURIComponent(id) + "/state");
     const model = new BS.Model();
-    model.loadSnapshot({ type: "snapshot", session: id, seq: state.seq || 0, data: state });
+    model.loadSnapshot({ type: BS.protocol.FRAME.SNAPSHOT, session: id, seq: state.seq || 0, data: state });
     return model;
   }
 

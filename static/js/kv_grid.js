@@ -7,6 +7,7 @@
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
+  const BLOCK = BS.protocol.BLOCK, HELD = BS.protocol.HELD_BLOCK_STATES; // protocol.js
   const GAP = 1;
   const FETCH_MS = 120;
   const st = { canvas: null, ctx: null, cell: 12, cols: 1, total: 0, epoch: -1,
@@ -21,7 +22,7 @@
   }
 
   function loadColours() {
-    for (const k of ["free", "cached", "used", "shared", "withheld", "outline"]) {
+    for (const k of BS.protocol.BLOCK_LIST.concat(["outline"])) {
       st.colours[k] = BS.cssVar("--kv-" + k);
     }
     st.colours.selected = BS.cssVar("--c-selected");
@@ -53,7 +54,7 @@
   function fill(b) {
     if (!b) return st.colours.free;
     const state = b[0];
-    if (st.mode === "owner" && b[1] && (state === "used" || state === "shared")) {
+    if (st.mode === "owner" && b[1] && HELD.includes(state)) {
       return "hsl(" + hue(b[1]).toFixed(0) + ", 62%, 52%)";
     }
     return st.colours[state] || st.colours.free;
@@ -77,7 +78,7 @@
       ctx.strokeStyle = st.colours.selected;
       ctx.lineWidth = 2;
       ctx.strokeRect(x + 1, y + 1, s - 2, s - 2);
-    } else if (b && b[0] === "shared" && s >= 5) {
+    } else if (b && b[0] === BLOCK.SHARED && s >= 5) {
       ctx.strokeStyle = st.colours.outline;
       ctx.lineWidth = 1.5;
       ctx.strokeRect(x + 0.75, y + 0.75, s - 1.5, s - 1.5);
@@ -153,7 +154,7 @@
     const id = blockAt(ev);
     if (id === null) { st.canvas.title = ""; return; }
     const b = blocks(BS.model)[id] || ["free", null, 0];
-    const held = b[0] === "used" || b[0] === "shared";
+    const held = HELD.includes(b[0]);
     const who = b[1] ? (held ? " · owner " : " · last owner ") + b[1] : "";
     const text = "block " + id + " · " + b[0] + who + " · ref_cnt " + b[2] +
       (held && b[1] ? " · click: " + b[1] + "'s life" : "");
@@ -165,7 +166,7 @@
   function onClick(ev) {
     const id = blockAt(ev);
     const b = id === null ? null : blocks(BS.model)[id];
-    if (b && b[1] && (b[0] === "used" || b[0] === "shared") && BS.select) {
+    if (b && b[1] && HELD.includes(b[0]) && BS.select) {
       BS.select(b[1], { step: st.hist ? st.hist.step : undefined });
     }
   }

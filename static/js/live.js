@@ -6,6 +6,7 @@
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
+  const FRAME = BS.protocol.FRAME, MESSAGE = BS.protocol.MESSAGE; // static/js/protocol.js
   const MIN_FRAME_MS = 40; // ~25 fps ceiling for all renderers together
   const renderers = [];
   BS.register = function (renderer) { renderers.push(renderer); };
@@ -145,7 +146,7 @@
     const t0 = performance.now();
     let msg;
     try { msg = JSON.parse(data); } catch (e) { return; }
-    if (!Array.isArray(msg) && msg.type === "snapshot") {
+    if (!Array.isArray(msg) && msg.type === FRAME.SNAPSHOT) {
       conn.snapshotAt = at; // received; parsed after parseMs, folded after foldMs
       conn.parseMs = performance.now() - t0;
     }
@@ -159,7 +160,7 @@
   function onFrame(f) {
     if (!f || typeof f !== "object") return;
     conn.frames++;
-    if (f.type === "snapshot") {
+    if (f.type === FRAME.SNAPSHOT) {
       clearTimeout(conn.gapTimer);
       // The panels the server rendered with the page show its session already: the first
       // snapshot of that same session is no news to them (no refetch before the paint).
@@ -178,7 +179,7 @@
       if (f.data && f.data.replay) BS.emit("bs:replay", f.data.replay);
       return;
     }
-    if (f.type === "gap") {
+    if (f.type === FRAME.GAP) {
       // The server follows a gap with a fresh snapshot; ask again only if none comes.
       setConnState("resync");
       conn.awaitingSnapshot = true;
@@ -186,8 +187,8 @@
       conn.gapTimer = setTimeout(function () { if (conn.awaitingSnapshot) hello(); }, 1500);
       return;
     }
-    if (f.type === "ping") { BS.send({ type: "pong", id: f.data && f.data.id }); return; }
-    if (f.type === "error") { console.warn("server:", f.data && f.data.detail); return; }
+    if (f.type === MESSAGE.PING) { BS.send({ type: MESSAGE.PONG, id: f.data && f.data.id }); return; }
+    if (f.type === MESSAGE.ERROR) { console.warn("server:", f.data && f.data.detail); return; }
     if (conn.awaitingSnapshot) return; // frames before the (new) snapshot are folded into it
     if (f.session !== model.session) { hello(); return; } // a new session began: resync
     if (f.seq <= model.seq) return; // already folded into the snapshot

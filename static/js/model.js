@@ -6,6 +6,9 @@
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
+  // The codes the frames carry (static/js/protocol.js, generated from protocol/codes.py).
+  const FRAME = BS.protocol.FRAME, MARK = BS.protocol.MARK;
+  const STATUS = BS.protocol.STATUS, PHASE = BS.protocol.PHASE;
   // Bounds that keep the page's memory flat over an hour-long session: finished rows past
   // MAX_REQUESTS go (oldest first), per-row draft marks past MAX_MARKS, times past MAX_TIMES.
   const MAX_REQUESTS = 20000;
@@ -116,11 +119,11 @@
     // A snapshot closes open segments at the current step; reopen the one still running.
     _openLast(row) {
       const last = row.segs[row.segs.length - 1];
-      if (!last || row.status === "FINISHED" || row.status === "REJECTED") return;
+      if (!last || row.status === STATUS.FINISHED || row.status === STATUS.REJECTED) return;
       if (last[0] === "waiting" || last[0] === "preempted") last[2] = null;
     }
     _markHit(row) {
-      const first = row.segs.find((s) => s[0] === "prefill");
+      const first = row.segs.find((s) => s[0] === PHASE.PREFILL);
       if (first) first[4] = row.prefix_hit;
     }
 
@@ -128,7 +131,7 @@
       let row = this.reqs.get(req);
       if (!row) {
         const s = Math.max(step, 0);
-        row = { req: req, status: "WAITING", num_prompt_tokens: 0, num_tokens: 0,
+        row = { req: req, status: STATUS.WAITING, num_prompt_tokens: 0, num_tokens: 0,
           num_computed_tokens: 0, max_tokens: 0, priority: 0, num_preemptions: 0,
           prefix_hit: 0, arrived_step: s, arrived_t: null, first_scheduled_step: null,
           first_token_t: null, finish_step: null, finish_reason: null, waiting_reason: null,
@@ -161,9 +164,9 @@
     /** Fold one frame; returns DOM events to dispatch [{name, detail}]. */
     apply(f) {
       const d = f.data || {};
-      if (f.type === "iteration") return this._iteration(d);
-      if (f.type === "request") return this._request(d);
-      if (f.type === "config") {
+      if (f.type === FRAME.ITERATION) return this._iteration(d);
+      if (f.type === FRAME.REQUEST) return this._request(d);
+      if (f.type === FRAME.CONFIG) {
         this.config = Object.assign({}, d.config);
         this.configVersion = d.config_version;
         const m = marker(d.step, d.changes);
@@ -171,7 +174,7 @@
         this.ganttVersion++;
         return [{ name: "bs:config", detail: { step: d.step, label: m.label, changes: d.changes } }];
       }
-      if (f.type === "session") {
+      if (f.type === FRAME.SESSION) {
         if ("paused" in d) this.paused = !!d.paused;
         if (d.event === "opened") Object.assign(this.meta, d);
         return [{ name: "bs:state", detail: { paused: this.paused, event: d.event } }];
@@ -182,7 +185,7 @@
     _request(d) {
       const row = this._row(d.req, d.step);
       const det = d.detail || {};
-      if (d.kind === "arrived") {
+      if (d.kind === MARK.ARRIVED) {
         row.num_prompt_tokens = row.num_tokens = det.num_prompt_tokens || 0;
         row.max_tokens = det.max_tokens || 0;
         row.priority = det.priority || 0;
@@ -192,13 +195,13 @@
         this.ganttVersion++;
         return [{ name: "bs:arrived", detail: { req: d.req } }];
       }
-      if (d.kind === "first_token") row.first_token_t = d.t;
-      if (d.kind === "rejected") {
-        row.status = "REJECTED"; row.finish_reason = det.reason || "rejected";
+      if (d.kind === MARK.FIRST_TOKEN) row.first_token_t = d.t;
+      if (d.kind === MARK.REJECTED) {
+        row.status = STATUS.REJECTED; row.finish_reason = det.reason || "rejected";
         row.finish_step = d.step; row.segs = []; this.ganttVersion++;
       }
-      if (d.kind === "finished" || d.kind === "aborted") {
-        row.status = "FINISHED";
+      if (d.kind === MARK.FINISHED || d.kind === MARK.ABORTED) {
+        row.status = STATUS.FINISHED;
         row.finish_reason = det.reason || "abort";
         row.finish_step = d.step;
         row.finish_t = d.t;
@@ -224,9 +227,9 @@
       for (const it of d.scheduled) {
         const row = this._row(it.req, step);
         plan.push([it.req, it.n]);
-        if (row.status !== "RUNNING") {
+        if (row.status !== STATUS.RUNNING) {
           this._close(row, step);
-          row.status = "RUNNING";
+          row.status = STATUS.RUNNING;
           if (row.first_scheduled_step === null) {
             row.first_scheduled_step = step;
             row.prefix_hit = it.prefix_hit;
@@ -240,16 +243,16 @@
         }
         const segs = row.segs;
         const last = segs[segs.length - 1];
-        if (it.phase === "decode" && last && last[0] === "decode" && last[2] === step - 1) {
+        if (it.phase === PHASE.DECODE && last && last[0] === PHASE.DECODE && last[2] === step - 1) {
           last[2] = step;
           last[3] += it.n;
         } else {
-          segs.push([it.phase, step, step, it.n, it.phase === "prefill" ? it.prefix_hit : 0]);
+          segs.push([it.phase, step, step, it.n, it.phase === PHASE.PREFILL ? it.prefix_hit : 0]);
         }
       }
       for (const p of d.preempted) {
         const row = this._row(p.req, step);
-        row.status = "PREEMPTED";
+        row.status = STATUS.PREEMPTED;
         row.num_preemptions++;
         row.num_computed_tokens = 0;
         row.segs.push(["preempted", step, null, p.tokens_lost, 0]);
@@ -262,7 +265,7 @@
         r.num_tokens += appended[req] || 1;
         r.last_token_t = tEnd;
         // Async: the output of a batch still in flight when the request was preempted.
-        if (r.status === "PREEMPTED" || r.status === "WAITING") addMark(r, [step, "late"]);
+        if (r.status === STATUS.PREEMPTED || r.status === STATUS.WAITING) addMark(r, [step, "late"]);
       }
       for (const req in accepted) {
         const r = this.reqs.get(req);
@@ -278,7 +281,7 @@
       this._batches(d, step);
       for (const fin of d.finished) {
         const row = this._row(fin.req, step);
-        row.status = "FINISHED"; row.finish_reason = fin.reason; row.finish_step = step;
+        row.status = STATUS.FINISHED; row.finish_reason = fin.reason; row.finish_step = step;
       }
       for (const req in d.waiting_reasons) {
         const row = this.reqs.get(req);
@@ -313,7 +316,7 @@
       const planned = new Set(d.scheduled.map((it) => it.req));
       for (const req of this.inFlight) {
         const r = this.reqs.get(req);
-        if (!r || r.status !== "RUNNING" || planned.has(req)) continue;
+        if (!r || r.status !== STATUS.RUNNING || planned.has(req)) continue;
         const outputs = r.num_tokens - r.num_prompt_tokens;
         if (r.max_tokens && outputs + r.placeholders >= r.max_tokens) addMark(r, [step, "skip"]);
       }

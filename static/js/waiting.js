@@ -8,32 +8,28 @@
   function s(n) { return n !== 1 ? "s" : ""; }
   function v(x, dflt) { return x === undefined || x === null ? (dflt === undefined ? "None" : dflt) : x; }
 
-  const GATE_TEXTS = {
-    remote_kv: "waits: its KV cache is still being received from a remote prefill",
-    structured_output: "waits: its structured-output grammar is still being compiled",
-    streaming_input: "waits: more of its streamed prompt has to arrive",
-    lora_limit: "waits: its LoRA adapter would exceed max_loras this step",
-    output_in_flight: "waits: output from before its preemption is still in flight",
-  };
+  // The reason codes and the vLLM-only gates' texts: static/js/protocol.js (generated).
+  const R = BS.protocol.REASON;
+  const GATE_TEXTS = BS.protocol.GATE_TEXTS;
 
   BS.waitingText = function (req, reason, detail) {
     const d = detail || {};
     const head = d.head;
-    if (reason === "policy_order" && head) {
+    if (reason === R.POLICY_ORDER && head) {
       const order = d.policy === "priority" ? "priority" : "FCFS";
       return "behind " + head + " in " + order + " order";
     }
-    if (reason === "kv_blocks") {
+    if (reason === R.KV_BLOCKS) {
       const what = d.full_sequence ? "its whole sequence" : "this chunk";
       return "waits: KV pool full (" + v(d.blocks_used) + " of " + v(d.blocks_usable) +
         " usable blocks used, " + v(d.blocks_free) + " free); " + req + " needs " +
         v(d.blocks_needed) + " more blocks for " + what;
     }
-    if (reason === "token_budget" && "padded_tokens" in d) {
+    if (reason === R.TOKEN_BUDGET && "padded_tokens" in d) {
       return "waits: a new decode is padded to " + d.padded_tokens + " tokens (speculative " +
         "decoding) and only " + v(d.budget_left) + " are left in the budget";
     }
-    if (reason === "token_budget" && "budget_max" in d) {
+    if (reason === R.TOKEN_BUDGET && "budget_max" in d) {
       const parts = [];
       if (d.num_decodes) parts.push(d.num_decodes + " decode" + s(d.num_decodes));
       if (d.largest_chunk_req) {
@@ -44,32 +40,32 @@
       const spent = parts.join(" + ") || "nothing";
       return "waits: token budget used (" + d.budget_used + "/" + d.budget_max + ": " + spent + ")";
     }
-    if (reason === "max_num_seqs") return "waits: max_num_seqs " + v(d.max_num_seqs, "?") + " reached";
-    if (reason === "max_num_active_seqs") {
+    if (reason === R.MAX_NUM_SEQS) return "waits: max_num_seqs " + v(d.max_num_seqs, "?") + " reached";
+    if (reason === R.MAX_NUM_ACTIVE_SEQS) {
       return "waits: admission cap max_num_active_seqs " + v(d.max_num_active_seqs, "?") +
         " reached (" + v(d.num_running, "?") + " running; max_num_seqs " + v(d.max_num_seqs, "?") + ")";
     }
-    if (reason === "kv_watermark") {
+    if (reason === R.KV_WATERMARK) {
       return "waits: KV watermark (" + v(d.blocks_free) + " blocks free, " + v(d.watermark_blocks) +
         " kept free); " + req + " needs " + v(d.blocks_needed) + " blocks";
     }
-    if (reason === "prefill_throttled") {
+    if (reason === R.PREFILL_THROTTLED) {
       if (d.throttled_by_coordinator) return "waits: prefill deferred on this step (data-parallel cadence)";
       return "waits: prefill throttled until step " + v(d.until_step) +
         " (prefill_schedule_interval " + v(d.prefill_schedule_interval) + ")";
     }
-    if (reason === "no_chunking_fit") {
+    if (reason === R.NO_CHUNKING_FIT) {
       return "waits: chunked prefill is off and " + req + "'s " + v(d.tokens_needed) +
         " tokens do not fit the " + v(d.budget_left) + " left in the budget";
     }
-    if (reason === "preemption_this_step") {
+    if (reason === R.PREEMPTION_THIS_STEP) {
       return "waits: " + v(d.num_preempted, "a") + " request(s) were preempted this step";
     }
-    if (reason === "static_batch") {
+    if (reason === R.STATIC_BATCH) {
       return "waits: static batching admits a new batch only when the current one (" +
         v(d.batch_size, "?") + " rows) has finished";
     }
-    if (reason === "paused") return "waits: the engine is paused";
+    if (reason === R.PAUSED) return "waits: the engine is paused";
     if (GATE_TEXTS[reason]) return GATE_TEXTS[reason];
     return "waits: " + reason;
   };
