@@ -195,7 +195,7 @@ class EngineProcess(BaseModel):
 
 class RequestRow(BaseModel):
     """A request as the live table shows it (times in seconds; None until known): a
-    protocol.wire.RequestRow without its segments, with TTFT, ITL, output tokens, phase
+    protocol.views.RequestRow without its segments, with TTFT, ITL, output tokens, phase
     and the waiting reason's text (tests/protocol/test_wire_models.py)."""
 
     model_config = ConfigDict(extra="allow")
@@ -224,6 +224,7 @@ class RequestRow(BaseModel):
     num_accepted_tokens: int | None = None
     placeholders: int | None = None
     phase: str | None = Field(None, description="prefill | decode, while running")
+    e2e: float | None = Field(None, description="arrival to finish, once finished")
     waiting_text: str | None = Field(None, description="why it waits, in words")
 
 

@@ -1,6 +1,7 @@
 """Response models of request forensics (GET /api/requests/{req}, app.records.request_life)
 and of a recording's block map at a step: what /docs shows and the answers are checked
-against."""
+against. The fold builds the same shapes typed (app.records.life_types; a test proves the
+fields equal)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ class WaitSpan(BaseModel):
     reason: str
     text: str = Field(description="the reason in words, with the step's numbers")
     detail: dict[str, Any]
+    last_text: str | None = Field(None, description="merged spans: the last step's words")
+    variants: int | None = Field(None, description="merged spans: how many wordings")
 
 
 class Preemption(BaseModel):
@@ -39,6 +42,8 @@ class Preemption(BaseModel):
     blocks_taken_by: list[str] = Field(description="who got its blocks in the same step")
     resumed_step: int | None
     recomputed_tokens: int
+    resume_prefix_hit: int | None = None
+    recompute_steps: list[int] | None = Field(None, description="[first, last] recomputing")
 
 
 class Output(BaseModel):

@@ -22,7 +22,10 @@ from fastapi.exceptions import RequestValidationError
 from app.forms import FormError
 from app.protocol.state import SessionState
 from engine.waiting import waiting_text
+from protocol.codes import RequestStatus
+from protocol.views import TableRow
 
+RUNNING, FINISHED = RequestStatus.RUNNING.value, RequestStatus.FINISHED.value
 STATUSES = ("running", "waiting", "preempted", "finished", "rejected")
 PHASES = ("prefill", "decode")
 SORTS = ("arrival", "ttft", "e2e", "preemptions")
@@ -143,19 +146,19 @@ def request_query(
         raise RequestValidationError([error]) from None
 
 
-def table_rows(state: SessionState) -> list[dict[str, Any]]:
+def table_rows(state: SessionState) -> list[TableRow]:
     """Every request of `state` in arrival order, with `phase`, `e2e` and
     `waiting_text` added to the fold's request rows."""
     rows = state.request_rows()
     detail = state.waiting_detail
     for row in rows:
         segments = state.requests[row["req"]]["segments"]
-        running = row["status"] == "RUNNING" and segments
+        running = row["status"] == RUNNING and segments
         row["phase"] = segments[-1][0] if running else None
         finish, arrived = row.get("finish_t"), row.get("arrived_t")
         row["e2e"] = (
             round(finish - arrived, 6)
-            if row["status"] == "FINISHED" and finish is not None and arrived is not None
+            if row["status"] == FINISHED and finish is not None and arrived is not None
             else None
         )
         reason = row.get("waiting_reason")
@@ -163,15 +166,20 @@ def table_rows(state: SessionState) -> list[dict[str, Any]]:
     return rows
 
 
-def select_rows(rows: list[dict[str, Any]], query: RequestQuery) -> list[dict[str, Any]]:
+def select_rows(rows: list[TableRow], query: RequestQuery) -> list[TableRow]:
     """The rows `query` keeps, in its order, paged by offset / limit."""
     kept = [r for r in rows if query.matches(r)]
     if query.sort != "arrival":
         key = "num_preemptions" if query.sort == "preemptions" else query.sort
-        known = [r for r in kept if r.get(key) is not None]
-        known.sort(key=lambda r: r[key], reverse=query.descending)  # stable: ties by arrival
-        kept = known + [r for r in kept if r.get(key) is None]
+        known = [r for r in kept if _get(r, key) is not None]
+        known.sort(key=lambda r: _get(r, key), reverse=query.descending)  # ties: arrival
+        kept = known + [r for r in kept if _get(r, key) is None]
     elif query.descending:
         kept.reverse()
     end = None if query.limit is None else query.offset + query.limit
     return kept[query.offset : end]
+
+
+def _get(row: Mapping[str, Any], key: str) -> Any:
+    """A row's value of a key chosen at run time (the sort key)."""
+    return row.get(key)

@@ -85,7 +85,7 @@ class Error(_ErrorBase, total=False):
 
 class Ack(TypedDict):
     type: Literal[MessageType.ACK]
-    session: str
+    session: str | None
     seq: int
 
 
@@ -123,5 +123,5 @@ def error(detail: str, seq: int | None = None) -> Error:
     return out
 
 
-def ack(session: str, seq: int) -> Ack:
+def ack(session: str | None, seq: int) -> Ack:
     return {"type": MessageType.ACK, "session": session, "seq": seq}

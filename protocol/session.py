@@ -9,7 +9,9 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
+
+from protocol.wire import SessionData, SessionMeta
 
 
 class DescribedRunner(Protocol):
@@ -37,10 +39,10 @@ def session_meta(
     device: str = "",
     config: Mapping[str, Any] | None = None,
     **extra: Any,
-) -> dict[str, Any]:
+) -> SessionMeta:
     """A session's metadata. `source`: `local`, `rerun` or `node:NAME`; `extra`: what a
     source adds (`node`, `describe` (our runner's own description), `rerun_of`...)."""
-    return {
+    meta = {
         "name": name,
         "source": source,
         "engine": engine,
@@ -52,6 +54,7 @@ def session_meta(
         "started_at": time.time(),
         **extra,
     }
+    return cast(SessionMeta, meta)
 
 
 def engine_fields(runner: DescribedRunner, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -72,8 +75,9 @@ def node_source(node: str) -> str:
     return f"node:{node}"
 
 
-def node_opened(node: str, announce: Mapping[str, Any]) -> dict[str, Any]:
+def node_opened(node: str, announce: Mapping[str, Any]) -> SessionData:
     """A node's first frame (`session` `opened`): its announce, as a session's metadata."""
     fields = {k: v for k, v in announce.items() if k not in ("name", "source", "node")}
     name = str(announce.get("name") or node)
-    return {"event": "opened", **session_meta(name, node_source(node), node=node, **fields)}
+    meta = session_meta(name, node_source(node), node=node, **fields)
+    return cast(SessionData, {"event": "opened", **meta})

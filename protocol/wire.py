@@ -7,7 +7,8 @@ Optional keys live in a `total=False` subclass (Python 3.10 has no NotRequired w
 typing_extensions, and the vLLM adapter's wheel supports 3.10).
 
 app.protocol.models validates the same trees with pydantic (bounds, patterns);
-tests/app/protocol/test_wire_models.py proves the two have the same fields.
+tests/protocol/test_wire_models.py proves the two have the same fields. What the dashboard
+derives from the frames (request rows, snapshots) is typed in protocol.views.
 """
 
 from __future__ import annotations
@@ -146,6 +147,32 @@ class ConfigData(TypedDict):
     config: dict[str, Any]
 
 
+class SessionMeta(TypedDict, total=False):
+    """A session's metadata (protocol.session.session_meta): what the hub keeps, the
+    `opened` frame carries and the sessions table records. A producer may add keys of its
+    own (a lab point's, a node's announce): the ones read by name are typed here."""
+
+    name: str
+    source: str
+    """`local`, `rerun`, `lab` or `node:NAME`."""
+    engine: str
+    runner: str
+    simulated: bool
+    model: str
+    device: str
+    config: dict[str, Any]
+    started_at: float
+    describe: dict[str, Any]
+    """Our runner's own description (local sessions and `engine --push` nodes)."""
+    node: str
+    served_model_name: str
+    rerun_of: str
+    relayed: bool
+    """Published by another dashboard process (app.live.relay)."""
+    paused: bool
+    vllm_version: str
+
+
 class _SessionBase(TypedDict):
     event: str
     """codes.SessionEvent (others pass through)."""
@@ -182,95 +209,3 @@ class Envelope(_EnvelopeBase, total=False):
     """A frame as parsed: what protocol.envelope.envelope() writes."""
 
     ts: float | None
-
-
-Segment = list[Any]
-"""`[phase or waiting|preempted, first step, last step or None, tokens]` of a request row."""
-
-
-class RequestRow(TypedDict):
-    """A request as the live table and a columns snapshot carry it (keys in column order)."""
-
-    req: str
-    status: str
-    """codes.RequestStatus"""
-    num_prompt_tokens: int
-    num_tokens: int
-    num_computed_tokens: int
-    max_tokens: int
-    priority: int
-    num_preemptions: int
-    prefix_hit: int
-    arrived_step: int
-    arrived_t: float
-    first_scheduled_step: int | None
-    first_token_t: float | None
-    last_token_t: float | None
-    finish_t: float | None
-    finish_step: int | None
-    finish_reason: str | None
-    waiting_reason: str | None
-    num_draft_tokens: int
-    num_accepted_tokens: int
-    placeholders: int
-    segments: list[Segment]
-
-
-class _StepSummaryBase(TypedDict):
-    step: int
-    t: float
-    prefill: int
-    decode: int
-    max_tokens: int
-    seqs: int
-    max_seqs: int
-    running: int
-    waiting: int
-    kv_used: int
-    kv_cached: int
-    kv_total: int
-    preempted: int
-    updated_step: int | None
-    spec: int
-    accepted: int
-    padding: int
-
-
-class StepSummary(_StepSummaryBase, total=False):
-    """One step of a snapshot's `history` (the charts and the step table). Only the latest
-    steps keep their plan: `{req: n}`, and the ids finished and preempted."""
-
-    plan: dict[str, int]
-    finished: list[str]
-    preempted_ids: list[str]
-
-
-class _SnapshotBase(TypedDict):
-    session: str
-    meta: dict[str, Any]
-    seq: int
-    step: int
-    t: float
-    config: dict[str, Any]
-    config_version: int
-    config_marks: list[dict[str, Any]]
-    """`{step, changes, version}` of each config change."""
-    paused: bool
-    simulated: bool
-    requests: Any
-    """list[RequestRow], or `{"columns": ROW_COLUMNS, "rows": [[...], ...]}`."""
-    history: list[StepSummary]
-    totals: dict[str, int]
-    waiting_detail: dict[str, Any]
-
-
-class SnapshotData(_SnapshotBase, total=False):
-    """A `snapshot` frame's data: a session's state for a viewer that joins late."""
-
-    blocks: list[BlockChange]
-    replay: dict[str, Any]
-    """A recording's replay: `{steps, step, playing, speed}`."""
-
-
-ROW_COLUMNS: tuple[str, ...] = tuple(RequestRow.__annotations__)
-"""A request row's keys, in the order of a columns snapshot (segments last)."""

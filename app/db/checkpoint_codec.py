@@ -11,20 +11,23 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.protocol.checkpoint import Checkpoint
 
 PREFIX = "z1:"
 
 
-def encode_checkpoint(state: dict[str, Any]) -> str:
+def encode_checkpoint(state: Checkpoint) -> str:
     raw = json.dumps(state, separators=(",", ":")).encode()
     return PREFIX + base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
 
 
-def decode_checkpoint(text: str) -> dict[str, Any]:
+def decode_checkpoint(text: str) -> Checkpoint:
     if text.startswith(PREFIX):
         text = zlib.decompress(base64.b64decode(text[len(PREFIX) :])).decode()
-    data: dict[str, Any] = json.loads(text)
+    data: Checkpoint = json.loads(text)
     return data
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
@@ -20,6 +20,8 @@ from app.db.models import (
     SessionRecord,
     StepWaitRecord,
 )
+from protocol.codes import FrameType, RequestMark, SessionEvent
+from protocol.wire import IterationData, RequestMarkData, SessionData
 
 BLOCK_FRAMES = 128
 """Iteration frames per stored block: a seek decompresses at most a few blocks."""
@@ -35,7 +37,8 @@ class Frame(NamedTuple):
     session: str
     type: str
     seq: int
-    data: dict[str, Any]
+    data: Mapping[str, Any]
+    """Validated: protocol.wire's shape for its type."""
     text: str
 
 
@@ -75,9 +78,9 @@ def _session_row(db: Session, cache: dict[str, SessionRecord], session: str) -> 
     return rec
 
 
-def _apply_session_meta(rec: SessionRecord, data: dict[str, Any]) -> None:
+def _apply_session_meta(rec: SessionRecord, data: SessionData) -> None:
     event = data.get("event")
-    if event == "opened":
+    if event == SessionEvent.OPENED:
         # Sessions recorded before `model`/`device` were top-level carry them in `describe`.
         describe = data.get("describe") or {}
         rec.name = str(data.get("name") or "")[:200]
@@ -89,7 +92,7 @@ def _apply_session_meta(rec: SessionRecord, data: dict[str, Any]) -> None:
         rec.config = dict(data.get("config") or {})
         rec.meta = {k: v for k, v in data.items() if k != "event"}
         rec.started_at = float(data.get("started_at") or rec.started_at)
-    elif event == "closed":
+    elif event == SessionEvent.CLOSED:
         rec.ended_at, rec.end_reason = time.time(), "closed"
 
 
@@ -116,26 +119,27 @@ def _request_row(
     return row
 
 
-def _apply_request(row: RequestRecord, data: dict[str, Any]) -> bool:
+def _apply_request(row: RequestRecord, data: RequestMarkData) -> bool:
     """Fold a request frame into its row; True if it was an arrival."""
     kind, detail = data["kind"], data.get("detail") or {}
-    if kind == "arrived":
+    if kind == RequestMark.ARRIVED:
         row.arrival_step, row.arrival_t = data["step"], data["t"]
-        row.num_prompt_tokens = int(detail.get("num_prompt_tokens", 0))
-        row.max_tokens = int(detail.get("max_tokens", 0))
-        row.priority = int(detail.get("priority", 0))
+        row.num_prompt_tokens = int(detail.get("num_prompt_tokens") or 0)
+        row.max_tokens = int(detail.get("max_tokens") or 0)
+        row.priority = int(detail.get("priority") or 0)
         return True
-    if kind == "scheduled" and row.first_scheduled_step is None:
+    if kind == RequestMark.SCHEDULED and row.first_scheduled_step is None:
         row.first_scheduled_step = data["step"]
-    elif kind == "first_token":
+    elif kind == RequestMark.FIRST_TOKEN:
         row.first_token_t = data["t"]
-    elif kind == "preempted":
+    elif kind == RequestMark.PREEMPTED:
         row.num_preemptions += 1
-    elif kind in ("finished", "aborted", "rejected"):
+    elif kind in (RequestMark.FINISHED, RequestMark.ABORTED, RequestMark.REJECTED):
         row.finish_step, row.finish_t = data["step"], data["t"]
         row.finish_reason = str(detail.get("reason") or kind)[:200]
-        row.num_output_tokens = int(detail.get("num_output_tokens", row.num_output_tokens))
-        row.prefix_hit_tokens = int(detail.get("num_cached_tokens", row.prefix_hit_tokens))
+        outputs, cached = detail.get("num_output_tokens"), detail.get("num_cached_tokens")
+        row.num_output_tokens = row.num_output_tokens if outputs is None else int(outputs)
+        row.prefix_hit_tokens = row.prefix_hit_tokens if cached is None else int(cached)
     return False
 
 
@@ -168,27 +172,28 @@ def _write_batch(
             # Marked ended by a shutdown or as an orphan, and now continued (a producer
             # resuming after the restart): live again.
             rec.ended_at = rec.end_reason = None
-        if frame_type == "iteration":
-            step = data["step"]
+        if frame_type == FrameType.ITERATION:
+            it = cast(IterationData, data)
+            step = it["step"]
             iterations.append(
                 {
                     "session_id": session,
                     "step": step,
                     "seq": seq,
-                    "t_start": data["t_start"],
-                    "duration": data["duration"],
-                    "num_scheduled_tokens": data["budget"]["used"],
-                    "num_seqs": len(data["scheduled"]),
-                    "num_running": data["queues"]["running_end"],
-                    "num_waiting": data["queues"]["waiting_end"],
-                    "kv_used": data["kv"]["used"],
-                    "num_preempted": len(data["preempted"]),
-                    "num_finished": len(data["finished"]),
+                    "t_start": it["t_start"],
+                    "duration": it["duration"],
+                    "num_scheduled_tokens": it["budget"]["used"],
+                    "num_seqs": len(it["scheduled"]),
+                    "num_running": it["queues"]["running_end"],
+                    "num_waiting": it["queues"]["waiting_end"],
+                    "kv_used": it["kv"]["used"],
+                    "num_preempted": len(it["preempted"]),
+                    "num_finished": len(it["finished"]),
                     "frame": "",
                 }
             )
             blocks.setdefault(session, []).append((seq, text))
-            reasons, detail = data["waiting_reasons"], data.get("waiting_detail")
+            reasons, detail = it["waiting_reasons"], it.get("waiting_detail")
             waits.append(
                 {
                     "session_id": session,
@@ -208,13 +213,13 @@ def _write_batch(
                 "frame": pack_frame(text),
             }
         )
-        if frame_type == "session":
-            _apply_session_meta(rec, data)
-        elif frame_type == "request":
+        if frame_type == FrameType.SESSION:
+            _apply_session_meta(rec, cast(SessionData, data))
+        elif frame_type == FrameType.REQUEST:
             row = _request_row(db, requests, session, data["req"])
-            if _apply_request(row, data):
+            if _apply_request(row, cast(RequestMarkData, data)):
                 rec.num_requests += 1
-        elif frame_type == "config":
+        elif frame_type == FrameType.CONFIG:
             db.merge(
                 ConfigChangeRecord(
                     session_id=session,

@@ -16,6 +16,7 @@ from typing import Any
 
 from app.protocol.state import SessionState
 from protocol.envelope import encode, envelope
+from protocol.wire import SessionMeta
 
 DEFAULT_QUEUE_FRAMES = 512
 IDLE_SWITCH_S = 2.0
@@ -73,7 +74,7 @@ class Subscriber:
 @dataclass
 class SessionInfo:
     session: str
-    meta: dict[str, Any]
+    meta: SessionMeta
     state: SessionState
     live: bool = True
     last_frame_at: float = field(default_factory=time.monotonic)
@@ -94,12 +95,12 @@ class EventHub:
 
     # ----------------------------------------------------------- sessions
     def open_session(
-        self, session: str, meta: dict[str, Any], live: bool = True, announce: bool = True
+        self, session: str, meta: SessionMeta, live: bool = True, announce: bool = True
     ) -> SessionState:
         """Register a session; `live` ones become the one followers watch. `announce`
         publishes its `opened` mark (an ingesting producer sends its own)."""
         state = SessionState(session, meta)
-        self.sessions[session] = SessionInfo(session, dict(meta), state)
+        self.sessions[session] = SessionInfo(session, meta.copy(), state)
         if not live:
             if announce:
                 self.publish(session, "session", {"event": "opened", **meta})
@@ -137,9 +138,9 @@ class EventHub:
     def is_relayed(self, session: str) -> bool:
         return session in self._relayed
 
-    def adopt_session(self, state: SessionState, meta: dict[str, Any], live: bool) -> None:
+    def adopt_session(self, state: SessionState, meta: SessionMeta, live: bool) -> None:
         """Continue a recorded session (a node reconnecting after a dashboard restart)."""
-        self.sessions[state.session] = SessionInfo(state.session, dict(meta), state)
+        self.sessions[state.session] = SessionInfo(state.session, meta.copy(), state)
         if live and self.live_session is None:
             self.live_session = state.session
 

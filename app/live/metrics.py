@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from app.live import metric_defs as d
 from app.live.engine_stats import EngineStats
 from app.live.hub import EventHub
+from protocol.wire import SessionMeta
 
 log = logging.getLogger("batchscope.metrics")
 
@@ -155,7 +156,7 @@ class Metrics(Collector):
         return generate_latest(self.registry)
 
 
-def model_name(meta: dict[str, Any]) -> str:
+def model_name(meta: SessionMeta) -> str:
     """vLLM's `model_name` label: the served model's name."""
     for key in ("served_model_name", "model"):
         if meta.get(key):

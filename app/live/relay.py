@@ -24,9 +24,11 @@ import secrets
 import time
 from collections import deque
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from app.live.hub import EventHub
+from protocol.codes import FrameType
+from protocol.wire import SessionMeta
 
 log = logging.getLogger("batchscope.relay")
 
@@ -187,7 +189,7 @@ class PgRelay:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_S[1])
 
-    def _receive(self, msg: dict[str, Any]) -> None:
+    def _receive(self, msg: Mapping[str, Any]) -> None:
         if msg.get("o") == self.origin:
             return
         if "p" in msg:
@@ -200,9 +202,10 @@ class PgRelay:
             msg = json.loads(base64.b64decode("".join(self._parts.pop(msg["p"]))))
         session, frame_type, seq, data = msg["s"], msg["t"], msg["q"], msg["d"]
         if session not in self.hub.sessions:
-            meta = data if frame_type == "session" else {"name": session}
+            meta = data if frame_type == FrameType.SESSION else {"name": session}
+            relayed = cast(SessionMeta, {**meta, "relayed": True})
             self.hub.open_session(
-                session, {**meta, "relayed": True}, live=self.hub.follow_most_active, announce=False
+                session, relayed, live=self.hub.follow_most_active, announce=False
             )
             self.hub.mark_relayed(session)
         info = self.hub.sessions[session]

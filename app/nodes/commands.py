@@ -6,7 +6,7 @@ results turned into the reply's `result`. Shared by every producer of ours: a pu
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from engine.commands import (
@@ -29,7 +29,7 @@ class UnknownCommand(ValueError):
     pass
 
 
-def _add_request(args: dict[str, Any], req_id: str) -> AddRequest:
+def _add_request(args: Mapping[str, Any], req_id: str) -> AddRequest:
     params = SamplingParams(
         max_tokens=int(args["max_tokens"]), temperature=float(args.get("temperature", 0.0))
     )
@@ -42,7 +42,7 @@ def _add_request(args: dict[str, Any], req_id: str) -> AddRequest:
 
 
 def to_command(
-    kind: object, args: dict[str, Any], next_req_id: Callable[[], str]
+    kind: object, args: Mapping[str, Any], next_req_id: Callable[[], str]
 ) -> tuple[Command, ResultOf]:
     """The engine command for a control message, and how to turn its result into JSON.
     Raises UnknownCommand, or KeyError/ValueError/TypeError for malformed arguments."""

@@ -38,6 +38,8 @@ from engine.engine_core import EngineCore
 from engine.runner.base import ModelRunner
 from engine.scenario import Scenario
 from engine.workload import PoissonWorkload
+from protocol import control
+from protocol.codes import MessageType
 from protocol.envelope import encode, envelope
 from protocol.session import engine_fields, new_session_id, session_meta
 
@@ -110,9 +112,7 @@ class EngineHost:
             self.acked = self.sent = 0
             self.outbox.clear()
             announce = {
-                "type": "announce",
-                "session": session,
-                "node": NODE,
+                **control.announce(session, NODE),
                 "meta": meta,
                 "workload": self.workload_spec(),
                 "scenario": scenario.name if scenario else None,
@@ -179,7 +179,7 @@ class EngineHost:
             await asyncio.sleep(ACK_POLL_S)
             await self.flush()
 
-    def on_ack(self, msg: dict[str, Any]) -> None:
+    def on_ack(self, msg: Mapping[str, Any]) -> None:
         seq = msg.get("seq")
         if msg.get("session") == self.session and isinstance(seq, int) and seq > self.acked:
             self.acked = min(seq, self.sent)
@@ -190,12 +190,8 @@ class EngineHost:
             await self.flush()
             now = time.monotonic()
             if now - last_stats >= STATS_INTERVAL_S:
-                stats = {
-                    "type": "stats",
-                    "buffered": len(self.outbox),
-                    "dropped": self.dropped,
-                    "step": self.core.engine.step_index if self.core else 0,
-                }
+                stats = control.stats(len(self.outbox), self.dropped)
+                stats["step"] = self.core.engine.step_index if self.core else 0
                 await self.link.send_text(encode(stats))
                 last_stats = now
             await asyncio.sleep(SEND_INTERVAL_S)
@@ -204,23 +200,23 @@ class EngineHost:
     async def _receive_forever(self) -> None:
         while True:
             msg = json.loads(await self.link.recv())
-            if msg.get("type") == "ack":
+            if msg.get("type") == MessageType.ACK:
                 self.on_ack(msg)
                 if self.outbox:
                     await self.flush()
-            elif msg.get("type") == "command":
+            elif msg.get("type") == MessageType.COMMAND:
                 task = asyncio.create_task(self._answer(msg))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
-            elif msg.get("type") == "error":
+            elif msg.get("type") == MessageType.ERROR:
                 log.warning("dashboard says: %s", msg.get("detail"))
 
-    async def _answer(self, msg: dict[str, Any]) -> None:
+    async def _answer(self, msg: Mapping[str, Any]) -> None:
         try:
             result = await self._command(msg.get("kind"), msg.get("args") or {})
-            reply = {"type": "reply", "id": msg.get("id"), "ok": True, "result": result}
+            reply = control.reply_ok(msg.get("id"), result)
         except Exception as exc:
-            reply = {"type": "reply", "id": msg.get("id"), "ok": False, "detail": error_detail(exc)}
+            reply = control.reply_error(msg.get("id"), error_detail(exc))
         with contextlib.suppress(LinkClosed):
             # What the command made (a config frame, a state mark) goes out before its
             # reply: whoever awaited the reply then sees it in the session. The window
@@ -229,7 +225,7 @@ class EngineHost:
             await self.flush_through(self.seq)
             await self.link.send_text(encode(reply))
 
-    async def _command(self, kind: object, args: dict[str, Any]) -> Any:
+    async def _command(self, kind: object, args: Mapping[str, Any]) -> Any:
         if kind == "workload":
             if self.workload is None:
                 raise ValueError("the live session runs a scenario; the workload is off")

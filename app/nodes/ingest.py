@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
@@ -27,6 +28,7 @@ from app.protocol.models import INT32_MAX, validate_frame
 from app.protocol.state import SessionState
 from protocol.envelope import encode
 from protocol.session import node_source, session_meta
+from protocol.wire import SessionMeta
 
 log = logging.getLogger("batchscope.nodes")
 
@@ -202,7 +204,7 @@ class NodeRegistry:
         self.by_session[session] = node
         return node
 
-    def announce_local(self, session: str, meta: dict[str, Any], node_name: str) -> RemoteNode:
+    def announce_local(self, session: str, meta: SessionMeta, node_name: str) -> RemoteNode:
         """Register the dashboard's own engine process on its new `session` (always the
         live one; its first frame is its own `opened` mark)."""
         self.hub.open_session(session, meta, live=True, announce=False)
@@ -211,7 +213,7 @@ class NodeRegistry:
         self.by_session[session] = node
         return node
 
-    def receive(self, node: RemoteNode, msg: dict[str, Any]) -> dict[str, Any] | None:
+    def receive(self, node: RemoteNode, msg: dict[str, Any]) -> Mapping[str, Any] | None:
         """Handle one producer message; returns an error reply or None."""
         kind = msg.get("type")
         if kind == "reply":

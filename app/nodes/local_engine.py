@@ -15,7 +15,8 @@ import os
 import socket
 import sys
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 from app.live.health import Check
 from app.live.hub import EventHub
@@ -26,7 +27,10 @@ from app.nodes.link import Link, LinkClosed
 from app.nodes.replies import Replies
 from app.settings import Settings
 from engine.runner.tokenizer import load_tokenizer
+from protocol import control
+from protocol.codes import MessageType
 from protocol.envelope import encode, split_frame
+from protocol.wire import SessionMeta
 
 log = logging.getLogger("batchscope.engine")
 
@@ -161,7 +165,7 @@ class LocalEngine:
         """Tell the engine process which frames are folded: it sends a window past that."""
         session, seq = self.session, self._taken
         self._acked = (session, seq)
-        await link.send_text(encode({"type": "ack", "session": session, "seq": seq}))
+        await link.send_text(encode(control.ack(session, seq)))
 
     async def _ack_idle(self, link: Link) -> None:
         """Acknowledge the tail of a burst (fewer than ACK_EVERY frames) too."""
@@ -181,16 +185,16 @@ class LocalEngine:
             parts = split_frame(line)
             data_json = parts.data_json if parts else None
             self.registry.accept(self.node, kind, int(msg["seq"]), msg["data"], data_json)
-        elif kind == "stats" and self.node is not None:
+        elif kind == MessageType.STATS and self.node is not None:
             self.registry.receive(self.node, msg)
             step = msg.get("step")
             self.engine_step = step if isinstance(step, int) else None
-        elif kind == "announce":
+        elif kind == MessageType.ANNOUNCE:
             self._announce(msg)
-        elif kind == "reply":
+        elif kind == MessageType.REPLY:
             self._replies.settle(msg)
 
-    def _announce(self, msg: dict[str, Any]) -> None:
+    def _announce(self, msg: Mapping[str, Any]) -> None:
         if self.session is not None and self.session != msg["session"]:
             self.hub.close_session(self.session)
             if self.node is not None:
@@ -203,7 +207,8 @@ class LocalEngine:
             self.settings.model, tok.get("bos_token_id"), tok.get("eos_token_id")
         )
         self.control = RemoteControl(self, tokenizer)
-        self.node = self.registry.announce_local(self.session, dict(msg["meta"]), NODE)
+        meta = cast(SessionMeta, dict(msg["meta"]))  # our engine process's (session_meta)
+        self.node = self.registry.announce_local(self.session, meta, NODE)
         self.node.ws = self.link
         self._ready.set()
 

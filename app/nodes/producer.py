@@ -27,6 +27,8 @@ from app.protocol.convert import event_to_frame
 from engine.engine import Engine
 from engine.engine_core import EngineCore
 from engine.events import Event
+from protocol import control
+from protocol.codes import MessageType
 from protocol.envelope import encode, envelope
 from protocol.session import new_session_id, node_opened
 
@@ -72,7 +74,7 @@ class Producer:
         url: str,
         token: str,
         node: str,
-        announce: dict[str, Any],
+        announce: Mapping[str, Any],
         buffer_frames: int = 20_000,
         core: EngineCore | None = None,
     ) -> None:
@@ -134,12 +136,12 @@ class Producer:
     async def _session(self, stop: asyncio.Event) -> None:
         headers = {"Authorization": f"Bearer {self.token}"}
         async with websockets.connect(self.url, additional_headers=headers, max_size=8 << 20) as ws:
-            hello = {"type": "announce", "session": self.session, "node": self.node}
+            hello = control.announce(self.session, self.node)
             if self.resume_key:
                 hello["resume_key"] = self.resume_key
             await ws.send(json.dumps({**self.announce, **hello}))
             welcome = json.loads(await asyncio.wait_for(ws.recv(), 10))
-            if welcome.get("type") != "welcome":
+            if welcome.get("type") != MessageType.WELCOME:
                 raise OSError(f"dashboard refused: {welcome}")
             self.cursor = int(welcome.get("last_seq") or 0)
             self.resume_key = welcome.get("resume_key") or self.resume_key
@@ -167,15 +169,8 @@ class Producer:
                 self.stats.sent += len(batch)
             now = time.monotonic()
             if now - last_stats >= STATS_INTERVAL_S:
-                await ws.send(
-                    json.dumps(
-                        {
-                            "type": "stats",
-                            "buffered": self.seq - self.cursor,
-                            "dropped": self.stats.dropped,
-                        }
-                    )
-                )
+                stats = control.stats(self.seq - self.cursor, self.stats.dropped)
+                await ws.send(json.dumps(stats))
                 last_stats = now
             await asyncio.sleep(SEND_INTERVAL_S)
         if receiver.done() and receiver.exception():
@@ -184,22 +179,22 @@ class Producer:
     async def _receive(self, ws: Any) -> None:
         async for text in ws:
             msg = json.loads(text)
-            if msg.get("type") == "command":
+            if msg.get("type") == MessageType.COMMAND:
                 reply = await self._command(msg)
                 await ws.send(json.dumps(reply))
-            elif msg.get("type") == "error":
+            elif msg.get("type") == MessageType.ERROR:
                 log.warning("dashboard says: %s", msg.get("detail"))
 
-    async def _command(self, msg: dict[str, Any]) -> dict[str, Any]:
+    async def _command(self, msg: Mapping[str, Any]) -> control.Reply:
         kind, args = msg.get("kind"), msg.get("args") or {}
         try:
             command, result_of = to_command(kind, args, self._next_req_id)
             result = await asyncio.wrap_future(self.core.submit(command))
         except Exception as exc:
-            return {"type": "reply", "id": msg.get("id"), "ok": False, "detail": error_detail(exc)}
+            return control.reply_error(msg.get("id"), error_detail(exc))
         if kind in PAUSED_AFTER:
             self.sink.queue.put(("session", {"event": "state", "paused": PAUSED_AFTER[kind]}))
-        return {"type": "reply", "id": msg.get("id"), "ok": True, "result": result_of(result)}
+        return control.reply_ok(msg.get("id"), result_of(result))
 
     def _next_req_id(self) -> str:
         return f"{self.node}-{next(self._req_ids)}"

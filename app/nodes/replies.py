@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Mapping
 from typing import Any, Protocol
 
+from protocol.codes import MessageType
+from protocol.control import command
 from protocol.envelope import encode
 
 
@@ -21,22 +24,25 @@ class Replies:
         self._ids = itertools.count(1)
         self.pending: dict[int, asyncio.Future[Any]] = {}
 
-    async def call(self, channel: Channel, kind: str, args: dict[str, Any], timeout: float) -> Any:
+    async def call(
+        self, channel: Channel, kind: str, args: Mapping[str, Any], timeout: float
+    ) -> Any:
         """Send `{"type": "command", "id", "kind", "args"}` and await its reply's result
         (ValueError with the producer's detail when it refused; TimeoutError)."""
         cid = next(self._ids)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.pending[cid] = future
         try:
-            await channel.send_text(
-                encode({"type": "command", "id": cid, "kind": kind, "args": args})
-            )
+            await channel.send_text(encode(command(cid, kind, dict(args))))
             return await asyncio.wait_for(future, timeout)
         finally:
             self.pending.pop(cid, None)
 
-    def settle(self, reply: dict[str, Any]) -> None:
-        """A `{"type": "reply", "id", "ok", "result" | "detail"}` from the producer."""
+    def settle(self, reply: Mapping[str, Any]) -> None:
+        """A `{"type": "reply", "id", "ok", "result" | "detail"}` from the producer
+        (protocol.control.Reply, as parsed: not trusted)."""
+        if reply.get("type", MessageType.REPLY) != MessageType.REPLY:
+            return
         cid = reply.get("id")
         future = self.pending.get(cid) if isinstance(cid, int) else None
         if future is None or future.done():

@@ -5,7 +5,7 @@ engine field breaks here, loudly, instead of silently changing what the browser 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from engine.events import (
     ConfigEvent,
@@ -17,7 +17,7 @@ from engine.events import (
 from engine.outputs import ScheduledChunk
 from protocol.codes import FrameType, Phase
 from protocol.frames import iteration_payload, request_payload
-from protocol.wire import ConfigData, IterationData, RequestMarkData, ScheduledRow
+from protocol.wire import BlockChange, ConfigData, IterationData, RequestMarkData, ScheduledRow
 
 
 def iteration_data(ev: IterationEvent) -> IterationData:
@@ -99,7 +99,18 @@ def config_data(ev: ConfigEvent) -> ConfigData:
     }
 
 
-def engine_snapshot_data(snap: EngineSnapshot) -> dict[str, Any]:
+class EngineSnapshotData(TypedDict):
+    step: int
+    config: dict[str, Any]
+    config_version: int
+    paused: bool
+    simulated: bool
+    running: list[str]
+    waiting: list[str]
+    blocks: list[BlockChange]
+
+
+def engine_snapshot_data(snap: EngineSnapshot) -> EngineSnapshotData:
     """The engine's own view (used to seed a session's state and for checks)."""
     return {
         "step": snap.step,

@@ -5,10 +5,19 @@ nothing here changes it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from protocol.codes import RequestStatus
-from protocol.wire import ROW_COLUMNS, RequestRow, Segment, SnapshotData, StepSummary
+from protocol.views import (
+    ROW_COLUMNS,
+    LatencySummary,
+    Quantiles,
+    RequestRow,
+    Segment,
+    SnapshotData,
+    StepSummary,
+    TableRow,
+)
 
 __all__ = ["ROW_COLUMNS", "build", "latency_summary", "request_rows"]
 
@@ -93,12 +102,12 @@ def _without_plan(h: StepSummary) -> StepSummary:
     return out
 
 
-def request_rows(state: SessionState) -> list[dict[str, Any]]:
+def request_rows(state: SessionState) -> list[TableRow]:
     """Table rows (no Gantt segments, no copy of history): each request with TTFT and
     mean ITL in seconds, None until known. The JSON twin of the request table."""
     rows = []
     for r in state.requests.values():
-        row = {k: v for k, v in r.items() if k != "segments"}
+        row = cast(TableRow, {k: v for k, v in r.items() if k != "segments"})
         first, last = r["first_token_t"], r["last_token_t"]
         row["ttft"] = None if first is None else round(first - r["arrived_t"], 6)
         outputs = r["num_tokens"] - r["num_prompt_tokens"]
@@ -112,7 +121,7 @@ def request_rows(state: SessionState) -> list[dict[str, Any]]:
     return rows
 
 
-def latency_summary(state: SessionState) -> dict[str, Any]:
+def latency_summary(state: SessionState) -> LatencySummary:
     """Quantiles of the latest latency samples, throughput and totals."""
     elapsed = max(state.t, 1e-9)
     samples = state.latency_samples()
@@ -129,7 +138,7 @@ def latency_summary(state: SessionState) -> dict[str, Any]:
     }
 
 
-def _quantiles(values: list[float]) -> dict[str, float | None]:
+def _quantiles(values: list[float]) -> Quantiles:
     if not values:
         return {"p50": None, "p95": None, "p99": None}
     ordered = sorted(values)

@@ -13,17 +13,18 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from app.protocol import snapshot
+from app.protocol.checkpoint import Checkpoint
 from protocol.codes import BlockState, FrameType, Phase, RequestMark, RequestStatus
 from protocol.envelope import encode
-from protocol.wire import (
-    ConfigData,
-    IterationData,
-    RequestMarkData,
+from protocol.views import (
+    ConfigMark,
+    LatencySummary,
     RequestRow,
-    SessionData,
     SnapshotData,
     StepSummary,
+    TableRow,
 )
+from protocol.wire import ConfigData, IterationData, RequestMarkData, SessionData, SessionMeta
 
 # The codes the fold compares with, as plain strings: the fold runs for every frame, and
 # reading an enum member off its class costs ~200 ns in Python 3.11 (a global: ~35 ns).
@@ -52,16 +53,15 @@ PLAN_STEPS = 256
 
 
 class SessionState:
-    def __init__(self, session: str, meta: dict[str, Any] | None = None) -> None:
+    def __init__(self, session: str, meta: Mapping[str, Any] | None = None) -> None:
         self.session = session
-        self.meta: dict[str, Any] = dict(meta or {})
+        self.meta: SessionMeta = cast(SessionMeta, dict(meta or {}))
         self.seq = 0
         self.step = -1
         self.t = 0.0
         self.config: dict[str, Any] = dict(self.meta.get("config", {}))
         self.config_version = 0
-        self.config_marks: list[dict[str, Any]] = []
-        """`{step, changes, version}` of every config change."""
+        self.config_marks: list[ConfigMark] = []
         self.paused = False
         self.simulated = bool(self.meta.get("simulated", False))
         self.requests: dict[str, RequestRow] = {}
@@ -114,7 +114,7 @@ class SessionState:
         )
 
     def _apply_session(self, data: SessionData) -> None:
-        self.meta.update({k: v for k, v in data.items() if k != "event"})
+        self.meta.update(cast(SessionMeta, {k: v for k, v in data.items() if k != "event"}))
         self.paused = bool(data.get("paused", self.paused))
         if data.get("event") == "opened" and not self.config:
             self.config = dict(data.get("config") or {})
@@ -323,11 +323,9 @@ class SessionState:
         )
 
     # ----------------------------------------------------------- checkpoints
-    _DEQUES = ("_ttft", "_itl", "_queue", "_e2e")
-
-    def to_checkpoint(self) -> dict[str, Any]:
+    def to_checkpoint(self) -> Checkpoint:
         """Everything needed to resume folding from here (JSON-serialisable)."""
-        out: dict[str, Any] = {
+        return {
             "session": self.session,
             "meta": self.meta,
             "seq": self.seq,
@@ -348,29 +346,23 @@ class SessionState:
             "dropped_rows": self.dropped_rows,
             "waiting_detail": self.waiting_detail,
             "in_flight": sorted(self._in_flight),
+            "_ttft": list(self._ttft),
+            "_itl": list(self._itl),
+            "_queue": list(self._queue),
+            "_e2e": list(self._e2e),
         }
-        for name in self._DEQUES:
-            out[name] = list(getattr(self, name))
-        return out
 
     @classmethod
-    def from_checkpoint(cls, data: dict[str, Any]) -> SessionState:
+    def from_checkpoint(cls, data: Checkpoint) -> SessionState:
         """Takes ownership of `data` (freshly parsed JSON): nothing is copied."""
         state = cls(data["session"], data["meta"])
-        for key in (
-            "seq",
-            "step",
-            "t",
-            "config",
-            "config_version",
-            "config_marks",
-            "paused",
-            "simulated",
-            "requests",
-            "totals",
-            "kv_peak",
-        ):
-            setattr(state, key, data[key])
+        state.seq, state.step, state.t = data["seq"], data["step"], data["t"]
+        state.config, state.config_version = data["config"], data["config_version"]
+        state.config_marks = data["config_marks"]
+        state.paused, state.simulated = data["paused"], data["simulated"]
+        state.requests, state.totals, state.kv_peak = (
+            data["requests"], data["totals"], data["kv_peak"]
+        )  # fmt: skip
         state.blocks = {b[0]: tuple(b) for b in data["blocks"]}
         state.history.extend(data["history"])
         state._last_token_t = dict(data["last_token_t"])
@@ -378,8 +370,10 @@ class SessionState:
         state.dropped_rows = int(data.get("dropped_rows", 0))
         state.waiting_detail = dict(data.get("waiting_detail", {}))
         state._in_flight = set(data.get("in_flight", ()))
-        for name in cls._DEQUES:
-            getattr(state, name).extend(data[name])
+        state._ttft.extend(data["_ttft"])
+        state._itl.extend(data["_itl"])
+        state._queue.extend(data["_queue"])
+        state._e2e.extend(data["_e2e"])
         return state
 
     # ---------------------------------------------------------------- views
@@ -405,11 +399,11 @@ class SessionState:
         """The state for a late joiner (app/protocol/snapshot.py)."""
         return snapshot.build(self, compact=compact, columns=columns, with_blocks=with_blocks)
 
-    def request_rows(self) -> list[dict[str, Any]]:
+    def request_rows(self) -> list[TableRow]:
         """Table rows (app/protocol/snapshot.py)."""
         return snapshot.request_rows(self)
 
-    def latency_summary(self) -> dict[str, Any]:
+    def latency_summary(self) -> LatencySummary:
         """Latency quantiles and totals (app/protocol/snapshot.py)."""
         return snapshot.latency_summary(self)
 

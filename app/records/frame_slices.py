@@ -16,12 +16,39 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
+
+from protocol.wire import BlockChange, PreemptedRow, ReqReason, ScheduledRow
 
 _DECODER = json.JSONDecoder()
 _scan: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 """The C scanner behind json.loads: (value, end) of the JSON value at an offset."""
 _DATA = '"data":{"step":'
+
+
+class _StepSliceBase(TypedDict):
+    step: int
+    t_start: float
+    duration: float
+    scheduled: list[ScheduledRow]
+    preempted: list[PreemptedRow]
+    finished: list[ReqReason]
+    sampled: list[str]
+    blocks: list[BlockChange]
+    waiting_reasons: dict[str, str]
+
+
+class StepSlice(_StepSliceBase, total=False):
+    """What one request's life reads of an iteration frame (protocol.wire.IterationData's
+    keys); `scheduled` and `waiting_reasons` may hold only that request's entries."""
+
+    scheduled_at: int
+    """Where the whole `scheduled` list starts in the frame's text (all_scheduled)."""
+    accepted: dict[str, int]
+    appended: dict[str, int]
+    placeholders: dict[str, int]
+    waiting_detail: dict[str, Any]
+    updated_step: int | None
 
 
 def _value(text: str, key: str, start: int) -> Any:
@@ -33,7 +60,7 @@ def _value(text: str, key: str, start: int) -> Any:
     return _scan(text, at + len(key) - 1 if key[-1] in "[{" else at + len(key))[0]
 
 
-def request_slice(text: str, req: str, needle: str) -> dict[str, Any] | None:
+def request_slice(text: str, req: str, needle: str) -> StepSlice | None:
     """The frame's data with `scheduled` holding only `req`'s row (`scheduled_all` says
     where the whole list starts, for `all_scheduled`) and `waiting_reasons` only `req`'s
     reason. `needle` is json.dumps(req)."""
@@ -54,7 +81,7 @@ def request_slice(text: str, req: str, needle: str) -> dict[str, Any] | None:
     if at >= 0:
         reasons[req] = _scan(text, at + len(needle) + 1)[0]
     tail = reasons_end if reasons_end >= 0 else reasons_at
-    out = {
+    out: StepSlice = {
         "step": step,
         "t_start": _value(text, '"t_start":', base),
         "duration": _value(text, '"duration":', base),
@@ -75,7 +102,7 @@ def request_slice(text: str, req: str, needle: str) -> dict[str, Any] | None:
     return out
 
 
-def all_scheduled(text: str, at: int) -> list[dict[str, Any]]:
+def all_scheduled(text: str, at: int) -> list[ScheduledRow]:
     """The whole `scheduled` list of a frame (`at`: where `"scheduled":[` starts)."""
-    rows: list[dict[str, Any]] = _scan(text, at + len('"scheduled":'))[0]
+    rows: list[ScheduledRow] = _scan(text, at + len('"scheduled":'))[0]
     return rows

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-HELD = ("used", "shared")
+from app.records.life_types import HeldBlock
+from protocol.codes import HELD_BLOCK_STATES, BlockState
+from protocol.wire import BlockChange, ScheduledRow
+
+HELD = tuple(s.value for s in HELD_BLOCK_STATES)
+SHARED = BlockState.SHARED.value
 
 
 @dataclass(slots=True)
@@ -30,7 +34,7 @@ class Held:
     shared_with: set[str] = field(default_factory=set)
     inferred: bool = False
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> HeldBlock:
         return {
             "block": self.block,
             "from": self.start,
@@ -54,13 +58,13 @@ class BlockTrack:
     def step(
         self,
         step: int,
-        changes: list[list[Any]],
-        scheduled: Callable[[], list[dict[str, Any]]],
+        changes: list[BlockChange],
+        scheduled: Callable[[], list[ScheduledRow]],
         admitted_with_hit: bool,
     ) -> None:
         """`scheduled()`: the step's scheduled rows (read only when needed: who else was
         admitted with a hit); `admitted_with_hit`: our request was, this step."""
-        rows: list[dict[str, Any]] | None = None
+        rows: list[ScheduledRow] | None = None
 
         def others() -> set[str]:
             nonlocal rows
@@ -83,7 +87,7 @@ class BlockTrack:
                         joined = others()
                         held.shared_with |= joined
                         held.inferred = held.inferred or len(joined) > 1
-                    if state == "shared" and not held.own and held.owner:
+                    if state == SHARED and not held.own and held.owner:
                         held.shared_with.add(held.owner)
                     held.ref = ref
                     held.max_ref = max(held.max_ref, ref)
@@ -92,11 +96,11 @@ class BlockTrack:
                 continue
             if owner == self.req:
                 self.held[block] = Held(block, step, True, owner, ref, max_ref=ref)
-            elif admitted_with_hit and (state == "shared" or owner not in running()):
+            elif admitted_with_hit and (state == SHARED or owner not in running()):
                 # A prefix-cache hit of ours: another request's block (now shared) or a
                 # cached block taken back into use.
                 h = Held(block, step, False, owner, ref, max_ref=ref, inferred=bool(others()))
-                if state == "shared" and owner:
+                if state == SHARED and owner:
                     h.shared_with.add(owner)
                 self.held[block] = h
 
@@ -110,7 +114,7 @@ class BlockTrack:
         self.done.append(held)
         del self.held[held.block]
 
-    def result(self) -> list[dict[str, Any]]:
+    def result(self) -> list[HeldBlock]:
         rows = [h.as_dict() for h in self.done] + [h.as_dict() for h in self.held.values()]
         rows.sort(key=lambda r: (r["from"], r["block"]))
         return rows

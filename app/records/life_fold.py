@@ -11,9 +11,23 @@ from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
+from app.records.frame_slices import StepSlice
 from app.records.life_blocks import BlockTrack
-from engine.waiting import waiting_text
+from app.records.life_types import (
+    Finish,
+    Latency,
+    LifeParts,
+    Mark,
+    Output,
+    Preemption,
+    ScheduledStep,
+    WaitSpan,
+)
+from engine.waiting import WaitingDetail, waiting_text
+from protocol.codes import BlockState, RequestMark, RequestStatus
+from protocol.wire import BlockChange, PreemptedRow, RequestMarkData, ScheduledRow
 
+HELD = (BlockState.USED.value, BlockState.SHARED.value)
 MAX_WAIT_ROWS = 400
 """Wait intervals listed with their own numbers; past this, same-reason runs merge."""
 TEXT_KEYS = ("prompt_text", "prompt_token_ids", "output_text", "output_token_ids")
@@ -24,24 +38,24 @@ class LifeFold:
 
     def __init__(self, req: str) -> None:
         self.req = req
-        self.scheduled: list[dict[str, Any]] = []
-        self.wait_steps: dict[int, tuple[str, dict[str, Any]]] = {}
+        self.scheduled: list[ScheduledStep] = []
+        self.wait_steps: dict[int, tuple[str, WaitingDetail]] = {}
         """step -> (reason, the step's waiting detail), from frames or step_waits."""
         self.steps_read: set[int] = set()
-        self.preemptions: list[dict[str, Any]] = []
-        self.outputs: list[dict[str, Any]] = []
+        self.preemptions: list[Preemption] = []
+        self.outputs: list[Output] = []
         self.placeholders: list[list[int]] = []
-        self.marks: list[dict[str, Any]] = []
+        self.marks: list[Mark] = []
         self.text: dict[str, Any] = {}
         self.blocks = BlockTrack(req)
-        self.finished: dict[str, Any] | None = None
+        self.finished: Finish | None = None
         self.running = False
         self.parsed = 0
         self._placeholders = 0
 
     # ---------------------------------------------------------------- frames
     def iteration(
-        self, d: dict[str, Any], scheduled: Callable[[], list[dict[str, Any]]] | None = None
+        self, d: StepSlice, scheduled: Callable[[], list[ScheduledRow]] | None = None
     ) -> None:
         """Fold step `d`. `d["scheduled"]` may hold only our row; then `scheduled()`
         gives the whole list, when the block attribution needs it."""
@@ -100,17 +114,17 @@ class LifeFold:
                 self.running = False
                 self.blocks.release_all(step)
 
-    def mark(self, d: dict[str, Any]) -> None:
-        detail = d.get("detail") or {}
+    def mark(self, d: RequestMarkData) -> None:
+        detail: dict[str, Any] = dict(d.get("detail") or {})
         for key in TEXT_KEYS:
             if key in detail:
                 self.text[key] = detail[key]
         light = {k: v for k, v in detail.items() if k not in TEXT_KEYS}
         self.marks.append({"kind": d["kind"], "step": d["step"], "t": d["t"], "detail": light})
 
-    def _waits(self) -> list[dict[str, Any]]:
+    def _waits(self) -> list[WaitSpan]:
         """Consecutive steps with the same reason and the same words, as spans."""
-        out: list[dict[str, Any]] = []
+        out: list[WaitSpan] = []
         for step in sorted(self.wait_steps):
             reason, detail = self.wait_steps[step]
             text = waiting_text(self.req, reason, detail)
@@ -125,13 +139,11 @@ class LifeFold:
         return out
 
     def _preempted(
-        self, step: int, p: dict[str, Any], changes: list[list[Any]], mine: set[int]
+        self, step: int, p: PreemptedRow, changes: list[BlockChange], mine: set[int]
     ) -> None:
         """`mine`: the blocks it held before this step. The allocation that forced the
         preemption is told by who got those blocks in the same step."""
-        takers = sorted(
-            {o for b, s, o, _ in changes if b in mine and s in ("used", "shared") and o != self.req}
-        )
+        takers = sorted({o for b, s, o, _ in changes if b in mine and s in HELD and o != self.req})
         self.preemptions.append(
             {
                 "step": step,
@@ -151,7 +163,7 @@ class LifeFold:
         for p in self.preemptions:
             after = [s for s in self.scheduled if s["step"] > p["step"]]
             if not after:
-                p.update(resumed_step=None, recomputed_tokens=0, recompute_steps=None)
+                p["resumed_step"], p["recomputed_tokens"], p["recompute_steps"] = None, 0, None
                 continue
             first = after[0]
             lost, done, last = p["tokens_lost"], first["start"], first["step"]
@@ -160,18 +172,14 @@ class LifeFold:
                     break
                 done, last = s["start"] + s["n"], s["step"]
             recomputed = max(0, min(done, lost) - first["start"])
-            p.update(
-                resumed_step=first["step"],
-                resume_prefix_hit=first["prefix_hit"],
-                recomputed_tokens=recomputed,
-                recompute_steps=[first["step"], last],
-            )
+            p["resumed_step"], p["resume_prefix_hit"] = first["step"], first["prefix_hit"]
+            p["recomputed_tokens"], p["recompute_steps"] = recomputed, [first["step"], last]
 
-    def _merged_waits(self) -> list[dict[str, Any]]:
+    def _merged_waits(self) -> list[WaitSpan]:
         waits = self._waits()
         if len(waits) <= MAX_WAIT_ROWS:
             return waits
-        out: list[dict[str, Any]] = []
+        out: list[WaitSpan] = []
         for w in waits:
             last = out[-1] if out else None
             if last and last["reason"] == w["reason"] and last["to"] == w["from"] - 1:
@@ -179,10 +187,10 @@ class LifeFold:
                 last["last_text"] = w["text"]
                 last["variants"] = last.get("variants", 1) + 1
             else:
-                out.append(dict(w))
+                out.append(w.copy())
         return out
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> LifeParts:
         self._recompute()
         return {
             "scheduled": self.scheduled,
@@ -196,19 +204,20 @@ class LifeFold:
         }
 
 
-def latency(marks: list[dict[str, Any]], outputs: list[dict[str, Any]]) -> dict[str, Any]:
+def latency(marks: list[Mark], outputs: list[Output]) -> Latency:
     t = {m["kind"]: m["t"] for m in reversed(marks)}  # the first of each kind
-    arrived = t.get("arrived")
+    arrived = t.get(RequestMark.ARRIVED)
 
     def since(kind: str) -> float | None:
         v = t.get(kind)
         return None if v is None or arrived is None else round(v - arrived, 6)
 
     gaps = [round(b["t"] - a["t"], 6) for a, b in pairwise(outputs)]
-    end = next((m["t"] for m in marks if m["kind"] in ("finished", "aborted")), None)
+    ends = (RequestMark.FINISHED, RequestMark.ABORTED)
+    end = next((m["t"] for m in marks if m["kind"] in ends), None)
     return {
-        "ttft": since("first_token"),
-        "queue": since("scheduled"),
+        "ttft": since(RequestMark.FIRST_TOKEN),
+        "queue": since(RequestMark.SCHEDULED),
         "e2e": None if end is None or arrived is None else round(end - arrived, 6),
         "itl_mean": round(sum(gaps) / len(gaps), 6) if gaps else None,
         "itl_max": max(gaps) if gaps else None,
@@ -216,12 +225,12 @@ def latency(marks: list[dict[str, Any]], outputs: list[dict[str, Any]]) -> dict[
     }
 
 
-def status(fold: LifeFold, marks: list[dict[str, Any]]) -> str:
+def status(fold: LifeFold, marks: list[Mark]) -> str:
     kinds = [m["kind"] for m in marks]
-    if "rejected" in kinds:
-        return "REJECTED"
-    if fold.finished or "finished" in kinds or "aborted" in kinds:
-        return "FINISHED"
+    if RequestMark.REJECTED in kinds:
+        return RequestStatus.REJECTED
+    if fold.finished or RequestMark.FINISHED in kinds or RequestMark.ABORTED in kinds:
+        return RequestStatus.FINISHED
     if fold.running:
-        return "RUNNING"
-    return "PREEMPTED" if fold.preemptions else "WAITING"
+        return RequestStatus.RUNNING
+    return RequestStatus.PREEMPTED if fold.preemptions else RequestStatus.WAITING

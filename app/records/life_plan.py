@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.records.life_types import Mark
+
 HEAD_GATES = ("kv_blocks", "no_chunking_fit")
 LATE_STEPS = 2
 """Steps after a preemption still read: async scheduling applies its in-flight batches."""
@@ -38,7 +40,7 @@ def reason_at(req: str, detail: dict[str, Any]) -> str:
     return gate
 
 
-def plan_reads(marks: list[dict[str, Any]], first: int, last: int) -> ReadPlan | None:
+def plan_reads(marks: list[Mark], first: int, last: int) -> ReadPlan | None:
     """Ran / waited ranges (inclusive) from the marks in seq order; None when the marks
     cannot tell (no arrival), and the caller reads every frame."""
     if not marks or marks[0]["kind"] != "arrived":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import WebSocket
@@ -19,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.queries import SessionRow, get_session, iter_frames, state_at_step
 from app.errors import NotFound
 from protocol.envelope import encode, envelope, error_frame
-from protocol.wire import SnapshotData
+from protocol.views import ReplayStatus, SnapshotData
 
 MAX_SPEED = 1000.0
 MAX_PAUSE_S = 1.0
@@ -63,7 +64,7 @@ class ReplayPlayer:
         snap["replay"] = self._status()
         await self.ws.send_text(envelope("snapshot", self.session_id, self.seq, encode(snap)))
 
-    def _status(self) -> dict[str, Any]:
+    def _status(self) -> ReplayStatus:
         return {
             "steps": self.num_steps,
             "step": self.step,
@@ -125,7 +126,7 @@ class ReplayPlayer:
             await self.ws.send_text("[" + ",".join(batch) + "]")
             batch.clear()
 
-    async def handle(self, message: dict[str, Any]) -> None:
+    async def handle(self, message: Mapping[str, Any]) -> None:
         kind = message.get("type")
         try:
             if kind == "seek":

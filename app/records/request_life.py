@@ -16,7 +16,6 @@ import threading
 import time
 from collections import OrderedDict
 from functools import partial
-from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -24,11 +23,12 @@ from app.db import queries, request_frames
 from app.errors import NotFound
 from app.records import frame_slices, life_plan
 from app.records.life_fold import LifeFold, latency, status
+from app.records.life_types import RequestLifeData
 
 CACHE_ENTRIES = 32
 """Lives kept (a recorded step range never changes; a request still live is keyed by the
 session's last seq too): clicking back and forth reads the frames once."""
-_CACHE: OrderedDict[tuple[str, str, int, int], dict[str, Any]] = OrderedDict()
+_CACHE: OrderedDict[tuple[str, str, int, int], RequestLifeData] = OrderedDict()
 _LOCK = threading.Lock()
 
 
@@ -81,7 +81,7 @@ def _read(db: Session, session_id: str, fold: LifeFold, first: int, last: int) -
 
 def request_life(
     db: Session, session_id: str, req_id: str, upto_step: int | None = None
-) -> dict[str, Any]:
+) -> RequestLifeData:
     """The life of `req_id` in recording `session_id` up to `upto_step` (default: all).
     Raises NotFound for an unknown session or request."""
     t0 = time.perf_counter()
@@ -100,12 +100,14 @@ def request_life(
         cached = _CACHE.get(key)
         if cached is not None:
             _CACHE.move_to_end(key)
-            return {**cached, "cached": True}
+            hit = cached.copy()
+            hit["cached"] = True
+            return hit
     fold = LifeFold(req_id)
     scanned = _read(db, session_id, fold, first, last)
     life = fold.result()
     config = meta["config"] or {}
-    out = {
+    out: RequestLifeData = {
         "session": session_id,
         "req": req_id,
         "upto_step": last,
@@ -125,7 +127,14 @@ def request_life(
             "block_size": config.get("block_size"),
         },
         "latency": latency(life["marks"], life["outputs"]),
-        **life,
+        "scheduled": life["scheduled"],
+        "waits": life["waits"],
+        "preemptions": life["preemptions"],
+        "outputs": life["outputs"],
+        "placeholders": life["placeholders"],
+        "blocks": life["blocks"],
+        "marks": life["marks"],
+        "text": life["text"],
         "frames": {"scanned": scanned, "parsed": fold.parsed},
         "elapsed_ms": round((time.perf_counter() - t0) * 1000, 1),
     }

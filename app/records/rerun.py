@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -29,6 +28,7 @@ from engine.releases import SUPPORTED, nearest_supported
 from engine.request import SamplingParams
 from engine.runner import make_runner
 from protocol.session import new_session_id
+from protocol.wire import SessionMeta
 
 MAX_RERUN_STEPS = 200_000
 
@@ -129,7 +129,7 @@ def rerun_events(
         clock.now += event.forward_ms / 1000.0
 
 
-def publish_closed_session(hub: EventHub, meta: dict[str, Any], events: list[Event]) -> str:
+def publish_closed_session(hub: EventHub, meta: SessionMeta, events: list[Event]) -> str:
     """A finished run's events as a new, closed session, recorded like any other (the
     recorder listens to the hub). Returns the new session's id."""
     new_id = new_session_id()

@@ -26,6 +26,7 @@ from engine.events import Event
 from engine.request import SamplingParams
 from protocol.envelope import encode, envelope, split_frame
 from protocol.session import new_session_id, session_meta
+from protocol.wire import SessionMeta
 
 BATCH_FRAMES = 2000
 LINE_LIMIT = 64 << 20
@@ -71,7 +72,7 @@ def run_job(inp: IO[str], out: IO[str]) -> None:
 
 # --------------------------------------------------------------- the dashboard
 def _job(
-    session: str, meta: dict[str, Any], config: EngineConfig, runner: str, arrivals: list[Arrival]
+    session: str, meta: SessionMeta, config: EngineConfig, runner: str, arrivals: list[Arrival]
 ) -> bytes:
     wire = [
         [

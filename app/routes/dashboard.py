@@ -25,6 +25,7 @@ from app.nodes.scenarios import scenario_summaries
 from app.protocol.state import SessionState
 from app.security import has_control
 from app.templating import templates
+from protocol.views import LatencySummary
 
 router = APIRouter(dependencies=View, include_in_schema=False)
 
@@ -55,11 +56,8 @@ def _header(state: SessionState | None) -> dict[str, Any]:
     }
 
 
-def _summary(state: SessionState | None) -> dict[str, Any] | None:
-    if state is None:
-        return None
-    summary: dict[str, Any] = state.latency_summary()
-    return summary
+def _summary(state: SessionState | None) -> LatencySummary | None:
+    return None if state is None else state.latency_summary()
 
 
 async def recorded_state(

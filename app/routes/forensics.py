@@ -18,9 +18,11 @@ from app.deps import DbDep, HubDep, RecorderDep, View
 from app.errors import NotFound
 from app.life_models import BlockMap, RequestLife
 from app.live.hub import EventHub
+from app.records.life_types import RequestLifeData
 from app.records.recorder import Recorder
 from app.records.request_life import request_life
 from app.request_table import RequestQuery, request_query, select_rows, table_rows
+from protocol.views import TableRow
 
 router = APIRouter(
     prefix="/api", dependencies=View, tags=["sessions"], responses=error_responses(401, 404, 422)
@@ -46,7 +48,7 @@ async def life(
     recorder: RecorderDep,
     session: str | None = None,
     step: int | None = None,
-) -> dict[str, Any]:
+) -> RequestLifeData:
     """Everything `req_id` went through in `session` (default: the live one), up to
     `step` (default: its end): see app.records.request_life."""
     sid = session or hub.live_session
@@ -54,7 +56,7 @@ async def life(
         raise NotFound("no live session: name a recorded one with ?session=ID")
     await _settled(hub, recorder, sid)
 
-    def load() -> dict[str, Any]:
+    def load() -> RequestLifeData:
         with db() as s:
             return request_life(s, sid, req_id, step)
 
@@ -71,11 +73,11 @@ async def recorded_rows(
     db: DbDep,
     query: Annotated[RequestQuery, Depends(request_query)],
     step: int | None = None,
-) -> list[dict[str, Any]]:
+) -> list[TableRow]:
     """The request table of a recording at `step` (default: the last), with the query
     parameters of the live twin (/api/requests)."""
 
-    def load() -> list[dict[str, Any]]:
+    def load() -> list[TableRow]:
         with db() as s:
             meta = queries.get_session(s, session_id)
             at = meta["steps"] - 1 if step is None else step

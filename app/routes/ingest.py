@@ -15,6 +15,8 @@ from app.edge.wsio import POLICY, BadMessage, close, closing_on_error, receive_j
 from app.nodes.ingest import NodeRegistry, RemoteNode, node_name_of
 from app.nodes.ownership import Refused, claim
 from app.security import bearer_matches
+from protocol import control
+from protocol.codes import MessageType
 from protocol.envelope import encode
 from protocol.session import new_session_id
 
@@ -37,7 +39,7 @@ async def ws_ingest(ws: WebSocket, registry: NodesDep, db: DbDep) -> None:
             first = await asyncio.wait_for(receive_json(ws), ANNOUNCE_TIMEOUT_S)
         except (TimeoutError, BadMessage):
             first = None
-        if not isinstance(first, dict) or first.get("type") != "announce":
+        if not isinstance(first, dict) or first.get("type") != MessageType.ANNOUNCE:
             await close(ws, PROTOCOL_ERROR, "expected an announce message first")
             return
         try:
@@ -51,16 +53,12 @@ async def ws_ingest(ws: WebSocket, registry: NodesDep, db: DbDep) -> None:
                 new_session_id(),
             )
         except Refused as exc:
-            await ws.send_text(encode({"type": "error", "detail": str(exc)}))
+            await ws.send_text(encode(control.error(str(exc))))
             await close(ws, POLICY, str(exc))
             return
         node = registry.announce(first, got.session, got.restored)
         node.ws = ws
-        welcome: dict[str, object] = {"type": "welcome", "session": node.session}
-        welcome["last_seq"] = node.last_seq
-        if got.key is not None:
-            welcome["resume_key"] = got.key
-        await ws.send_text(encode(welcome))
+        await ws.send_text(encode(control.welcome(node.session, node.last_seq, got.key)))
         try:
             await _receive(ws, registry, node)
         finally:
@@ -74,13 +72,13 @@ async def _receive(ws: WebSocket, registry: NodeRegistry, node: RemoteNode) -> N
             msg = await receive_json(ws)
         except BadMessage as exc:
             node.invalid += 1
-            await ws.send_text(encode({"type": "error", "detail": str(exc)}))
+            await ws.send_text(encode(control.error(str(exc))))
             continue
         for item in msg if isinstance(msg, list) else [msg]:
             if isinstance(item, dict):
                 reply = registry.receive(node, item)
             else:
                 node.invalid += 1
-                reply = {"type": "error", "detail": "a message must be an object"}
+                reply = control.error("a message must be an object")
             if reply is not None:
                 await ws.send_text(encode(reply))

@@ -127,11 +127,11 @@ async def download(sweep_id: str, db: DbDep, format: str = "csv") -> Response:
     responses=WRITE_ERRORS,
     response_model=LabCancel,
 )
-async def cancel(sweep_id: str, db: DbDep, lab: LabDep) -> dict[str, Any]:
+async def cancel(sweep_id: str, db: DbDep, lab: LabDep) -> LabCancel:
     await asyncio.to_thread(store.get_sweep, db, sweep_id)  # 404 if unknown
     if not lab.cancel(sweep_id):
         raise HTTPException(409, "this sweep is not running")
-    return {"sweep": sweep_id, "cancelling": True}
+    return LabCancel(sweep=sweep_id, cancelling=True)
 
 
 @router.delete(
@@ -141,12 +141,12 @@ async def cancel(sweep_id: str, db: DbDep, lab: LabDep) -> dict[str, Any]:
     responses=WRITE_ERRORS,
     response_model=Deleted,
 )
-async def delete(sweep_id: str, db: DbDep) -> dict[str, Any]:
+async def delete(sweep_id: str, db: DbDep) -> Deleted:
     detail = await asyncio.to_thread(store.get_sweep, db, sweep_id)
     if detail["status"] in store.UNFINISHED:
         raise HTTPException(409, "this sweep is still running: cancel it first")
     await asyncio.to_thread(store.delete_sweep, db, sweep_id)
-    return {"deleted": sweep_id}
+    return Deleted(deleted=sweep_id)
 
 
 @router.post(
@@ -158,7 +158,7 @@ async def delete(sweep_id: str, db: DbDep) -> dict[str, Any]:
 )
 async def open_point(
     sweep_id: str, index: int, db: DbDep, hub: HubDep, recorder: RecorderDep
-) -> dict[str, Any]:
+) -> PointSession:
     """The point as a recorded session (made once, then reused while it exists)."""
     detail = await asyncio.to_thread(store.get_sweep, db, sweep_id)
     row = next((p for p in detail["points"] if p["index"] == index), None)
@@ -171,7 +171,7 @@ async def open_point(
         if recorder is not None:
             await recorder.flush()
         await asyncio.to_thread(store.set_point_session, db, sweep_id, index, session)
-    return {"session": session, "href": replay_href(session)}
+    return PointSession(session=session, href=replay_href(session))
 
 
 def _session_exists(db: sessionmaker[Session], session_id: str) -> bool:

@@ -4,17 +4,19 @@ app.request_table), latency summary and knobs."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
 from app.api_docs import error_responses
-from app.api_models import LatencySummary, LiveConfig, RequestRow, Snapshot
+from app.api_models import LatencySummary, LiveConfig, RequestRow, Snapshot, WorkloadState
 from app.deps import HubDep, ServiceDep, View
 from app.errors import NotFound
 from app.protocol.state import SessionState
 from app.request_table import RequestQuery, request_query, select_rows, table_rows
+from protocol import views
+from protocol.views import TableRow
 
 router = APIRouter(
     prefix="/api", dependencies=View, tags=["live"], responses=error_responses(401, 404)
@@ -45,22 +47,23 @@ async def requests_rows(
     hub: HubDep,
     query: Annotated[RequestQuery, Depends(request_query)],
     live: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[TableRow]:
     """The table's rows with `phase`, `e2e` and `waiting_text`; the query parameters are
     the page's filters (app.request_table)."""
     return select_rows(table_rows(_live(hub, live)), query)
 
 
 @router.get("/stats", response_model=LatencySummary, summary="Latency percentiles and totals")
-async def stats(hub: HubDep) -> dict[str, Any]:
+async def stats(hub: HubDep) -> views.LatencySummary:
     return _live(hub).latency_summary()
 
 
 @router.get("/config", response_model=LiveConfig, summary="The live session's knobs")
-async def config(hub: HubDep, service: ServiceDep) -> dict[str, Any]:
+async def config(hub: HubDep, service: ServiceDep) -> LiveConfig:
     live = _live(hub)
-    return {
-        "config": live.config,
-        "config_version": live.config_version,
-        "workload": service.workload_spec() if service else None,
-    }
+    workload = service.workload_spec() if service else None
+    return LiveConfig(
+        config=live.config,
+        config_version=live.config_version,
+        workload=None if workload is None else WorkloadState.model_validate(workload),
+    )

@@ -33,7 +33,7 @@ from app.routes.links import replay_href, session_href
 from app.security import has_control
 from app.templating import templates
 from engine.config import ConfigError, EngineConfig
-from protocol.wire import SnapshotData
+from protocol.views import SnapshotData
 
 router = APIRouter()
 TAGS: list[str | Enum] = ["sessions"]
@@ -81,13 +81,13 @@ async def get_session(session_id: str, db: DbDep) -> queries.SessionRow:
     tags=TAGS,
     responses=WRITE_ERRORS,
 )
-async def rename(session_id: str, db: DbDep, body: RenameDep) -> dict[str, Any]:
+async def rename(session_id: str, db: DbDep, body: RenameDep) -> Renamed:
     def write() -> None:
         with db.begin() as s:
             queries.rename_session(s, session_id, body.name)
 
     await asyncio.to_thread(write)
-    return {"id": session_id, "name": body.name}
+    return Renamed(id=session_id, name=body.name)
 
 
 @router.delete(
@@ -98,7 +98,7 @@ async def rename(session_id: str, db: DbDep, body: RenameDep) -> dict[str, Any]:
     tags=TAGS,
     responses=WRITE_ERRORS,
 )
-async def delete(session_id: str, db: DbDep, hub: HubDep) -> dict[str, Any]:
+async def delete(session_id: str, db: DbDep, hub: HubDep) -> Deleted:
     info = hub.sessions.get(session_id)
     if info is not None and info.live:
         raise HTTPException(409, "this session is live; stop it before deleting its recording")
@@ -109,7 +109,7 @@ async def delete(session_id: str, db: DbDep, hub: HubDep) -> dict[str, Any]:
 
     await asyncio.to_thread(write)
     hub.sessions.pop(session_id, None)
-    return {"deleted": session_id}
+    return Deleted(deleted=session_id)
 
 
 @router.get(
@@ -139,9 +139,7 @@ async def state_at(session_id: str, db: DbDep, step: StepQuery = None) -> Snapsh
     tags=TAGS,
     responses=WRITE_ERRORS,
 )
-async def rerun(
-    session_id: str, db: DbDep, recorder: RecorderDep, body: RerunDep
-) -> dict[str, Any]:
+async def rerun(session_id: str, db: DbDep, recorder: RecorderDep, body: RerunDep) -> RerunResult:
     knobs = body.model_dump(exclude_none=True)
     runner = str(knobs.pop("runner", "sim"))
     name = str(knobs.pop("name", ""))
@@ -170,13 +168,13 @@ async def rerun(
         )
     except RerunFailed as exc:
         raise HTTPException(503, str(exc)) from None
-    return {
-        "session": new_id,
-        "name": label,
-        "steps": steps,
-        "vllm_version": config.vllm_version,
-        "release_chosen": chosen,
-    }
+    return RerunResult(
+        session=new_id,
+        name=label,
+        steps=steps,
+        vllm_version=config.vllm_version,
+        release_chosen=chosen,
+    )
 
 
 # ---------------------------------------------------------------- the page

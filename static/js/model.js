@@ -346,28 +346,17 @@
   function trimTimes(a, b, below) {
     for (const m of [a, b]) for (const k of m.keys()) { if (k >= below) break; m.delete(k); }
   }
-  /** Snapshot rows: a list of objects, or {columns, rows} (the compact form; the row keys
-   * of app/protocol/state.py's ROW_COLUMNS). One object literal per row: every row gets
-   * the same shape at once (adding 22 keys one by one is several times slower). */
+  /** Snapshot rows: a list of objects, or {columns, rows} (the compact form; the columns
+   * of protocol/views.py's ROW_COLUMNS). BS.protocol.rowFromColumns (generated) builds each
+   * row as one object literal: every row gets the same shape at once (adding 22 keys one
+   * by one is several times slower). */
   function rowsOf(requests) {
     if (!requests) return [];
     if (Array.isArray(requests)) return requests;
     const at = {};
     requests.columns.forEach((c, k) => { at[c] = k; });
-    const g = (a, c) => (at[c] === undefined ? null : a[at[c]]);
-    return requests.rows.map((a) => ({
-      req: g(a, "req"), status: g(a, "status"), num_prompt_tokens: g(a, "num_prompt_tokens"),
-      num_tokens: g(a, "num_tokens"), num_computed_tokens: g(a, "num_computed_tokens"),
-      max_tokens: g(a, "max_tokens"), priority: g(a, "priority"),
-      num_preemptions: g(a, "num_preemptions"), prefix_hit: g(a, "prefix_hit"),
-      arrived_step: g(a, "arrived_step"), arrived_t: g(a, "arrived_t"),
-      first_scheduled_step: g(a, "first_scheduled_step"), first_token_t: g(a, "first_token_t"),
-      last_token_t: g(a, "last_token_t"), finish_t: g(a, "finish_t"),
-      finish_step: g(a, "finish_step"), finish_reason: g(a, "finish_reason"),
-      waiting_reason: g(a, "waiting_reason"), num_draft_tokens: g(a, "num_draft_tokens"),
-      num_accepted_tokens: g(a, "num_accepted_tokens"), placeholders: g(a, "placeholders"),
-      segments: g(a, "segments"), marks: null, segs: null,
-    }));
+    const rowFromColumns = BS.protocol.rowFromColumns;
+    return requests.rows.map((a) => rowFromColumns(a, at));
   }
   function addMark(row, m) {
     row.marks.push(m);

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from protocol.codes import BlockState, FrameType, WaitingReason
-from protocol.wire import ROW_COLUMNS
+from protocol.views import ROW_COLUMNS
 from tests.conftest import ROOT
 
 TOOL = ROOT / "tools" / "gen_protocol_js.py"

@@ -11,9 +11,10 @@ from typing import Any, Union, get_args, get_origin, get_type_hints, is_typeddic
 import pytest
 from pydantic import BaseModel
 
-from app import api_models
+from app import api_models, life_models
 from app.protocol import models
-from protocol import wire
+from app.records import life_types
+from protocol import views, wire
 
 Tree = dict[str, tuple[bool, Any]]
 """key -> (required, subtree or None)."""
@@ -88,10 +89,30 @@ def test_the_envelope_and_the_frame_types() -> None:
 
 def test_the_apis_snapshot_and_table_row_are_the_wire_types() -> None:
     # The replay socket adds `replay`; a snapshot over HTTP always has its blocks.
-    assert tree(wire.SnapshotData).keys() - {"replay"} == tree(api_models.Snapshot).keys()
-    table_extra = {"ttft", "itl", "num_output_tokens", "phase", "waiting_text"}
-    row = set(wire.ROW_COLUMNS) - {"segments"}
-    assert set(api_models.RequestRow.model_fields) == row | table_extra
+    assert tree(views.SnapshotData).keys() - {"replay"} == tree(api_models.Snapshot).keys()
+    assert set(api_models.RequestRow.model_fields) == set(get_type_hints(views.TableRow))
+    assert set(get_type_hints(views.TableRow)) - set(views.ROW_COLUMNS) == {
+        "ttft", "itl", "e2e", "num_output_tokens", "phase", "waiting_text"
+    }  # fmt: skip
+
+
+def _keys(model: type[BaseModel]) -> set[str]:
+    return {f.alias or name for name, f in model.model_fields.items()}
+
+
+LIFE_PAIRS = [
+    (life_types.ScheduledStep, life_models.ScheduledStep),
+    (life_types.WaitSpan, life_models.WaitSpan),
+    (life_types.Preemption, life_models.Preemption),
+    (life_types.Output, life_models.Output),
+    (life_types.HeldBlock, life_models.HeldBlock),
+    (life_types.Latency, life_models.Latency),
+]
+
+
+@pytest.mark.parametrize(("typed", "model"), LIFE_PAIRS, ids=[m.__name__ for _, m in LIFE_PAIRS])
+def test_a_request_lifes_parts_are_the_models(typed: Any, model: type[BaseModel]) -> None:
+    assert set(get_type_hints(typed)) == _keys(model)
 
 
 def test_a_difference_is_found() -> None:

@@ -1,0 +1,153 @@
+"""What the dashboard derives from the frames and sends on, typed: a request row (the
+fold's, and the table's JSON twin), a step of the history, a snapshot, the latency
+summary. TypedDicts, as protocol.wire's; static/js/protocol.js carries ROW_COLUMNS.
+app.api_models describes the same shapes for the HTTP API (tests/protocol checks)."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from protocol.wire import BlockChange
+
+Segment = list[Any]
+"""`[phase or waiting|preempted, first step, last step or None, tokens]` of a request row."""
+
+
+class RequestRowCore(TypedDict):
+    """A request row's keys but its segments."""
+
+    req: str
+    status: str
+    """codes.RequestStatus"""
+    num_prompt_tokens: int
+    num_tokens: int
+    num_computed_tokens: int
+    max_tokens: int
+    priority: int
+    num_preemptions: int
+    prefix_hit: int
+    arrived_step: int
+    arrived_t: float
+    first_scheduled_step: int | None
+    first_token_t: float | None
+    last_token_t: float | None
+    finish_t: float | None
+    finish_step: int | None
+    finish_reason: str | None
+    waiting_reason: str | None
+    num_draft_tokens: int
+    num_accepted_tokens: int
+    placeholders: int
+
+
+class RequestRow(RequestRowCore):
+    """A request as the fold keeps it and a snapshot carries it (keys in column order)."""
+
+    segments: list[Segment]
+
+
+class TableRow(RequestRowCore, total=False):
+    """A row of the request table's JSON twin (/api/requests): no segments; latencies in
+    seconds (None until known), the phase of a running request and why one waits."""
+
+    ttft: float | None
+    itl: float | None
+    e2e: float | None
+    num_output_tokens: int
+    phase: str | None
+    waiting_text: str | None
+
+
+class _StepSummaryBase(TypedDict):
+    step: int
+    t: float
+    prefill: int
+    decode: int
+    max_tokens: int
+    seqs: int
+    max_seqs: int
+    running: int
+    waiting: int
+    kv_used: int
+    kv_cached: int
+    kv_total: int
+    preempted: int
+    updated_step: int | None
+    spec: int
+    accepted: int
+    padding: int
+
+
+class StepSummary(_StepSummaryBase, total=False):
+    """One step of a snapshot's `history` (the charts and the step table). Only the latest
+    steps keep their plan: `{req: n}`, and the ids finished and preempted."""
+
+    plan: dict[str, int]
+    finished: list[str]
+    preempted_ids: list[str]
+
+
+class ConfigMark(TypedDict):
+    """A config change as a snapshot lists it."""
+
+    step: int
+    changes: dict[str, Any]
+    version: int
+
+
+class Quantiles(TypedDict):
+    p50: float | None
+    p95: float | None
+    p99: float | None
+
+
+class LatencySummary(TypedDict):
+    """A session's latency quantiles (seconds, the latest samples) and totals."""
+
+    ttft: Quantiles
+    itl: Quantiles
+    queue: Quantiles
+    e2e: Quantiles
+    finished: int
+    throughput_tok_s: float
+    preemptions: int
+    kv_peak: int
+    steps: int
+
+
+class ReplayStatus(TypedDict):
+    """Where a recording's replay stands (a replay socket's snapshots carry it)."""
+
+    steps: int
+    step: int
+    playing: bool
+    speed: float
+
+
+class _SnapshotBase(TypedDict):
+    session: str
+    meta: dict[str, Any]
+    seq: int
+    step: int
+    t: float
+    config: dict[str, Any]
+    config_version: int
+    config_marks: list[ConfigMark]
+    paused: bool
+    simulated: bool
+    requests: Any
+    """list[RequestRow], or `{"columns": ROW_COLUMNS, "rows": [[...], ...]}`."""
+    history: list[StepSummary]
+    totals: dict[str, int]
+    waiting_detail: dict[str, Any]
+
+
+class SnapshotData(_SnapshotBase, total=False):
+    """A `snapshot` frame's data: a session's state for a viewer that joins late."""
+
+    blocks: list[BlockChange]
+    replay: ReplayStatus
+
+
+ROW_COLUMNS: tuple[str, ...] = tuple(RequestRow.__annotations__)
+"""A request row's keys, in the order of a columns snapshot (segments last)."""
