@@ -1,6 +1,6 @@
 """Why waiting requests waited this step, with the numbers the scheduler decided on.
 
-The reason codes (`engine.scheduler_base`) say which gate held the queue; the detail says
+The reason codes (`engine.waiting_reasons`) say which gate held the queue; the detail says
 by how much, computed when the gate closed: e.g. the blocks the head of the queue needed
 against the free blocks, or how the token budget was spent. `waiting_text` turns a code
 and the step's detail into the sentence the dashboard shows (static/js mirrors it).
