@@ -19,7 +19,7 @@ returned, copies of the waiting queues (references, copied at C speed) and a few
   in `policy_order`, behind a queue-wide one for the same gate.
 
 The codes are protocol.codes.WaitingReason, as our engine's; the detail keys are our
-engine's (engine/scheduler_base.py, engine/waiting.py;
+engine's (engine/waiting_reasons.py, engine/waiting.py;
 tests/vllm check they agree); the numbers of the KV gate leave out prefix-cache hits
 (vLLM looks them up only as it admits), so `blocks_needed` is an upper bound.
 O(waiting) per step, on this thread; the hook copies at most compat.SNAPSHOT_MAX requests of

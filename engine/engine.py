@@ -26,8 +26,8 @@ from engine.events import (
 from engine.iteration import StepInputs, StepTiming, build_iteration_event, no_update
 from engine.outputs import SchedulerOutput, UpdateResult
 from engine.request import Request, RequestStatus, SamplingParams
-from engine.runner.base import ModelRunner
-from engine.scheduler import Scheduler
+from engine.runner.base import ChecksTokenIds, Drafter, HasTokenizer, ModelRunner
+from engine.schedulers import create_scheduler
 
 Clock = Callable[[], float]
 
@@ -40,8 +40,12 @@ class Engine:
         sink: EventSink | None = None,
         clock: Clock = time.perf_counter,
     ) -> None:
-        self.scheduler = Scheduler(config)
+        self.scheduler = create_scheduler(config)
         self.runner = runner
+        # The runner's optional capabilities (engine.runner.base), looked up once.
+        self._id_checker = runner if isinstance(runner, ChecksTokenIds) else None
+        self._tokenizer = runner.tokenizer if isinstance(runner, HasTokenizer) else None
+        self._drafter = runner if isinstance(runner, Drafter) else None
         self.sink: EventSink = sink or NullSink()
         self.clock = clock
         self.t0 = clock()
@@ -80,10 +84,9 @@ class Engine:
             reason = "max_tokens must be > 0"
         else:
             reason = sched.rejection_reason(len(prompt_token_ids), sampling_params.max_tokens)
-        check = getattr(self.runner, "check_token_ids", None)
-        if reason is None and check is not None:
+        if reason is None and self._id_checker is not None:
             try:
-                check(prompt_token_ids)
+                self._id_checker.check_token_ids(prompt_token_ids)
             except ValueError as exc:
                 reason = str(exc)
         now = self.now()
@@ -124,7 +127,7 @@ class Engine:
 
     def _text(self, key: str, token_ids: list[int]) -> dict[str, str]:
         """{key: decoded text} when the runner has a tokenizer (the torch runner), else {}."""
-        tokenizer = getattr(self.runner, "tokenizer", None)
+        tokenizer = self._tokenizer
         if tokenizer is None:
             return {}
         try:
@@ -227,11 +230,10 @@ class Engine:
     def _propose_drafts(self, drafted: list[Request]) -> None:
         """After the update, the drafter proposes for every request of the batch that got
         tokens (vLLM's post_step -> update_draft_token_ids)."""
-        propose = getattr(self.runner, "propose", None)
-        if propose is None or not drafted:
+        if self._drafter is None or not drafted:
             return
         k = self.scheduler.num_spec_tokens
-        drafts = propose([(r.request_id, r.token_ids) for r in drafted], k)
+        drafts = self._drafter.propose([(r.request_id, r.token_ids) for r in drafted], k)
         self.scheduler.update_draft_token_ids([r.request_id for r in drafted], drafts)
 
     def _finish_step(

@@ -79,6 +79,13 @@ class SchedulerOutput:
     """Prefix-cache lookups of new requests this step, in tokens queried and hit, counted
     as the session's vLLM release counts them (0.20: every lookup; 0.27+: admissions)."""
 
+    @classmethod
+    def make_empty(
+        cls, step: int, num_running: int, num_waiting: int, kv_blocks_used: int
+    ) -> SchedulerOutput:
+        """A step that scheduled nothing, with the queues and KV use as they are."""
+        return cls(step, (), 0, (), (), (), (), (), num_running, num_waiting, kv_blocks_used, {})
+
     @property
     def num_scheduled_tokens(self) -> dict[str, int]:
         return {c.req_id: c.num_tokens for c in self.chunks}

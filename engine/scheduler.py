@@ -5,48 +5,227 @@ There is no prefill phase and no decode phase: every request has `num_tokens_wit
 (+ output placeholders under async scheduling) and `num_computed_tokens`, and each step
 hands out token budget so the second catches up with the first (chunked prefill, prefix
 hits, decodes, drafts and recompute are all "deficit").
+
+The step's parts live beside this file: the RUNNING pass and preemption
+(engine.scheduler_running), the WAITING scan (engine.scheduler_waiting), applying the
+runner's output (engine.scheduler_update), and the reason codes (engine.waiting_reasons).
+A variant overrides the hooks marked "hook" (engine.static_batching does).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import dataclasses
+from collections.abc import Iterable
+from typing import ClassVar
 
+from engine.config import BatchingMode, ConfigError, EngineConfig, SchedulingPolicy
+from engine.kv_cache_manager import KVCacheManager, cdiv
 from engine.outputs import ModelRunnerOutput, SchedulerOutput, UpdateResult
+from engine.prefill_cadence import PrefillCadence
+from engine.releases import release_features
 from engine.request import Request, RequestStatus
-from engine.scheduler_base import (
-    KV_BLOCKS,
-    KV_WATERMARK,
-    MAX_NUM_ACTIVE_SEQS,
-    MAX_NUM_SEQS,
-    NO_CHUNKING_FIT,
-    PAUSED,
-    POLICY_ORDER,
-    PREEMPTION_THIS_STEP,
-    PREFILL_THROTTLED,
-    TOKEN_BUDGET,
-    SchedulerBase,
-)
+from engine.request_queue import RequestQueue, create_request_queue
 from engine.scheduler_plan import StepPlan
+from engine.scheduler_running import schedule_running
+from engine.scheduler_update import apply_output, update_after_schedule
 from engine.scheduler_waiting import schedule_waiting
-from engine.static_batching import idle_rows, schedule_waiting_static
-from engine.stop import check_stop
+from engine.waiting import WaitingDetail
+from engine.waiting_reasons import (
+    PAUSED,
+    PREEMPTION_THIS_STEP,
+    TOKEN_BUDGET,
+    gate_detail,
+    waiting_reasons,
+)
 
-__all__ = [
-    "KV_BLOCKS",
-    "KV_WATERMARK",
-    "MAX_NUM_ACTIVE_SEQS",
-    "MAX_NUM_SEQS",
-    "NO_CHUNKING_FIT",
-    "PAUSED",
-    "POLICY_ORDER",
-    "PREEMPTION_THIS_STEP",
-    "PREFILL_THROTTLED",
-    "TOKEN_BUDGET",
-    "Scheduler",
-]
+_FIXED_WHILE_RUNNING = (
+    "max_model_len",
+    "async_scheduling",
+    "num_speculative_tokens",
+    "prompt_lookup_max",
+    "prompt_lookup_min",
+    "batching",
+)
+"""Scheduler knobs that a running session cannot change (they shape its requests)."""
 
 
-class Scheduler(SchedulerBase):
+class Scheduler:
+    batching: ClassVar[BatchingMode] = BatchingMode.CONTINUOUS
+    """The `batching` mode this class runs (engine.schedulers picks the class)."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        config.validate()
+        if config.scheduler.batching is not self.batching:
+            raise ValueError(
+                f"{type(self).__name__} runs {self.batching.value} batching, the config asks "
+                f"for {config.scheduler.batching.value} (use engine.schedulers.create_scheduler)"
+            )
+        self.features = features = release_features(config.vllm_version)
+        """The release's behaviour changes as booleans, computed once (engine.releases)."""
+        self.kv_cache_manager = KVCacheManager(
+            num_gpu_blocks=config.cache.num_gpu_blocks,
+            block_size=config.cache.block_size,
+            max_model_len=config.scheduler.max_model_len,
+            enable_caching=config.cache.enable_prefix_caching,
+            unhashed_first=features.unhashed_blocks_reused_first,
+        )
+        self.requests: dict[str, Request] = {}
+        self.running: list[Request] = []
+        self.waiting: RequestQueue = create_request_queue(config.scheduler.policy)
+        # Finished since the last schedule() (aborts, and stops applied in update).
+        self.finished_req_ids: set[str] = set()
+        self.paused = False
+        self.tokens_lost: dict[str, int] = {}
+        """Preempted this step: the computed tokens each victim lost."""
+        self.deferred_waiting: set[Request] = set()
+        """vLLM 0.31+: waiting requests a scan skipped (stale output still in flight)."""
+        self.cadence = PrefillCadence(config.scheduler.prefill_schedule_interval)
+        self.current_step = 0
+        """The engine step being scheduled (for waiting details)."""
+        self.config = config
+        self._apply_scheduler_config(config)
+
+    # ----------------------------------------------------------------- config
+    def _apply_scheduler_config(self, config: EngineConfig) -> None:
+        sc = config.scheduler
+        self.max_num_running_reqs = sc.max_num_seqs
+        self.max_num_scheduled_tokens = sc.max_num_batched_tokens
+        self.max_model_len = sc.max_model_len
+        self.long_prefill_token_threshold = sc.long_prefill_token_threshold
+        self.enable_chunked_prefill = sc.enable_chunked_prefill
+        self.scheduler_reserve_full_isl = sc.scheduler_reserve_full_isl
+        self.policy = sc.policy
+        self.async_scheduling = sc.async_scheduling
+        self.num_spec_tokens = sc.num_speculative_tokens
+        # Later releases (engine.releases): booleans and numbers for the hot paths.
+        f = self.features
+        self.lone_request_uncapped = f.lone_request_uncapped
+        self.threshold_adaptive = sc.long_prefill_token_threshold_adaptive
+        self.max_num_active_reqs = sc.max_num_active_seqs or sc.max_num_seqs
+        self.watermark_blocks = int(sc.watermark * config.cache.num_gpu_blocks)
+        self.cadence.interval = sc.prefill_schedule_interval
+        self.pad_new_decodes = f.spec_pads_new_decodes and self.num_spec_tokens > 0
+        self.priority_continues = (
+            f.priority_self_preemption_continues and self.policy is SchedulingPolicy.PRIORITY
+        )
+        self.rewind_by_position = f.preemption_rewinds_by_position
+        self.track_in_flight = f.in_flight_caching
+        # Stale output is counted from the in-flight tokens (0.27 builds on 0.26).
+        self.stale_output = f.stale_output_after_preemption and self.track_in_flight
+        self.stop_rolls_back = f.stop_rolls_back_computed
+        self.stats_at_admission = f.prefix_stats_at_admission
+        # Blocks are cached when an output arrives: async always, sync with drafts (0.33).
+        self.cache_after_output = self.async_scheduling or (
+            f.sync_spec_caches_after_output and self.num_spec_tokens > 0
+        )
+
+    def update_config(self, config: EngineConfig) -> None:
+        """Take new scheduler knobs; they apply from the next schedule()."""
+        config.validate()
+        old = self.config
+        old_cache = old.cache
+        if dataclasses.replace(config.cache, kv_block_limit=old_cache.kv_block_limit) != old_cache:
+            raise ValueError("the KV pool (cache config) cannot change while running")
+        if config.vllm_version != old.vllm_version:
+            raise ValueError("vllm_version cannot change while running; start a new session")
+        for name in _FIXED_WHILE_RUNNING:
+            if getattr(config.scheduler, name) != getattr(old.scheduler, name):
+                raise ValueError(f"{name} cannot change while running; start a new session")
+        if config.cache.kv_block_limit != old_cache.kv_block_limit:
+            self._check_kv_block_limit(
+                config.cache.kv_block_limit or config.cache.num_usable_blocks
+            )
+            self.kv_cache_manager.block_pool.set_limit(config.cache.kv_block_limit)
+        if config.scheduler.policy != self.policy:
+            queue = create_request_queue(config.scheduler.policy)
+            for request in list(self.waiting):
+                queue.add_request(request)
+            self.waiting = queue
+        self.config = config
+        self._apply_scheduler_config(config)
+
+    def _check_kv_block_limit(self, limit: int) -> None:
+        for request in self.requests.values():
+            peak_tokens = self._peak_tokens(request.num_prompt_tokens, request.max_tokens)
+            needed = cdiv(peak_tokens, self.kv_cache_manager.block_size)
+            if needed > limit:
+                raise ConfigError(
+                    "kv_block_limit",
+                    f"request {request.request_id!r} needs {needed} blocks at its peak; "
+                    f"a pool of {limit} could never finish it",
+                )
+
+    # --------------------------------------------------------------- requests
+    def add_request(self, request: Request) -> None:
+        if request.request_id in self.requests:
+            raise ValueError(f"duplicate request id {request.request_id!r}")
+        self.requests[request.request_id] = request
+        self.waiting.add_request(request)
+
+    def rejection_reason(self, num_prompt_tokens: int, max_tokens: int) -> str | None:
+        """Why a request could never run here, or None. Checked before it is queued."""
+        if num_prompt_tokens <= 0:
+            return "empty prompt"
+        if num_prompt_tokens >= self.max_model_len:
+            return (
+                f"prompt of {num_prompt_tokens} tokens needs max_model_len > {num_prompt_tokens} "
+                f"(is {self.max_model_len})"
+            )
+        peak_tokens = self._peak_tokens(num_prompt_tokens, max_tokens)
+        needed = cdiv(peak_tokens, self.kv_cache_manager.block_size)
+        usable = self.kv_cache_manager.block_pool.num_usable_blocks
+        if needed > usable:
+            return (
+                f"needs {needed} KV blocks at its peak ({peak_tokens} tokens) but the pool "
+                f"has {usable} usable blocks: it could never finish"
+            )
+        return None
+
+    def _peak_tokens(self, num_prompt_tokens: int, max_tokens: int) -> int:
+        """Slots a request holds at its last step: prompt + outputs - 1 tokens."""
+        return num_prompt_tokens + min(max_tokens, self.max_model_len - num_prompt_tokens) - 1
+
+    def finish_requests(self, request_ids: Iterable[str], status: RequestStatus) -> list[str]:
+        """Finish requests from outside (abort). Returns the ids that were live."""
+        done: list[Request] = []
+        for req_id in request_ids:
+            request = self.requests.get(req_id)
+            if request is not None and not request.is_finished():
+                done.append(request)
+        running = {r for r in done if r.status == RequestStatus.RUNNING}
+        if running:
+            self.running = [r for r in self.running if r not in running]
+        waiting = [r for r in done if r not in running]
+        if waiting:
+            self.waiting.remove_requests(waiting)
+            self.deferred_waiting.difference_update(waiting)
+        for request in done:
+            request.status = status
+            self.free_request(request)
+        return [r.request_id for r in done]
+
+    def free_request(self, request: Request) -> None:
+        self.kv_cache_manager.free(request)
+        self.finished_req_ids.add(request.request_id)
+        del self.requests[request.request_id]
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.running) or bool(self.waiting)
+
+    def has_requests(self) -> bool:
+        """Unfinished requests, or finished ids not yet reported in a plan (vLLM)."""
+        return bool(self.running) or bool(self.waiting) or bool(self.finished_req_ids)
+
+    def idle_output(self, step: int) -> SchedulerOutput:
+        """The plan of a step that scheduled nothing (async: schedule() was not called):
+        queues and KV use as they are at the step's start."""
+        return SchedulerOutput.make_empty(
+            step,
+            len(self.running),
+            len(self.waiting),
+            self.kv_cache_manager.block_pool.get_num_used_blocks(),
+        )
+
     # --------------------------------------------------------------- schedule
     def schedule(
         self,
@@ -63,18 +242,14 @@ class Scheduler(SchedulerBase):
         plan = StepPlan(0 if self.paused else self.max_num_scheduled_tokens)
         threshold = self._step_threshold()
         defer = self.cadence.defer(throttle_prefills, self.running)
-        self._schedule_running(plan, threshold, defer)
+        schedule_running(self, plan, threshold, defer)
         # Next, the WAITING requests, unless something was preempted this step.
         if self.paused:
             stop_reason: str | None = PAUSED
         elif plan.preempted:
             stop_reason = PREEMPTION_THIS_STEP
-        elif self.static_batching:
-            stop_reason = schedule_waiting_static(self, plan)
         else:
-            stop_reason = self._schedule_waiting_pass(plan, threshold, defer)
-            if not defer:
-                self.cadence.after_admission(len(self.waiting) - len(self.deferred_waiting))
+            stop_reason = self._schedule_waiting(plan, threshold, defer)
         assert plan.token_budget >= 0
         assert len(self.running) <= self.max_num_running_reqs
         total = sum(plan.num_scheduled_tokens.values())
@@ -82,10 +257,10 @@ class Scheduler(SchedulerBase):
 
         kv_used = self.kv_cache_manager.block_pool.get_num_used_blocks()
         preempted = plan.preempted
-        waiting_reasons = self._waiting_reasons(stop_reason)
-        waiting_detail = self._waiting_detail(stop_reason, plan) if waiting_reasons else {}
+        reasons = waiting_reasons(self.waiting, stop_reason)
+        waiting_detail = self._waiting_detail(stop_reason, plan) if reasons else {}
         # The plan above was built from the old num_computed_tokens; advance them now.
-        self._update_after_schedule(plan)
+        update_after_schedule(self, plan)
         output = SchedulerOutput(
             step=step,
             chunks=plan.make_chunks(self.requests, late_tokens),
@@ -93,25 +268,38 @@ class Scheduler(SchedulerBase):
             new_req_ids=tuple(r.request_id for r in plan.new_reqs),
             resumed_req_ids=tuple(r.request_id for r in plan.resumed_reqs),
             preempted_req_ids=tuple(r.request_id for r in preempted),
-            preempted_tokens_lost=tuple(self._tokens_lost.pop(r.request_id) for r in preempted),
+            preempted_tokens_lost=tuple(self.tokens_lost.pop(r.request_id) for r in preempted),
             finished_req_ids=tuple(self.finished_req_ids),
             num_running=len(self.running),
             num_waiting=len(self.waiting),
             kv_blocks_used=kv_used,
-            waiting_reasons=waiting_reasons,
+            waiting_reasons=reasons,
             waiting_detail=waiting_detail,
             sampling_params={
                 r.request_id: r.sampling_params for r in plan.new_reqs + plan.resumed_reqs
             },
             num_spec_tokens=sum(len(s) for s in plan.spec_token_ids.values()),
-            num_padding_tokens=(
-                sum(plan.padding.values()) + idle_rows(self) if self.static_batching else 0
-            ),
+            num_padding_tokens=self._num_padding_tokens(plan),
             prefix_cache_queries=plan.prefix_cache_queries,
             prefix_cache_hits=plan.prefix_cache_hits,
         )
         self.finished_req_ids = set()
         return output
+
+    def _schedule_waiting(self, plan: StepPlan, threshold: int, defer: bool) -> str | None:
+        """Hook: admit WAITING requests into the plan. Returns the gate that stopped the
+        scan (None: the queue was emptied)."""
+        skipped: list[Request] = []
+        stop = schedule_waiting(self, plan, threshold, defer, skipped)
+        for request in reversed(skipped):  # the first one skipped ends up in front
+            self.waiting.prepend_request(request)
+        if not defer:
+            self.cadence.after_admission(len(self.waiting) - len(self.deferred_waiting))
+        return stop
+
+    def _num_padding_tokens(self, plan: StepPlan) -> int:  # noqa: ARG002
+        """Hook: computed positions of the step that produce nothing."""
+        return 0
 
     def _step_threshold(self) -> int:
         """This step's long_prefill_token_threshold (0 = no cap)."""
@@ -126,189 +314,26 @@ class Scheduler(SchedulerBase):
             return max(threshold, self.max_num_scheduled_tokens // num_eligible)
         return threshold
 
-    def _schedule_running(self, plan: StepPlan, threshold: int, defer: bool) -> None:
-        """RUNNING requests first, in running order."""
-        kv = self.kv_cache_manager
-        max_model_len = self.max_model_len
-        num_scheduled_tokens = plan.num_scheduled_tokens
-        running = self.running
-        req_index = 0
-        while req_index < len(running) and plan.token_budget > 0:
-            request = running[req_index]
-            num_computed = request.num_computed_tokens
-            placeholders = request.num_output_placeholders
-            # NOTE (async): skip a request whose batches in flight already reach
-            # max_tokens even if every draft among them is rejected: no extra step.
-            if (
-                placeholders
-                and num_computed + 2 - placeholders
-                >= request.num_prompt_tokens + request.sampling_params.max_tokens
-            ) or (defer and request.is_prefill_chunk):
-                req_index += 1
-                continue
-            spec = request.spec_token_ids
-            num_new_tokens = len(request.token_ids) + len(spec) + placeholders - num_computed
-            if 0 < threshold < num_new_tokens:
-                num_new_tokens = threshold
-            if num_new_tokens > plan.token_budget:
-                num_new_tokens = plan.token_budget
-            # The input position never passes max_model_len (drafts included).
-            if num_new_tokens > max_model_len - 1 - num_computed:
-                num_new_tokens = max_model_len - 1 - num_computed
-            if num_new_tokens <= 0:
-                req_index += 1
-                continue
+    # --------------------------------------------------------- waiting detail
+    def _waiting_detail(self, stop_reason: str | None, plan: StepPlan) -> WaitingDetail:
+        """The numbers behind the step's gate (see engine.waiting)."""
+        reason = stop_reason or TOKEN_BUDGET
+        detail: WaitingDetail = {"gate": reason, "policy": self.policy.value}
+        detail.update(self._gate_detail(reason, plan))
+        if self.waiting:
+            detail["head"] = self.waiting.peek_request().request_id
+        return detail
 
-            new_blocks = kv.allocate_slots(request, num_new_tokens)
-            if new_blocks is None:
-                new_blocks, req_index = self._preempt_until_fits(
-                    plan, request, num_new_tokens, req_index
-                )
-                if new_blocks is None:
-                    if self.priority_continues:
-                        # 0.33: it preempted itself; the requests after it may still fit.
-                        continue
-                    break
-            plan.scheduled_running.append(request)
-            if request.is_prefill_chunk:
-                plan.prefill_scheduled = True
-            req_id = request.request_id
-            num_scheduled_tokens[req_id] = num_new_tokens
-            if new_blocks:
-                plan.new_blocks_of[req_id] = [b.block_id for b in new_blocks]
-            plan.computed_before[req_id] = num_computed
-            plan.token_budget -= num_new_tokens
-            req_index += 1
-            if spec:
-                num_spec = num_new_tokens + num_computed - len(request.token_ids) - placeholders
-                if num_spec > 0:
-                    plan.spec_token_ids[req_id] = spec[:num_spec]
-                # New drafts arrive in update_draft_token_ids() before the next step.
-                request.spec_token_ids = []
+    def _gate_detail(self, reason: str, plan: StepPlan) -> WaitingDetail:
+        """Hook: the numbers of one gate."""
+        return gate_detail(self, reason, plan)
 
-    def _schedule_waiting_pass(self, plan: StepPlan, threshold: int, defer: bool) -> str | None:
-        """The waiting scan; requests it skipped go back to the front afterwards."""
-        skipped: list[Request] = []
-        stop = schedule_waiting(self, plan, threshold, defer, skipped)
-        for request in reversed(skipped):  # the first one skipped ends up in front
-            self.waiting.prepend_request(request)
-        return stop
-
-    def _update_after_schedule(self, plan: StepPlan) -> None:
-        # NOTE: progress advances when the plan is made, before the forward pass, so a
-        # prefill can be scheduled again at once; rejected drafts are rolled back later.
-        requests = self.requests
-        async_scheduling = self.async_scheduling
-        track_in_flight = self.track_in_flight
-        spec = plan.spec_token_ids
-        for req_id, n in plan.num_scheduled_tokens.items():
-            request = requests[req_id]
-            request.num_computed_tokens += n
-            if track_in_flight:
-                request.num_in_flight_tokens += n
-            request.is_prefill_chunk = is_chunk = request.num_computed_tokens < (
-                len(request.token_ids) + request.num_output_placeholders
-            )
-            if async_scheduling and not is_chunk:
-                # The batch will produce one token (plus accepted drafts) per request.
-                request.num_output_placeholders += 1 + len(spec.get(req_id, ()))
-
-    # ------------------------------------------------------------ update
+    # ------------------------------------------------------------------ update
     def update_from_output(
         self, output: SchedulerOutput, runner_output: ModelRunnerOutput
     ) -> UpdateResult:
         """Append sampled tokens (verifying drafts) and apply stops."""
-        result = UpdateResult([], [], {}, {}, [])
-        stopped_running: set[Request] = set()
-        stopped_waiting: list[Request] = []
-        requests = self.requests
-        sampled_token_ids = runner_output.sampled_token_ids
-        async_scheduling = self.async_scheduling
-        track_in_flight = self.track_in_flight
-        cache_after_output = self.cache_after_output
-        for chunk in output.chunks:
-            req_id = chunk.req_id
-            request = requests.get(req_id)
-            stale = False
-            if track_in_flight and request is not None:
-                request.num_in_flight_tokens -= chunk.num_tokens
-                if request.num_stale_output_tokens > 0:
-                    # 0.27+: the batch was in flight when the request was preempted.
-                    stale = True
-                    request.num_stale_output_tokens -= chunk.num_tokens
-            generated = sampled_token_ids.get(req_id)
-            if not generated:
-                continue
-            if request is None or request.is_finished():
-                # Finished (aborted) while the batch was in flight.
-                continue
-            if chunk.spec_token_ids:
-                self._apply_verification(
-                    request, len(chunk.spec_token_ids), generated, result, rollback=not stale
-                )
-            status_before = request.status
-            num_appended, stopped = self._append_output(request, generated)
-            if stopped and self.stop_rolls_back and not stale:
-                # 0.33: positions past the stop were never really computed.
-                request.num_computed_tokens -= len(generated) - num_appended
-            if async_scheduling and not stale:
-                request.num_output_placeholders -= num_appended
-                assert request.num_output_placeholders >= 0
-            # Cache the blocks the output completed; not for a request preempted while
-            # its batch was in flight (its blocks are gone).
-            if cache_after_output and status_before == RequestStatus.RUNNING and not stale:
-                in_flight = (
-                    request.num_in_flight_tokens
-                    if track_in_flight
-                    else request.num_output_placeholders
-                )
-                self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens - in_flight)
-            result.sampled_req_ids.append(req_id)
-            result.appended_tokens[req_id] = num_appended
-            result.drafted.append(request)
-            if stopped:
-                result.finished.append(request)
-                self._free_request(request)
-                if status_before == RequestStatus.RUNNING:
-                    stopped_running.add(request)
-                else:
-                    stopped_waiting.append(request)
-                    self.deferred_waiting.discard(request)
-        if stopped_running:
-            self.running = [r for r in self.running if r not in stopped_running]
-        if stopped_waiting:
-            self.waiting.remove_requests(stopped_waiting)
-        return result
-
-    @staticmethod
-    def _apply_verification(
-        request: Request,
-        num_draft: int,
-        generated: Sequence[int],
-        result: UpdateResult,
-        rollback: bool = True,
-    ) -> None:
-        """Rejected drafts were counted as computed: roll them back (not for stale output:
-        its counts predate the preemption's reset)."""
-        num_accepted = len(generated) - 1
-        num_rejected = num_draft - num_accepted
-        if rollback and request.num_computed_tokens > 0:
-            request.num_computed_tokens -= num_rejected
-        if rollback and request.num_output_placeholders > 0:
-            request.num_output_placeholders -= num_rejected
-        request.num_draft_tokens += num_draft
-        request.num_accepted_tokens += num_accepted
-        result.accepted_tokens[request.request_id] = num_accepted
-
-    def _append_output(self, request: Request, generated: Sequence[int]) -> tuple[int, bool]:
-        """Append tokens one by one; tokens past a stop are trimmed. Returns (appended,
-        stopped)."""
-        max_model_len = self.max_model_len
-        for num, token_id in enumerate(generated, 1):
-            request.append_output_token_id(token_id)
-            if check_stop(request, token_id, max_model_len):
-                return num, True
-        return len(generated), False
+        return apply_output(self, output, runner_output)
 
     def update_draft_token_ids(
         self, req_ids: Iterable[str], draft_token_ids: Iterable[list[int]]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from engine.block_pool import KVCacheBlock
 from engine.outputs import PAD_DRAFT
 from engine.request import Request, RequestStatus
-from engine.scheduler_base import (
+from engine.waiting_reasons import (
     KV_BLOCKS,
     KV_WATERMARK,
     MAX_NUM_ACTIVE_SEQS,
@@ -101,19 +101,7 @@ def schedule_waiting(
             num_tokens = num_computed + num_new_tokens
             return _kv_gate(sched, plan, request, num_tokens, hit_blocks, False, watermark)
 
-        waiting.pop_request()
-        if sched.deferred_waiting:
-            sched.deferred_waiting.discard(request)
-        sched.running.append(request)
-        if request.status == RequestStatus.PREEMPTED:
-            plan.resumed_reqs.append(request)
-        else:
-            plan.new_reqs.append(request)
-        req_id = request.request_id
-        plan.num_scheduled_tokens[req_id] = num_new_tokens
-        plan.new_blocks_of[req_id] = kv.get_block_ids(req_id)
-        plan.computed_before[req_id] = num_computed
-        plan.prefix_hits[req_id] = num_hit_tokens
+        admit(sched, plan, num_new_tokens, num_computed, num_hit_tokens)
         plan.token_budget -= num_new_tokens
         if looked_up and caching and at_admission and not request.num_preemptions:
             # 0.27+: only admitted requests count.
@@ -122,12 +110,34 @@ def schedule_waiting(
         if num_computed < request.num_tokens - 1:
             plan.prefill_admitted = True
         if padded:
-            plan.spec_token_ids[req_id] = [PAD_DRAFT] * sched.num_spec_tokens
-        request.status = RequestStatus.RUNNING
-        request.num_computed_tokens = num_computed
-        if request.num_cached_tokens < 0:
-            request.num_cached_tokens = num_computed
+            plan.spec_token_ids[request.request_id] = [PAD_DRAFT] * sched.num_spec_tokens
     return None
+
+
+def admit(
+    sched: Scheduler, plan: StepPlan, num_new_tokens: int, num_computed: int, num_hit: int
+) -> Request:
+    """Move the head of WAITING to RUNNING with its slots allocated: `num_computed` tokens
+    done (`num_hit` of them prefix-cache hits), `num_new_tokens` scheduled this step.
+    The caller charges the token budget."""
+    request = sched.waiting.pop_request()
+    if sched.deferred_waiting:
+        sched.deferred_waiting.discard(request)
+    sched.running.append(request)
+    if request.status == RequestStatus.PREEMPTED:
+        plan.resumed_reqs.append(request)
+    else:
+        plan.new_reqs.append(request)
+    req_id = request.request_id
+    plan.num_scheduled_tokens[req_id] = num_new_tokens
+    plan.new_blocks_of[req_id] = sched.kv_cache_manager.get_block_ids(req_id)
+    plan.computed_before[req_id] = num_computed
+    plan.prefix_hits[req_id] = num_hit
+    request.status = RequestStatus.RUNNING
+    request.num_computed_tokens = num_computed
+    if request.num_cached_tokens < 0:
+        request.num_cached_tokens = num_computed
+    return request
 
 
 def _kv_gate(

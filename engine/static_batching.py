@@ -6,78 +6,81 @@ computed work that produces nothing), and a member that finishes early keeps its
 each later step of the batch computes one wasted token for it until the longest member
 is done. The budget, seq slots and KV blocks gate admission as in continuous batching,
 with the padded prompt tokens counted against the budget.
+
+`StaticBatchingScheduler` is the Scheduler with three hooks overridden: the waiting scan,
+the padding count and the detail of its own gate (`static_batch`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import ClassVar
 
-from engine.request import RequestStatus
-from engine.scheduler_base import KV_BLOCKS, MAX_NUM_SEQS, STATIC_BATCH, TOKEN_BUDGET
-
-if TYPE_CHECKING:
-    from engine.scheduler import Scheduler
-    from engine.scheduler_plan import StepPlan
-
-
-def schedule_waiting_static(sched: Scheduler, plan: StepPlan) -> str | None:
-    """Admit the next static batch if the previous one is done. Returns the gate."""
-    batch = sched.static_batch
-    if sched.running:
-        # Only members of the live batch run in static mode.
-        return STATIC_BATCH if sched.waiting else None
-    batch.clear()
-    kv = sched.kv_cache_manager
-    waiting = sched.waiting
-    longest = 0
-    admitted: list[tuple[str, int]] = []
-    stop: str | None = None
-    while waiting:
-        if len(sched.running) == sched.max_num_running_reqs:
-            stop = MAX_NUM_SEQS
-            break
-        request = waiting.peek_request()
-        hit_blocks, num_hit = kv.get_computed_blocks(request)
-        if request.num_computed_tokens:
-            hit_blocks, num_hit = [], 0
-        num_computed = request.num_computed_tokens + num_hit
-        num_new = request.num_tokens - num_computed
-        padded = max(longest, num_new)
-        if padded * (len(admitted) + 1) > sched.max_num_scheduled_tokens:
-            stop = TOKEN_BUDGET
-            break
-        if not kv.can_fit_full_sequence(request, hit_blocks):
-            stop = KV_BLOCKS
-            break
-        if kv.allocate_slots(request, num_new, num_hit, hit_blocks) is None:
-            stop = KV_BLOCKS
-            break
-        waiting.pop_request()
-        sched.running.append(request)
-        req_id = request.request_id
-        if request.status == RequestStatus.PREEMPTED:
-            plan.resumed_reqs.append(request)
-        else:
-            plan.new_reqs.append(request)
-        plan.num_scheduled_tokens[req_id] = num_new
-        plan.new_blocks_of[req_id] = kv.get_block_ids(req_id)
-        plan.computed_before[req_id] = num_computed
-        plan.prefix_hits[req_id] = num_hit
-        request.status = RequestStatus.RUNNING
-        request.num_computed_tokens = num_computed
-        if request.num_cached_tokens < 0:
-            request.num_cached_tokens = num_computed
-        longest = padded
-        admitted.append((req_id, num_new))
-        batch.append(req_id)
-    plan.padding = {req_id: longest - n for req_id, n in admitted if longest > n}
-    plan.token_budget = sched.max_num_scheduled_tokens - longest * len(admitted)
-    return stop
+from engine.config import BatchingMode, EngineConfig
+from engine.scheduler import Scheduler
+from engine.scheduler_plan import StepPlan
+from engine.scheduler_waiting import admit
+from engine.waiting import WaitingDetail
+from engine.waiting_reasons import KV_BLOCKS, MAX_NUM_SEQS, STATIC_BATCH, TOKEN_BUDGET
 
 
-def idle_rows(sched: Scheduler) -> int:
-    """Rows of the live static batch whose request already finished (wasted decode)."""
-    batch = sched.static_batch
-    if not batch or not sched.running:
-        return 0
-    return sum(1 for req_id in batch if req_id not in sched.requests)
+class StaticBatchingScheduler(Scheduler):
+    batching: ClassVar[BatchingMode] = BatchingMode.STATIC
+
+    def __init__(self, config: EngineConfig) -> None:
+        super().__init__(config)
+        self.static_batch: list[str] = []
+        """The request ids of the batch admitted last."""
+
+    def _schedule_waiting(self, plan: StepPlan, threshold: int, defer: bool) -> str | None:  # noqa: ARG002
+        """Admit the next static batch if the previous one is done. Returns the gate."""
+        if self.running:
+            # Only members of the live batch run in static mode.
+            return STATIC_BATCH if self.waiting else None
+        batch = self.static_batch
+        batch.clear()
+        kv = self.kv_cache_manager
+        waiting = self.waiting
+        longest = 0
+        admitted: list[tuple[str, int]] = []
+        stop: str | None = None
+        while waiting:
+            if len(self.running) == self.max_num_running_reqs:
+                stop = MAX_NUM_SEQS
+                break
+            request = waiting.peek_request()
+            hit_blocks, num_hit = kv.get_computed_blocks(request)
+            if request.num_computed_tokens:
+                hit_blocks, num_hit = [], 0
+            num_computed = request.num_computed_tokens + num_hit
+            num_new = request.num_tokens - num_computed
+            padded = max(longest, num_new)
+            if padded * (len(admitted) + 1) > self.max_num_scheduled_tokens:
+                stop = TOKEN_BUDGET
+                break
+            if not kv.can_fit_full_sequence(request, hit_blocks):
+                stop = KV_BLOCKS
+                break
+            if kv.allocate_slots(request, num_new, num_hit, hit_blocks) is None:
+                stop = KV_BLOCKS
+                break
+            admit(self, plan, num_new, num_computed, num_hit)
+            longest = padded
+            admitted.append((request.request_id, num_new))
+            batch.append(request.request_id)
+        plan.padding = {req_id: longest - n for req_id, n in admitted if longest > n}
+        plan.token_budget = self.max_num_scheduled_tokens - longest * len(admitted)
+        return stop
+
+    def _num_padding_tokens(self, plan: StepPlan) -> int:
+        """Prompt padding, plus the rows of members that already finished (each computes
+        one wasted token per step until the batch is done)."""
+        idle_rows = 0
+        if self.static_batch and self.running:
+            requests = self.requests
+            idle_rows = sum(1 for req_id in self.static_batch if req_id not in requests)
+        return sum(plan.padding.values()) + idle_rows
+
+    def _gate_detail(self, reason: str, plan: StepPlan) -> WaitingDetail:
+        if reason == STATIC_BATCH:
+            return {"batch_size": len(self.static_batch)}
+        return super()._gate_detail(reason, plan)

@@ -47,9 +47,9 @@ log = logging.getLogger("batchscope.engine")
 
 SEND_INTERVAL_S = 0.01
 STATS_INTERVAL_S = 0.25
-WINDOW_FRAMES = 32
+WINDOW_FRAMES = 16
 """Frames on the link that the dashboard has not acknowledged yet, at most."""
-BACKLOG_FRAMES = 64
+BACKLOG_FRAMES = 16
 """Converted frames a flat-out simulation lets wait for the link before it waits too."""
 MAX_OUTBOX = 50_000
 ACK_POLL_S = 0.002

@@ -43,8 +43,8 @@ SILENT_AFTER_S = 5.0
 """An engine process silent this long (it reports every second) is unhealthy: hung."""
 INTAKE_SHARE = 0.4
 INTAKE_WINDOW_S = 0.05
-ACK_EVERY = 8
-"""Frames folded between acks (the engine keeps at most a window of 32 unacknowledged)."""
+ACK_EVERY = 4
+"""Frames folded between acks (the engine keeps at most a window of 16 unacknowledged)."""
 ACK_IDLE_S = 0.01
 """A frame folded but not yet acknowledged is acknowledged this soon anyway."""
 FRAME_TYPES = ("iteration", "request", "config", "session")
@@ -60,6 +60,8 @@ class LocalEngine:
         self.workload: dict[str, Any] | None = None
         self.link: Link | None = None
         self._ready = asyncio.Event()
+        self._wake = asyncio.Event()
+        """Set when a command is sent: frame intake stops resting (its reply is coming)."""
         self._taken = 0
         """The newest seq of the live session's frames taken in (folded or refused)."""
         self._acked: tuple[str | None, int] = (None, 0)
@@ -149,13 +151,25 @@ class LocalEngine:
                     await self._ack(link)
                 # A buffered line is returned without yielding: let the web have its turn,
                 # and keep intake to its share of the loop (viewers and pages get the rest;
-                # the engine process holds or drops what waits, see engine_host).
-                await asyncio.sleep(duty.used(time.perf_counter() - started))
+                # the engine process holds or drops what waits, see engine_host). Not while
+                # a command waits: its reply is behind at most a window of frames, taken in
+                # at once, and a command sent during a rest ends the rest.
+                rest = duty.used(time.perf_counter() - started)
+                if rest > 0 and not self._replies.pending:
+                    await self._rest(rest)
+                else:
+                    await asyncio.sleep(0)
         except LinkClosed:
             pass
         finally:
             acks.cancel()
             self._disconnected(link)
+
+    async def _rest(self, seconds: float) -> None:
+        """Leave the loop to the web for `seconds`, or until a command is sent."""
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
 
     def _unacked(self) -> int:
         session, seq = self._acked
@@ -239,6 +253,7 @@ class LocalEngine:
         link = self.link
         if link is None:
             raise NodeUnavailable("the local engine process is not running")
+        self._wake.set()
         try:
             return await self._replies.call(link, kind, args, COMMAND_TIMEOUT_S)
         except LinkClosed:

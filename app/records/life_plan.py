@@ -7,7 +7,7 @@ sampled) and steps it waited. A frame of a busy step holds every waiting request
 reason, so reading the frames of a long wait is most of the cost; but the engine gives
 every waiting request the same reason, the step's gate (`waiting_detail.gate`), except
 under a gate of the queue's head alone (kv_blocks, no_chunking_fit), where the others wait
-`policy_order` (engine.scheduler_base._waiting_reasons). So the small per-step numbers
+`policy_order` (engine.waiting_reasons.waiting_reasons). So the small per-step numbers
 (step_waits) give the reasons; the first step of each wait is read from its frame to check
 that the producer follows that rule, and a wait is read from frames when it does not.
 """

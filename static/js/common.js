@@ -49,7 +49,7 @@
     }
     let resp;
     try { resp = await fetch(path, init); } catch (e) {
-      throw new Error("the server did not answer (is it still running?)");
+      throw new Error("the server did not answer (is it still running?)", { cause: e });
     }
     const text = await resp.text();
     if (!resp.ok) throw new Error(BS.errorText(resp.status, text));

@@ -7,7 +7,6 @@
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
-  const PCTS = ["p50", "p95", "p99"];
 
   const key = (v) => JSON.stringify(v);
   const label = (v) => (typeof v === "string" ? v : JSON.stringify(v));

@@ -14,6 +14,7 @@ from engine.request import Request, RequestStatus, SamplingParams
 from engine.runner.sim import SimRunner
 from engine.scenario import load_scenario
 from engine.scheduler import Scheduler
+from engine.schedulers import create_scheduler
 
 _runner = SimRunner()
 
@@ -64,7 +65,7 @@ def make_config(
 
 
 def make_scheduler(**kwargs: object) -> Scheduler:
-    return Scheduler(make_config(**kwargs))  # type: ignore[arg-type]
+    return create_scheduler(make_config(**kwargs))  # type: ignore[arg-type]
 
 
 _arrivals = [0]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.request import RequestStatus
-from engine.scheduler import PREEMPTION_THIS_STEP
+from engine.waiting_reasons import PREEMPTION_THIS_STEP
 from tests.engine.helpers import check_invariants, make_request, make_scheduler, scheduled, step
 
 # 3 usable blocks of 4 tokens. Y (prompt 2) and X (prompt 8) fill all three at step 0.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.config import ConfigError
-from engine.scheduler import KV_BLOCKS, MAX_NUM_SEQS, NO_CHUNKING_FIT, POLICY_ORDER
+from engine.waiting_reasons import KV_BLOCKS, MAX_NUM_SEQS, NO_CHUNKING_FIT, POLICY_ORDER
 from tests.engine.helpers import (
     check_invariants,
     make_config,

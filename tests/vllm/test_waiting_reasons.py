@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from batchscope_vllm import waiting as adapter
-from engine import scheduler_base
+from engine import waiting_reasons
 from engine.events import IterationEvent, ListSink
 from engine.scenario import parse_scenario
 from engine.simulate import run_scenario
@@ -35,8 +35,8 @@ CODES = {getattr(adapter, c) for c in SHARED} | set(VLLM_ONLY)
 
 def test_the_adapter_speaks_our_engines_codes() -> None:
     for name in SHARED:
-        assert getattr(adapter, name) == getattr(scheduler_base, name)
-    ours = {v for k, v in vars(scheduler_base).items() if k.isupper() and isinstance(v, str)}
+        assert getattr(adapter, name) == getattr(waiting_reasons, name)
+    ours = {v for k, v in vars(waiting_reasons).items() if k.isupper() and isinstance(v, str)}
     assert not set(VLLM_ONLY) & ours  # a gate only vLLM has gets a code of its own
 
 

@@ -17,7 +17,8 @@ def test_a_long_rerun_never_freezes_the_server(tmp_path: object) -> None:
     upgrade(url)
     with server_process(url, realtime="false") as server, server.client(token=True) as c:
         c.post("/api/requests", json={"prompt_len": 40, "max_tokens": 1000, "count": 256})
-        deadline = time.monotonic() + 60
+        # Setup, not a speed test: a loaded 2-core box folds ~150-300 steps/s flat out.
+        deadline = time.monotonic() + 300
         while httpx.get(server.url + "/api/state").json()["step"] < 15_000:
             assert time.monotonic() < deadline
             time.sleep(0.2)

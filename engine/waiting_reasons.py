@@ -1,0 +1,92 @@
+"""Why a waiting request was not admitted this step: the reason codes (the first gate that
+held the queue) and how a step's gate becomes each waiting request's reason.
+
+`gate_detail` gives the numbers behind a gate, read from the scheduler when it closed
+(a scheduler variant adds its own gates); `engine.waiting` words a code and its detail.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from engine.request_queue import RequestQueue
+from engine.waiting import WaitingDetail, token_budget_detail
+
+if TYPE_CHECKING:
+    from engine.scheduler import Scheduler
+    from engine.scheduler_plan import StepPlan
+
+from protocol.codes import (  # the codes are the protocol's (one definition)
+    KV_BLOCKS,
+    KV_WATERMARK,
+    MAX_NUM_ACTIVE_SEQS,
+    MAX_NUM_SEQS,
+    NO_CHUNKING_FIT,
+    PAUSED,
+    POLICY_ORDER,
+    PREEMPTION_THIS_STEP,
+    PREFILL_THROTTLED,
+    STATIC_BATCH,
+    TOKEN_BUDGET,
+)
+
+__all__ = [
+    "KV_BLOCKS",
+    "KV_WATERMARK",
+    "MAX_NUM_ACTIVE_SEQS",
+    "MAX_NUM_SEQS",
+    "NO_CHUNKING_FIT",
+    "PAUSED",
+    "POLICY_ORDER",
+    "PREEMPTION_THIS_STEP",
+    "PREFILL_THROTTLED",
+    "STATIC_BATCH",
+    "TOKEN_BUDGET",
+    "gate_detail",
+    "waiting_reasons",
+]
+
+HEAD_GATES = (KV_BLOCKS, KV_WATERMARK, NO_CHUNKING_FIT)
+"""Gates of the head request alone: the requests behind it wait in policy order."""
+
+
+def waiting_reasons(waiting: RequestQueue, gate: str | None) -> dict[str, str]:
+    """Each waiting request's reason, given the gate that stopped the scan (None: the
+    token budget, the gate of a scan that never ran out of requests)."""
+    if not waiting:
+        return {}
+    if gate in HEAD_GATES:
+        head = waiting.peek_request().request_id
+        return {r.request_id: (gate if r.request_id == head else POLICY_ORDER) for r in waiting}
+    reason = gate or TOKEN_BUDGET
+    return {r.request_id: reason for r in waiting}
+
+
+def gate_detail(sched: Scheduler, reason: str, plan: StepPlan) -> WaitingDetail:
+    """The numbers of a continuous-batching gate, computed when it closed."""
+    if reason == TOKEN_BUDGET:
+        spec = plan.spec_token_ids
+        num_scheduled = plan.num_scheduled_tokens
+        decodes = {
+            r.request_id
+            for r in plan.scheduled_running
+            if num_scheduled[r.request_id] == 1 + len(spec.get(r.request_id, ()))
+        }
+        detail = token_budget_detail(
+            sched.max_num_scheduled_tokens, plan.token_budget, num_scheduled, decodes
+        )
+        detail.update(plan.wait_detail)  # a padded decode that did not fit (0.25+)
+        return detail
+    if reason == MAX_NUM_SEQS:
+        return {"max_num_seqs": sched.max_num_running_reqs, "num_running": len(sched.running)}
+    if reason == MAX_NUM_ACTIVE_SEQS:
+        return {
+            "max_num_active_seqs": sched.max_num_active_reqs,
+            "max_num_seqs": sched.max_num_running_reqs,
+            "num_running": len(sched.running),
+        }
+    if reason == PREEMPTION_THIS_STEP:
+        return {"num_preempted": len(plan.preempted)}
+    if reason in (KV_BLOCKS, KV_WATERMARK, NO_CHUNKING_FIT, PREFILL_THROTTLED):
+        return dict(plan.wait_detail)
+    return {}
