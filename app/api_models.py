@@ -47,6 +47,18 @@ class LiveKnobs(_Body):
     enable_chunked_prefill: bool | None = None
     scheduler_reserve_full_isl: bool | None = None
     policy: Literal["fcfs", "priority"] | None = None
+    max_num_active_seqs: int | None = Field(
+        None, ge=0, description="admission cap below max_num_seqs (0: off; vLLM >= 0.31)"
+    )
+    watermark: float | None = Field(
+        None, ge=0.0, lt=1.0, description="share of the KV pool kept free (vLLM >= 0.24)"
+    )
+    prefill_schedule_interval: int | None = Field(
+        None, ge=1, description="prefill once every N steps while decoding (vLLM 0.33)"
+    )
+    long_prefill_token_threshold_adaptive: bool | None = Field(
+        None, description="floor the threshold at budget // requests (vLLM >= 0.31)"
+    )
 
 
 class RerunBody(LiveKnobs):
@@ -83,6 +95,18 @@ class NewSessionBody(_Body):
     batching: Literal["continuous", "static"] | None = None
     vllm_version: Literal["0.20", "0.33"] | None = Field(
         None, description="the vLLM release whose scheduling the session follows"
+    )
+    max_num_active_seqs: int | None = Field(
+        None, ge=0, description="admission cap below max_num_seqs (0: off; vLLM >= 0.31)"
+    )
+    watermark: float | None = Field(
+        None, ge=0.0, lt=1.0, description="share of the KV pool kept free (vLLM >= 0.24)"
+    )
+    prefill_schedule_interval: int | None = Field(
+        None, ge=1, description="prefill once every N steps while decoding (vLLM 0.33)"
+    )
+    long_prefill_token_threshold_adaptive: bool | None = Field(
+        None, description="floor the threshold at budget // requests (vLLM >= 0.31)"
     )
 
 
