@@ -25,6 +25,7 @@ from engine.events import (
 )
 from engine.iteration import StepInputs, StepTiming, build_iteration_event, no_update
 from engine.outputs import SchedulerOutput, UpdateResult
+from engine.releases import ReleaseFeatures
 from engine.request import Request, RequestStatus, SamplingParams
 from engine.runner.base import ModelRunner
 from engine.scheduler import Scheduler
@@ -39,8 +40,9 @@ class Engine:
         runner: ModelRunner,
         sink: EventSink | None = None,
         clock: Clock = time.perf_counter,
+        features: ReleaseFeatures | None = None,
     ) -> None:
-        self.scheduler = Scheduler(config)
+        self.scheduler = Scheduler(config, features)
         self.runner = runner
         self.sink: EventSink = sink or NullSink()
         self.clock = clock

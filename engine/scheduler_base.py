@@ -11,7 +11,7 @@ from engine.config import BatchingMode, ConfigError, EngineConfig, SchedulingPol
 from engine.kv_cache_manager import KVCacheManager, cdiv
 from engine.outputs import SchedulerOutput
 from engine.prefill_cadence import PrefillCadence
-from engine.releases import release_features
+from engine.releases import ReleaseFeatures, release_features
 from engine.request import Request, RequestStatus
 from engine.request_queue import RequestQueue, create_request_queue
 from engine.scheduler_plan import StepPlan
@@ -33,10 +33,12 @@ PREFILL_THROTTLED = "prefill_throttled"
 
 
 class SchedulerBase:
-    def __init__(self, config: EngineConfig) -> None:
+    def __init__(self, config: EngineConfig, features: ReleaseFeatures | None = None) -> None:
         config.validate()
-        self.features = features = release_features(config.vllm_version)
-        """The release's behaviour changes as booleans, computed once (engine.releases)."""
+        self.features = features = features or release_features(config.vllm_version)
+        """The release's behaviour changes as booleans, computed once (engine.releases);
+        `features` given: a release with some changes reverted (which change explains a
+        difference between two releases, app.records.first_difference)."""
         self.kv_cache_manager = KVCacheManager(
             num_gpu_blocks=config.cache.num_gpu_blocks,
             block_size=config.cache.block_size,
