@@ -34,7 +34,7 @@
       view.x0 = -0.5;
       view.x1 = lastStep + 1.5;
       if (diffStep !== null) {
-        model.markers.push({ step: diffStep, label: "first difference · step " + diffStep });
+        model.markers.push({ step: diffStep, label: "≠ " + diffStep });
         el.dataset.diffStep = String(diffStep);
       }
       view.draw();
