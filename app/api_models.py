@@ -338,6 +338,7 @@ class FirstDifference(BaseModel):
     b: dict[str, Any]
     step: int | None = Field(description="the first step whose plans differ; null: none")
     fields: list[str] = Field(description="what differs at that step")
+    compared: int = Field(description="steps found alike before it (the walk stops at 200,000)")
     rows: dict[str, list[dict[str, Any]]] = Field(description="each side's steps around it")
     changes: list[dict[str, Any]] = Field(
         description="release changes between the two (engine.releases CHANGES), each with "

@@ -38,6 +38,8 @@ CONTEXT = 3
 EXPLAIN_MAX_STEPS = 5000
 """Attribution re-runs the trace up to the first difference once per change: only when
 that difference comes within this many steps."""
+WALK_MAX_STEPS = 200_000
+"""Steps compared at most (a page view walks both recordings from their start)."""
 DECISIVE = ("decision", "loop")
 """Kinds of change that can move a plan (stats, knobs at their defaults and validation
 cannot)."""
@@ -88,6 +90,8 @@ class Walk:
     rows: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"a": [], "b": []})
     before: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
     """Signatures of the equal steps before `step` (kept only up to EXPLAIN_MAX_STEPS)."""
+    compared: int = 0
+    """Steps found equal (WALK_MAX_STEPS at most: then the walk stopped there)."""
 
 
 def walk(steps_a: Iterable[dict[str, Any]], steps_b: Iterable[dict[str, Any]]) -> Walk:
@@ -98,6 +102,9 @@ def walk(steps_a: Iterable[dict[str, Any]], steps_b: Iterable[dict[str, Any]]) -
         sa = signature(da) if da is not None else None
         sb = signature(db) if db is not None else None
         if sa is not None and sa == sb:
+            out.compared += 1
+            if out.compared >= WALK_MAX_STEPS:
+                return out
             recent.append((da, db))
             if len(out.before) < EXPLAIN_MAX_STEPS:
                 out.before.append((sa, sb))
@@ -227,6 +234,7 @@ def first_difference(
         "b": {"session": b, "name": meta_b["name"], "vllm_version": rel_b},
         "step": walked.step,
         "fields": walked.fields,
+        "compared": walked.compared,
         "rows": walked.rows,
         "changes": changes,
         "explained_by": [c["flag"] for c in changes if c["explains"]],

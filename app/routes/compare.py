@@ -24,7 +24,7 @@ from app.api_models import (
 from app.deps import Control, DbDep, HubDep, RecorderDep, View, json_or_form, not_found_page
 from app.nodes.scenarios import load_named_scenario
 from app.records.compare import compare_sessions
-from app.records.first_difference import first_difference
+from app.records.first_difference import WALK_MAX_STEPS, first_difference
 from app.records.release_pair import PairError, scenario_pair, session_pair
 from app.records.rerun_process import RerunFailed
 from app.templating import templates
@@ -166,5 +166,6 @@ async def compare_page(request: Request, db: DbDep, a: str = "", b: str = "") ->
             "config_diffs": sum(1 for c in configs if c["differs"]),
             "api_query": "?a=" + quote(a, safe="") + "&b=" + quote(b, safe=""),
             "fd": difference,
+            "walk_limit": WALK_MAX_STEPS,
         },
     )
