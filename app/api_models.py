@@ -47,6 +47,18 @@ class LiveKnobs(_Body):
     enable_chunked_prefill: bool | None = None
     scheduler_reserve_full_isl: bool | None = None
     policy: Literal["fcfs", "priority"] | None = None
+    max_num_active_seqs: int | None = Field(
+        None, ge=0, description="admission cap below max_num_seqs (0: off; vLLM >= 0.31)"
+    )
+    watermark: float | None = Field(
+        None, ge=0.0, lt=1.0, description="share of the KV pool kept free (vLLM >= 0.24)"
+    )
+    prefill_schedule_interval: int | None = Field(
+        None, ge=1, description="prefill once every N steps while decoding (vLLM 0.33)"
+    )
+    long_prefill_token_threshold_adaptive: bool | None = Field(
+        None, description="floor the threshold at budget // requests (vLLM >= 0.31)"
+    )
 
 
 class RerunBody(LiveKnobs):
@@ -83,6 +95,18 @@ class NewSessionBody(_Body):
     batching: Literal["continuous", "static"] | None = None
     vllm_version: Literal["0.20", "0.33"] | None = Field(
         None, description="the vLLM release whose scheduling the session follows"
+    )
+    max_num_active_seqs: int | None = Field(
+        None, ge=0, description="admission cap below max_num_seqs (0: off; vLLM >= 0.31)"
+    )
+    watermark: float | None = Field(
+        None, ge=0.0, lt=1.0, description="share of the KV pool kept free (vLLM >= 0.24)"
+    )
+    prefill_schedule_interval: int | None = Field(
+        None, ge=1, description="prefill once every N steps while decoding (vLLM 0.33)"
+    )
+    long_prefill_token_threshold_adaptive: bool | None = Field(
+        None, description="floor the threshold at budget // requests (vLLM >= 0.31)"
     )
 
 
@@ -309,6 +333,38 @@ class Comparison(BaseModel):
     diff: dict[str, Any] = Field(description="B - A of every number")
 
 
+class ReleasePairBody(_Body):
+    """One trace under two vLLM releases: a recording's arrivals re-run, or a shipped
+    scenario run, once per release (sim runner), recorded as two sessions to compare."""
+
+    session: str | None = Field(None, max_length=128, description="a recording to re-run")
+    scenario: str | None = Field(None, max_length=100, description="a shipped scenario")
+    a: Literal["0.20", "0.33"] = Field("0.20", description="the release on the left")
+    b: Literal["0.20", "0.33"] = Field("0.33", description="the release on the right")
+
+
+class ReleasePair(BaseModel):
+    a: str = Field(description="the session run as release a")
+    b: str = Field(description="the session run as release b")
+    href: str = Field(description="the compare page of the two")
+    message: str
+
+
+class FirstDifference(BaseModel):
+    a: dict[str, Any] = Field(description="session, name, vllm_version")
+    b: dict[str, Any]
+    step: int | None = Field(description="the first step whose plans differ; null: none")
+    fields: list[str] = Field(description="what differs at that step")
+    compared: int = Field(description="steps found alike before it (the walk stops at 200,000)")
+    rows: dict[str, list[dict[str, Any]]] = Field(description="each side's steps around it")
+    changes: list[dict[str, Any]] = Field(
+        description="release changes between the two (engine.releases CHANGES), each with "
+        "`explains`: reverting it alone removes the difference at that step (null: not tried)"
+    )
+    explained_by: list[str]
+    explain_note: str = Field(description="why the changes were not tried, if they were not")
+
+
 class HealthCheck(BaseModel):
     ok: bool
     detail: str
@@ -359,4 +415,4 @@ class PointSession(BaseModel):
     href: str
 
 
-BODY_MODELS = (*BODY_MODELS, LabSweepBody)
+BODY_MODELS = (*BODY_MODELS, LabSweepBody, ReleasePairBody)

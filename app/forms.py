@@ -16,8 +16,16 @@ INT_KNOBS = (
     "max_num_seqs",
     "long_prefill_token_threshold",
     "kv_block_limit",
+    # knobs of later vLLM releases: the engine refuses them on a release without them
+    "max_num_active_seqs",
+    "prefill_schedule_interval",
 )
-BOOL_KNOBS = ("enable_chunked_prefill", "scheduler_reserve_full_isl")
+BOOL_KNOBS = (
+    "enable_chunked_prefill",
+    "scheduler_reserve_full_isl",
+    "long_prefill_token_threshold_adaptive",
+)
+FLOAT_KNOBS = ("watermark",)
 KNOB_MAX = 1 << 20
 
 
@@ -124,6 +132,9 @@ def parse_config_changes(data: dict[str, Any], rerun: bool = False) -> dict[str,
     for key in bool_knobs:
         if key in data:
             changes[key] = as_bool(data, key)
+    for key in FLOAT_KNOBS:
+        if key in data and not _blank(data[key]):
+            changes[key] = as_float(data, key, 0.0, 1.0, 0.0)
     if rerun and "vllm_version" in data and not _blank(data["vllm_version"]):
         changes["vllm_version"] = str(data["vllm_version"])
     if "policy" in data and not _blank(data["policy"]):
@@ -131,7 +142,7 @@ def parse_config_changes(data: dict[str, Any], rerun: bool = False) -> dict[str,
         if policy not in ("fcfs", "priority"):
             raise FormError("policy: must be fcfs or priority")
         changes["policy"] = policy
-    unknown = set(data) - set(int_knobs) - set(bool_knobs) - {"policy"}
+    unknown = set(data) - set(int_knobs) - set(bool_knobs) - set(FLOAT_KNOBS) - {"policy"}
     if rerun:
         unknown.discard("vllm_version")
     if unknown:

@@ -15,7 +15,7 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from app.resources import asset_path
-from engine.releases import SUPPORTED
+from engine.releases import KNOB_SINCE, SUPPORTED, version_key
 
 TEMPLATE_DIR = asset_path("templates")
 STATIC_DIR = asset_path("static")
@@ -100,6 +100,36 @@ def static_url(path: str) -> str:
     return f"/static/{path}?v={_asset_version(path)}"
 
 
+# Knobs that only later vLLM releases have: (name, input kind, what it does). The forms
+# show them only for a release that has them (engine.releases.KNOB_SINCE says since when).
+LATER_KNOBS: tuple[dict[str, str], ...] = tuple(
+    {"name": name, "kind": kind, "since": KNOB_SINCE[name], "title": title}
+    for name, kind, title in (
+        ("max_num_active_seqs", "int", "admission cap into RUNNING below max_num_seqs (0 = off)"),
+        ("watermark", "float", "share of the KV pool kept free when admitting (0 = off)"),
+        (
+            "prefill_schedule_interval",
+            "int",
+            "prefill only once every N steps while a decode runs (1 = every step)",
+        ),
+        (
+            "long_prefill_token_threshold_adaptive",
+            "bool",
+            "floor long_prefill_token_threshold at max_num_batched_tokens // requests",
+        ),
+    )
+)
+
+
+def release_has(knob: dict[str, str], release: object) -> bool:
+    """Whether the vLLM `release` ('0.33', '0.32.0', '' = the newest) has a later knob."""
+    text = str(release or SUPPORTED[-1]).strip().lstrip("v")
+    try:
+        return version_key(".".join(text.split(".")[:2])) >= version_key(knob["since"])
+    except ValueError:
+        return True
+
+
 def make_environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(str(TEMPLATE_DIR)),
@@ -117,6 +147,8 @@ def make_environment() -> Environment:
     env.filters["urlpart"] = lambda value: quote(str(value), safe="")
     env.globals["static_url"] = static_url
     env.globals["vllm_releases"] = SUPPORTED
+    env.globals["later_knobs"] = LATER_KNOBS
+    env.globals["release_has"] = release_has
     return env
 
 

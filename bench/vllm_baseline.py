@@ -1,4 +1,4 @@
-"""vLLM 0.20.0's own schedule() + update_from_output() per step with N running decodes,
+"""vLLM's own schedule() + update_from_output() per step with N running decodes,
 measured on this machine (run with the vLLM venv's python; prints JSON {N: median µs}).
 bench/scheduler_bench.py runs it so its ratios compare against a baseline of the same run.
 """

@@ -242,6 +242,21 @@ class EngineConfig:
 _ENUMS: dict[str, type[Enum]] = {"policy": SchedulingPolicy, "batching": BatchingMode}
 
 
+def knobs_to_reset(config: EngineConfig, version: str) -> dict[str, Any]:
+    """The later-release knobs `config` sets that vLLM `version` does not have, at the
+    value that means 'as before': what a new session on `version` that only carries the
+    old knobs over (does not ask for them) takes instead. {} for an unknown release."""
+    try:
+        version = normalize_version(version)
+    except ValueError:
+        return {}
+    return {
+        knob: default
+        for knob, default in LATER_KNOB_DEFAULTS.items()
+        if getattr(config.scheduler, knob) != default and not knob_available(knob, version)
+    }
+
+
 def _validate_release(sc: SchedulerConfig, version: str) -> None:
     """Knobs and combinations the chosen release does not have or refuses."""
     for knob, default in LATER_KNOB_DEFAULTS.items():

@@ -25,6 +25,7 @@ from engine.events import (
 )
 from engine.iteration import StepInputs, StepTiming, build_iteration_event, no_update
 from engine.outputs import SchedulerOutput, UpdateResult
+from engine.releases import ReleaseFeatures
 from engine.request import Request, RequestStatus, SamplingParams
 from engine.runner.base import ChecksTokenIds, Drafter, HasTokenizer, ModelRunner
 from engine.schedulers import create_scheduler
@@ -39,8 +40,9 @@ class Engine:
         runner: ModelRunner,
         sink: EventSink | None = None,
         clock: Clock = time.perf_counter,
+        features: ReleaseFeatures | None = None,
     ) -> None:
-        self.scheduler = create_scheduler(config)
+        self.scheduler = create_scheduler(config, features)
         self.runner = runner
         # The runner's optional capabilities (engine.runner.base), looked up once.
         self._id_checker = runner if isinstance(runner, ChecksTokenIds) else None

@@ -11,7 +11,7 @@ shows the same table.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import cache
 
 SUPPORTED: tuple[str, ...] = ("0.20", "0.33")
@@ -264,3 +264,15 @@ def knob_available(knob: str, version: str) -> bool:
     """Whether `knob` exists on `version` (knobs outside the table exist everywhere)."""
     since = KNOB_SINCE.get(knob)
     return since is None or version_key(since) <= version_key(normalize_version(version))
+
+
+def changes_between(a: str, b: str) -> list[Change]:
+    """The changes one of releases `a` and `b` has and the other lacks, in table order."""
+    fa, fb = release_features(a), release_features(b)
+    return [c for c in CHANGES if getattr(fa, c.flag) != getattr(fb, c.flag)]
+
+
+def features_reverting(version: str, flag: str, to: str) -> ReleaseFeatures:
+    """`version`'s features with one change (`flag`) as release `to` has it: which change
+    explains a difference between two releases is found by reverting each in turn."""
+    return replace(release_features(version), **{flag: getattr(release_features(to), flag)})

@@ -22,7 +22,7 @@ from engine.config import BatchingMode, ConfigError, EngineConfig, SchedulingPol
 from engine.kv_cache_manager import KVCacheManager, cdiv
 from engine.outputs import ModelRunnerOutput, SchedulerOutput, UpdateResult
 from engine.prefill_cadence import PrefillCadence
-from engine.releases import release_features
+from engine.releases import ReleaseFeatures, release_features
 from engine.request import Request, RequestStatus
 from engine.request_queue import RequestQueue, create_request_queue
 from engine.scheduler_plan import StepPlan
@@ -53,15 +53,17 @@ class Scheduler:
     batching: ClassVar[BatchingMode] = BatchingMode.CONTINUOUS
     """The `batching` mode this class runs (engine.schedulers picks the class)."""
 
-    def __init__(self, config: EngineConfig) -> None:
+    def __init__(self, config: EngineConfig, features: ReleaseFeatures | None = None) -> None:
         config.validate()
         if config.scheduler.batching is not self.batching:
             raise ValueError(
                 f"{type(self).__name__} runs {self.batching.value} batching, the config asks "
                 f"for {config.scheduler.batching.value} (use engine.schedulers.create_scheduler)"
             )
-        self.features = features = release_features(config.vllm_version)
-        """The release's behaviour changes as booleans, computed once (engine.releases)."""
+        self.features = features = features or release_features(config.vllm_version)
+        """The release's behaviour changes as booleans, computed once (engine.releases);
+        `features` given: a release with some changes reverted (which change explains a
+        difference between two releases, app.records.first_difference)."""
         self.kv_cache_manager = KVCacheManager(
             num_gpu_blocks=config.cache.num_gpu_blocks,
             block_size=config.cache.block_size,

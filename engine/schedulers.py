@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from engine.config import BatchingMode, EngineConfig
+from engine.releases import ReleaseFeatures
 from engine.scheduler import Scheduler
 from engine.static_batching import StaticBatchingScheduler
 
 
-def create_scheduler(config: EngineConfig) -> Scheduler:
+def create_scheduler(config: EngineConfig, features: ReleaseFeatures | None = None) -> Scheduler:
     """Continuous batching (vLLM's scheduler, async or not), or static batching."""
     if config.scheduler.batching is BatchingMode.STATIC:
-        return StaticBatchingScheduler(config)
-    return Scheduler(config)
+        return StaticBatchingScheduler(config, features)
+    return Scheduler(config, features)

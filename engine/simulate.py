@@ -8,13 +8,17 @@ from typing import Any
 
 from engine.engine import Engine
 from engine.events import IterationEvent, ListSink, RequestEvent
+from engine.releases import ReleaseFeatures
 from engine.runner.base import ModelRunner
 from engine.runner.sim import SimRunner
 from engine.scenario import Scenario, ScenarioRequest
 
 
 def run_scenario(
-    scenario: Scenario, runner: ModelRunner | None = None, sink: ListSink | None = None
+    scenario: Scenario,
+    runner: ModelRunner | None = None,
+    sink: ListSink | None = None,
+    features: ReleaseFeatures | None = None,
 ) -> dict[str, Any]:
     """Requests arriving at step s are added, in list order, before step s's schedule;
     requests with `arrival_time_ms` before the first step starting at or after that time
@@ -22,13 +26,14 @@ def run_scenario(
 
     With `sink` (to keep the events, e.g. to record the run as a session), the events
     are timed on the runner's clock too (seconds of summed step time, idle jumps
-    included) instead of the wall clock."""
+    included) instead of the wall clock. `features`: the release's, some changes reverted
+    (engine.releases.features_reverting)."""
     clock_ms = 0.0
     options: dict[str, Any] = {}
     if sink is not None:
         options["clock"] = lambda: clock_ms / 1000.0
     sink = sink or ListSink()
-    engine = Engine(scenario.config, runner or SimRunner(), sink, **options)
+    engine = Engine(scenario.config, runner or SimRunner(), sink, features=features, **options)
     arrivals: dict[int, list[ScenarioRequest]] = defaultdict(list)
     timed: deque[ScenarioRequest] = deque(
         sorted(

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from engine.config import BatchingMode, EngineConfig
+from engine.releases import ReleaseFeatures
 from engine.scheduler import Scheduler
 from engine.scheduler_plan import StepPlan
 from engine.scheduler_waiting import admit
@@ -26,8 +27,8 @@ from engine.waiting_reasons import KV_BLOCKS, MAX_NUM_SEQS, STATIC_BATCH, TOKEN_
 class StaticBatchingScheduler(Scheduler):
     batching: ClassVar[BatchingMode] = BatchingMode.STATIC
 
-    def __init__(self, config: EngineConfig) -> None:
-        super().__init__(config)
+    def __init__(self, config: EngineConfig, features: ReleaseFeatures | None = None) -> None:
+        super().__init__(config, features)
         self.static_batch: list[str] = []
         """The request ids of the batch admitted last."""
 

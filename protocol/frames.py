@@ -64,6 +64,7 @@ def iteration_payload(
     spec_tokens: int = 0,
     padding: int = 0,
     waiting_detail: Mapping[str, Any] | None = None,
+    prefix_cache: tuple[int, int] | None = None,
 ) -> IterationData:
     """One step's `iteration` data. Times in seconds since the session started
     (`forward_ms` in ms, `overhead_us` in µs). `scheduled`: the `[{req, n, start, phase,
@@ -72,7 +73,10 @@ def iteration_payload(
     step; async scheduling: an earlier one, or None). The optional maps are sent only when
     they say something: `accepted` drafts per request, `appended` tokens per request (when
     any is not 1), async output `placeholders` per request, draft `spec_tokens`, static
-    batching `padding`, and `waiting_detail` (the numbers behind `waiting_reasons`)."""
+    batching `padding`, and `waiting_detail` (the numbers behind `waiting_reasons`).
+    `prefix_cache`: (queries, hits), the step's prefix-cache stats counted as the
+    producer's vLLM release counts them, sent by a producer that counts them (our engine)
+    as `kv.prefix_queries` / `kv.prefix_hits`, even when 0."""
     out: IterationData = {
         "step": step,
         "t_start": _t(t_start),
@@ -113,6 +117,8 @@ def iteration_payload(
         "config_version": config_version,
         "updated_step": updated_step,
     }
+    if prefix_cache is not None:
+        out["kv"]["prefix_queries"], out["kv"]["prefix_hits"] = prefix_cache
     if accepted:
         out["accepted"] = dict(accepted)
     if appended and any(n != 1 for n in appended.values()):

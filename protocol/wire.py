@@ -66,12 +66,18 @@ class Budget(TypedDict):
     decode: int
 
 
-class KVUse(TypedDict):
+class _KVUseBase(TypedDict):
     total: int
     used: int
     cached_free: int
     hit_tokens: int
     used_end: int
+
+
+class KVUse(_KVUseBase, total=False):
+    prefix_queries: int
+    """The step's prefix-cache queries, counted as the producer's vLLM release counts them."""
+    prefix_hits: int
 
 
 class _IterationBase(TypedDict):

@@ -109,6 +109,12 @@ class EngineStats:
         block_size = int(self.config.get("block_size") or 16)
         new = set(data["new"])
         hits: dict[str, int] = {}
+        # The producer's own count (our engine: as its vLLM release counts); else one
+        # lookup per admitted request, from the scheduled rows.
+        counted = "prefix_queries" in kv
+        if counted:
+            c["vllm:prefix_cache_queries"] += kv["prefix_queries"]
+            c["vllm:prefix_cache_hits"] += kv["prefix_hits"]
         for item in data["scheduled"]:
             req = item["req"]
             if req not in new:
@@ -118,7 +124,7 @@ class EngineStats:
             hits[req] = hit // block_size
             if rec is not None and rec.scheduled is None:
                 rec.num_cached = hit
-            if caching:  # vLLM records no lookup with prefix caching off
+            if caching and not counted:  # vLLM records no lookup with prefix caching off
                 c["vllm:prefix_cache_queries"] += rec.num_prompt if rec else item["n"] + hit
                 c["vllm:prefix_cache_hits"] += hit
         for req in data["sampled"]:

@@ -32,7 +32,7 @@ from app.nodes.link import Link, LinkClosed
 from app.nodes.producer import QueueSink
 from app.nodes.scenarios import ScenarioArrivals, load_named_scenario
 from app.settings import Settings
-from engine.config import EngineConfig
+from engine.config import EngineConfig, knobs_to_reset
 from engine.engine import Engine
 from engine.engine_core import EngineCore
 from engine.runner.base import ModelRunner
@@ -239,7 +239,11 @@ class EngineHost:
             return await self.start_session(scenario=scenario)
         if kind == "new_session":
             base = self.core.engine.config if self.core else self.settings.engine_config()
-            config = base.with_updates(**dict(args.get("changes") or {}))
+            changes = dict(args.get("changes") or {})
+            if "vllm_version" in changes:  # knobs carried over, not asked for, that the
+                # chosen release lacks go back to their defaults; asked-for ones are refused
+                changes = {**knobs_to_reset(base, str(changes["vllm_version"])), **changes}
+            config = base.with_updates(**changes)
             return await self.start_session(config=config)
         if self.core is None:
             raise ValueError("the engine is starting")

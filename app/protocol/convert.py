@@ -63,6 +63,7 @@ def iteration_data(ev: IterationEvent) -> IterationData:
         spec_tokens=ev.num_spec_tokens,
         padding=ev.num_padding_tokens,
         waiting_detail=ev.waiting_detail,
+        prefix_cache=(ev.prefix_cache_queries, ev.prefix_cache_hits),
     )
 
 

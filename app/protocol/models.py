@@ -74,6 +74,8 @@ class KVFrame(_Strict):
     cached_free: Count
     hit_tokens: Count
     used_end: Count
+    prefix_queries: Count | None = None
+    prefix_hits: Count | None = None
 
 
 class IterationFrame(_Strict):

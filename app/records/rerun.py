@@ -24,7 +24,7 @@ from app.protocol.convert import event_to_frame
 from engine.config import EngineConfig
 from engine.engine import Engine
 from engine.events import Event, EventSink
-from engine.releases import SUPPORTED, nearest_supported
+from engine.releases import SUPPORTED, ReleaseFeatures, nearest_supported
 from engine.request import SamplingParams
 from engine.runner import make_runner
 from protocol.session import new_session_id
@@ -106,15 +106,21 @@ def load_arrivals(db: Session, session_id: str) -> tuple[SessionRow, list[Arriva
 
 
 def rerun_events(
-    config: EngineConfig, arrivals: list[Arrival], runner_kind: str, sink: EventSink
+    config: EngineConfig,
+    arrivals: list[Arrival],
+    runner_kind: str,
+    sink: EventSink,
+    features: ReleaseFeatures | None = None,
+    max_steps: int = MAX_RERUN_STEPS,
 ) -> None:
-    """Run to completion on a virtual clock; every engine event goes to `sink`, in order."""
+    """Run to completion (or `max_steps`) on a virtual clock; every engine event goes to
+    `sink`, in order. `features`: the release's with some changes reverted."""
     clock = VirtualClock()
     runner = make_runner(runner_kind, config)
-    engine = Engine(config, runner, sink, clock=clock)
+    engine = Engine(config, runner, sink, clock=clock, features=features)
     pending = sorted(arrivals, key=lambda a: a.t)
     i = 0
-    while engine.step_index < MAX_RERUN_STEPS:
+    while engine.step_index < min(max_steps, MAX_RERUN_STEPS):
         if not engine.has_unfinished_requests() and i < len(pending):
             clock.now = max(clock.now, pending[i].t)
         while i < len(pending) and pending[i].t <= clock.now:

@@ -1,21 +1,36 @@
-"""Two recordings compared: GET /api/compare?a=&b= (summaries and B - A) and its page,
-/compare?a=&b= (two Gantts, the summary table with a verdict per metric, the knobs)."""
+"""Two recordings compared: GET /api/compare?a=&b= (summaries and B - A), GET
+/api/compare/first-difference?a=&b= (the first step whose plans differ, and the release
+change that explains it), POST /api/compare/releases (one trace recorded under two vLLM
+releases) and the page, /compare?a=&b= (two Gantts with the first difference marked, the
+steps around it, the summary table with a verdict per metric, the knobs)."""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 
-from app.api_docs import error_responses
-from app.api_models import Comparison
-from app.deps import DbDep, View, not_found_page
+from app.api_docs import CONTROL_ERRORS, error_responses
+from app.api_models import (
+    Comparison,
+    FirstDifference,
+    ReleasePair,
+    ReleasePairBody,
+    body_doc,
+)
+from app.deps import Control, DbDep, HubDep, RecorderDep, View, json_or_form, not_found_page
+from app.nodes.scenarios import load_named_scenario
 from app.records.compare import compare_sessions
+from app.records.first_difference import WALK_MAX_STEPS, first_difference
+from app.records.release_pair import PairError, scenario_pair, session_pair
+from app.records.rerun_process import RerunFailed
 from app.templating import templates
 
 router = APIRouter(dependencies=View)
+PairDep = Annotated[ReleasePairBody, Depends(json_or_form(ReleasePairBody))]
 
 # (key, label, kind, direction): kind picks the formatting; direction +1 = higher is
 # better, -1 = lower is better, 0 = neither.
@@ -43,6 +58,68 @@ METRICS = (
 )
 async def compare(a: str, b: str, db: DbDep) -> dict[str, Any]:
     return await compare_sessions(db, a, b)
+
+
+async def _first_difference(db: DbDep, a: str, b: str) -> dict[str, Any]:
+    def load() -> dict[str, Any]:
+        with db() as s:
+            return first_difference(s, a, b, load_named_scenario)
+
+    return await asyncio.to_thread(load)
+
+
+@router.get(
+    "/api/compare/first-difference",
+    response_model=FirstDifference,
+    tags=["sessions"],
+    responses=error_responses(401, 404),
+    summary="The first step at which two recordings differ, and the release change behind it",
+)
+async def first_difference_api(a: str, b: str, db: DbDep) -> dict[str, Any]:
+    return await _first_difference(db, a, b)
+
+
+def compare_href(a: str, b: str) -> str:
+    return "/compare?a=" + quote(a, safe="") + "&b=" + quote(b, safe="")
+
+
+@router.post(
+    "/api/compare/releases",
+    response_model=ReleasePair,
+    openapi_extra=body_doc(ReleasePairBody),
+    dependencies=Control,
+    tags=["sessions"],
+    responses={**CONTROL_ERRORS, **error_responses(404)},
+    summary="Record one trace under two vLLM releases, to compare",
+)
+async def release_pair(
+    db: DbDep, hub: HubDep, recorder: RecorderDep, body: PairDep
+) -> dict[str, Any]:
+    if (body.session is None) == (body.scenario is None):
+        raise HTTPException(422, "give one of session (a recording) or scenario (a shipped one)")
+    releases: list[str] = [body.a, body.b]
+    try:
+        if body.scenario is not None:
+            try:
+                scenario = load_named_scenario(body.scenario)
+            except KeyError:
+                raise HTTPException(404, f"no scenario named {body.scenario!r}") from None
+            ids = await scenario_pair(hub, recorder, body.scenario, scenario, releases)
+        else:
+            if recorder is None:
+                raise HTTPException(503, "the recorder is not running")
+            ids = await session_pair(db, recorder, str(body.session), releases)
+    except PairError as exc:
+        raise HTTPException(422, str(exc)) from None
+    except RerunFailed as exc:
+        raise HTTPException(503, str(exc)) from None
+    what = body.scenario or body.session
+    return {
+        "a": ids[0],
+        "b": ids[1],
+        "href": compare_href(ids[0], ids[1]),
+        "message": f"{what} recorded as vLLM {body.a} ({ids[0]}) and vLLM {body.b} ({ids[1]})",
+    }
 
 
 def compare_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -76,6 +153,7 @@ async def compare_page(request: Request, db: DbDep, a: str = "", b: str = "") ->
     if not a or not b:
         return not_found_page(request, "compare needs two sessions: /compare?a=ID&b=ID")
     result = await compare_sessions(db, a, b)
+    difference = await _first_difference(db, a, b)
     configs = config_rows(result["a"].get("config") or {}, result["b"].get("config") or {})
     return templates.TemplateResponse(
         request,
@@ -87,5 +165,7 @@ async def compare_page(request: Request, db: DbDep, a: str = "", b: str = "") ->
             "configs": configs,
             "config_diffs": sum(1 for c in configs if c["differs"]),
             "api_query": "?a=" + quote(a, safe="") + "&b=" + quote(b, safe=""),
+            "fd": difference,
+            "walk_limit": WALK_MAX_STEPS,
         },
     )

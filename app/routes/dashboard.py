@@ -37,6 +37,11 @@ KNOBS = (
     "scheduler_reserve_full_isl",
     "kv_block_limit",
     "policy",
+    "vllm_version",
+    "max_num_active_seqs",
+    "watermark",
+    "prefill_schedule_interval",
+    "long_prefill_token_threshold_adaptive",
 )
 
 

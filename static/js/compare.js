@@ -1,6 +1,7 @@
 /* compare.js: draws each side's timeline from its recording's final state
  * (GET /api/sessions/{id}/state), folded by the same BS.Model and drawn by the same
- * canvas view as the live page (BS.GanttView), on one shared step axis. */
+ * canvas view as the live page (BS.GanttView), on one shared step axis; the first step
+ * whose plans differ (#first-diff data-step, rendered by the server) is marked in both. */
 (function () {
   "use strict";
   const BS = window.BS;
@@ -23,6 +24,8 @@
       return;
     }
     const lastStep = Math.max(0, ...models.map((m) => m.step));
+    const diff = (document.getElementById("first-diff") || { dataset: {} }).dataset.step;
+    const diffStep = diff === undefined || diff === "" ? null : Number(diff);
     els.forEach(function (el, i) {
       const model = models[i];
       const ids = model.order.slice().reverse();
@@ -30,6 +33,10 @@
       view.autoX = false; // the same scale on both sides
       view.x0 = -0.5;
       view.x1 = lastStep + 1.5;
+      if (diffStep !== null) {
+        model.markers.push({ step: diffStep, label: "≠ " + diffStep });
+        el.dataset.diffStep = String(diffStep);
+      }
       view.draw();
       el.dataset.steps = String(model.step + 1);
     });

@@ -21,6 +21,44 @@
   }
   document.addEventListener("bs:config", syncConfigForm);
   document.addEventListener("bs:snapshot", syncConfigForm);
+
+  // Knobs of later vLLM releases (data-since): shown and enabled only when the form's
+  // release has them; a disabled field is never sent, so the engine keeps its default.
+  function versionKey(text) {
+    const parts = String(text || "").replace(/^v/, "").split(".").slice(0, 2).map(Number);
+    return parts.length === 2 && parts.every(Number.isFinite) ? parts : null;
+  }
+  function releaseHas(release, since) {
+    const r = versionKey(release);
+    const s = versionKey(since);
+    return !r || !s || r[0] > s[0] || (r[0] === s[0] && r[1] >= s[1]);
+  }
+  function showLaterKnobs(form, release) {
+    if (!form) return;
+    const missing = [];
+    for (const el of form.querySelectorAll("[data-since]")) {
+      const has = releaseHas(release, el.dataset.since);
+      el.hidden = !has;
+      if (el.name !== undefined && el.tagName !== "LABEL") {
+        el.disabled = !has;
+        if (!has) missing.push(el.name);
+      }
+    }
+    const note = form.querySelector("[data-later-note]");
+    if (!note) return;
+    note.hidden = missing.length === 0;
+    note.querySelector(".later-release").textContent = release;
+    note.querySelector(".later-missing").textContent = missing.join(", ");
+  }
+  function syncLaterKnobs() {
+    showLaterKnobs(document.getElementById("config-form"), model.config.vllm_version || "");
+  }
+  document.addEventListener("bs:config", syncLaterKnobs);
+  document.addEventListener("bs:snapshot", syncLaterKnobs);
+  document.addEventListener("change", function (ev) {
+    if (ev.target.id !== "ns-release") return;
+    showLaterKnobs(document.getElementById("new-session-form"), ev.target.value);
+  });
   document.addEventListener("input", function (ev) {
     if (ev.target.closest && ev.target.closest("#config-form")) ev.target.dataset.dirty = "1";
   });

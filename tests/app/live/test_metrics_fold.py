@@ -136,3 +136,61 @@ def test_a_frame_metrics_cannot_count_still_reaches_the_other_listeners(
     odd = request_payload("a", "finished", 1, 0.5, {"reason": "stop", "num_output_tokens": "two"})
     hub.publish("s1", "request", odd)  # a producer's detail the protocol does not type
     assert seen == [1, 2, 3] and metrics.errors == 1
+
+
+@pytest.mark.parametrize("version", ["0.20", "0.33"])
+def test_prefix_cache_counters_are_the_engines_own(
+    hub_metrics: tuple[EventHub, Metrics], version: str
+) -> None:
+    """vllm:prefix_cache_queries / _hits come from the engine's frames (kv.prefix_queries,
+    kv.prefix_hits), counted as the release counts them: 0.20 at every lookup (B's failed
+    lookups while it waits for blocks count), 0.33 once per admitted request."""
+    from app.protocol.convert import event_to_frame
+    from engine.config import CacheConfig, EngineConfig, SchedulerConfig
+    from engine.engine import Engine
+    from engine.events import IterationEvent, ListSink
+    from engine.request import SamplingParams
+    from engine.runner.sim import SimRunner
+
+    hub, metrics = hub_metrics
+    config = EngineConfig(
+        SchedulerConfig(max_num_batched_tokens=64, max_num_seqs=4, max_model_len=32),
+        CacheConfig(block_size=4, num_gpu_blocks=6),
+        vllm_version=version,
+    )
+    sink = ListSink()
+    engine = Engine(config, SimRunner(), sink)
+    engine.add_request("A", list(range(100, 116)), SamplingParams(max_tokens=4))
+    engine.add_request("B", list(range(500, 508)), SamplingParams(max_tokens=1))
+    while engine.has_unfinished_requests():
+        engine.step()
+    hub.open_session("s1", session_meta("kv", "local", model="m", config=config.as_dict()))
+    for ev in sink.events:
+        kind, data = event_to_frame(ev)
+        if kind != "engine_snapshot":
+            hub.publish("s1", kind, data)
+    (stats,) = metrics.engines.values()
+    its = [ev for ev in sink.events if isinstance(ev, IterationEvent)]
+    queries = stats.counters["vllm:prefix_cache_queries"]
+    assert queries == sum(ev.prefix_cache_queries for ev in its)
+    assert stats.counters["vllm:prefix_cache_hits"] == sum(ev.prefix_cache_hits for ev in its)
+    if version == "0.20":
+        assert queries > 16 + 8
+    else:
+        assert queries == 16 + 8
+    text = metrics.exposition().decode()
+    assert f'vllm:prefix_cache_queries_total{{engine="s1",model_name="m"}} {queries:.1f}' in text
+
+
+def test_prefix_cache_counters_without_the_producers_count(
+    hub_metrics: tuple[EventHub, Metrics],
+) -> None:
+    """A producer whose frames carry no kv.prefix_queries (a vLLM node, a recording made
+    before): one lookup per admitted request, from the scheduled rows."""
+    hub, metrics = hub_metrics
+    hub.open_session("s1", session_meta("node", "local", model="m", config={}))
+    frame = iteration(0, 10, 0, new=["a"])
+    assert "prefix_queries" not in frame["kv"]
+    hub.publish("s1", "iteration", frame)
+    (stats,) = metrics.engines.values()
+    assert stats.counters["vllm:prefix_cache_queries"] == 10

@@ -42,8 +42,14 @@ def test_dashboard_has_the_panels(live_server: LiveServer) -> None:
     names = {el["name"] for el in page.find(id="config-form").find_all(attrs={"name": True})}
     assert names == {"max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold",
                      "enable_chunked_prefill", "scheduler_reserve_full_isl", "kv_block_limit",
-                     "policy"}  # fmt: skip
+                     "policy", "max_num_active_seqs", "watermark", "prefill_schedule_interval",
+                     "long_prefill_token_threshold_adaptive"}  # fmt: skip
     assert page.find(id="cfg-mnbt")["value"] == "256"
+    # The session decides as vLLM 0.33 (the default): its later knobs are shown, enabled.
+    for knob in ("max_num_active_seqs", "watermark", "prefill_schedule_interval"):
+        field = page.find(id=f"cfg-{knob}")
+        assert not field.has_attr("hidden") and not field.has_attr("disabled"), knob
+    assert page.find(id="cfg-prefill_schedule_interval")["value"] == "1"
     scenarios = [li["data-scenario"] for li in page.select("#scenarios li[data-scenario]")]
     assert "seed" in scenarios
 

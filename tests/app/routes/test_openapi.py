@@ -21,6 +21,7 @@ BODIES = {  # the smallest body each request schema accepts, as Swagger would se
     "RerunBody": {"max_num_seqs": 4},
     "NewSessionBody": {"max_num_seqs": 8},
     "LabSweepBody": {"scenario": "seed", "knob": "max_num_batched_tokens", "values": "8,16"},
+    "ReleasePairBody": {"scenario": "seed"},
 }
 
 
@@ -52,8 +53,8 @@ def test_every_route_is_typed_tagged_and_documents_its_errors(live_server: LiveS
             assert op["responses"]["401"]["headers"]["WWW-Authenticate"], where
     assert writes >= 16  # live controls, sessions, the lab
     bodies = [op for _, m, op in _operations(spec) if "requestBody" in op]
-    # inject, config, workload, rename, rerun, a lab sweep, a new engine session; the rest
-    # take none
+    # inject, config, workload, rename, rerun, a lab sweep, a new engine session, a release
+    # pair; the rest take none
     assert len(bodies) == len(BODIES)
     for op in bodies:
         content = op["requestBody"]["content"]
