@@ -143,19 +143,17 @@ def test_recorded_sessions_equal_what_vllm_decided(adapter_run: AdapterRun) -> N
     assert preemptions > 0
 
 
+def _sender(url: str, node: str) -> Sender:
+    """A sender of a made-up node (no vLLM), not started."""
+    announce = {"name": node, "engine": "vllm", "runner": "vllm", "model": "m", "config": {}}
+    return Sender(url, TOKEN, node, announce, max_tokens=64, max_seqs=4, total_blocks=10)
+
+
 def test_sender_reconnects_resends_and_refuses_control(tmp_path: Path) -> None:
     """The sender side alone (no vLLM needed): it starts before the dashboard exists,
     connects once it is up, delivers its opened mark, and refuses control commands."""
     port = free_port()
-    sender = Sender(
-        url=f"ws://127.0.0.1:{port}/ws/ingest",
-        token=TOKEN,
-        node="lonely",
-        announce={"name": "lonely", "engine": "vllm", "runner": "vllm", "model": "m", "config": {}},
-        max_tokens=64,
-        max_seqs=4,
-        total_blocks=10,
-    )
+    sender = _sender(f"ws://127.0.0.1:{port}/ws/ingest", "lonely")
     sender.start()
     time.sleep(0.5)  # nobody listening yet: it buffers and retries
     dash = start_dashboard(tmp_path, timeout=DASHBOARD_START_S, port=port)
@@ -186,15 +184,7 @@ def test_a_stop_signal_ends_the_session_before_the_handler_in_place(tmp_path: Pa
     at its default) nothing is chained."""
     dash = start_dashboard(tmp_path, timeout=DASHBOARD_START_S)
     base = dash.url
-    sender = Sender(
-        url=dash.ingest,
-        token=TOKEN,
-        node="stopping",
-        announce={"name": "s", "engine": "vllm", "runner": "vllm", "model": "m", "config": {}},
-        max_tokens=64,
-        max_seqs=4,
-        total_blocks=10,
-    )
+    sender = _sender(dash.ingest, "stopping")
     seen: list[tuple[int, bool]] = []
 
     def in_place(signum: int, _frame: Any) -> None:  # stands in for vLLM's own handler
