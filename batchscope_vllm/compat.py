@@ -64,8 +64,9 @@ def scheduler_knobs(scheduler_config: Any) -> dict[str, Any]:
     return out
 
 
-SNAPSHOT_MAX = 1024
-"""Waiting requests an FCFS snapshot copies (the queue's front); the rest are counted."""
+SNAPSHOT_MAX = 256
+"""Waiting requests an FCFS snapshot copies (the queue's front: those that get a reason of
+their own, waiting.LISTED); the rest are counted."""
 
 
 def _fcfs_front(queue: Any) -> tuple[Any, ...]:

@@ -212,6 +212,7 @@ class FrameBuilder:
         finished: list[tuple[str, str]] = []
         first: list[str] = []
         appended: dict[str, int] = {}
+        several = False  # a request got more than one token (else `appended` is not sent)
         reqs = self.reqs
         for eco in outputs.values():
             for out in eco.outputs:
@@ -219,7 +220,9 @@ class FrameBuilder:
                 tokens = out.new_token_ids
                 if tokens:
                     sampled.append(req_id)
-                    appended[req_id] = len(tokens)
+                    count = len(tokens)
+                    appended[req_id] = count
+                    several = several or count != 1
                     rec = reqs.get(req_id)
                     if rec is not None:
                         if not rec.num_output:
@@ -228,7 +231,7 @@ class FrameBuilder:
                         rec.output_ids.extend(tokens)
                 if out.finish_reason is not None:
                     finished.append((req_id, str(out.finish_reason)))
-        return sampled, finished, first, appended
+        return sampled, finished, first, appended if several else {}
 
     def _lifecycle(
         self,

@@ -19,14 +19,18 @@ detection (compat.py).
 
 The hooks run on vLLM's engine thread and never wait: they take references and cheap ints
 (the SchedulerOutput, the returned EngineCoreOutputs, copies of the waiting queues, free KV
-blocks, timestamps) and put one tuple per call on a bounded queue (`put_nowait`; a full
-queue counts a drop). The sender thread (`sender.py`) builds and ships the frames.
+blocks, timestamps) and append one tuple per call to the sender's bounded intake
+(`Sender.offer`: a deque append, no lock and no wake-up; a full intake counts a drop).
+The sender thread (`sender.py`) builds and ships the frames, in batches.
+
+A stop signal (SIGINT/SIGTERM) to vLLM's engine-core process ends the session at once
+(stop.py; in drain mode once vLLM's last request is done); `shutdown()` does too, if the
+engine core gets that far.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import time
 from typing import Any
 
@@ -36,10 +40,18 @@ from vllm.v1.core.sched.scheduler import Scheduler
 from batchscope_vllm import compat
 from batchscope_vllm.announce import sender_from_env
 from batchscope_vllm.sender import Sender
+from batchscope_vllm.stop import chain_stop_signals
 from batchscope_vllm.waiting import GATE_STATUSES, Capture
 
 log = logging.getLogger("batchscope_vllm")
 _perf = time.perf_counter
+STOP_TIMEOUT_S = 2.0
+"""At a stop signal: how long the sender may take to deliver what is queued and the
+closing frame."""
+STOP_WAIT_S = 1.0
+"""How long the stop signal's handler waits for that (the engine thread idle, so the
+sender has the GIL) before vLLM's own handler runs: vLLM's API server may kill the
+engine core within milliseconds of the signal."""
 
 
 class ObserverMixin:
@@ -48,7 +60,7 @@ class ObserverMixin:
 
     batchscope: Sender | None = None
     _bs_put: Any = None
-    """The queue's put_nowait while observing; None: every hook is pass-through."""
+    """The sender's offer() while observing; None: every hook is pass-through."""
     _bs_failures = 0
 
     def _bs_init(self) -> None:
@@ -58,6 +70,7 @@ class ObserverMixin:
         self._bs_preempted: list[tuple[str, int, str]] = []
         self._bs_in_schedule = False
         self._bs_failures = 0
+        self._bs_stop_pending = False
         try:
             self._bs_lay = compat.layout(self, GATE_STATUSES)
             sender = sender_from_env(self, self._bs_lay)
@@ -67,7 +80,11 @@ class ObserverMixin:
         if sender is not None:
             self.batchscope = sender
             sender.on_failure = self._bs_detach
-            self._bs_put = sender.queue.put_nowait
+            self._bs_put = sender.offer
+            try:
+                chain_stop_signals(self._bs_on_stop_signal)
+            except Exception:
+                self._bs_fail("__init__")
 
     # ------------------------------------------------------------ guard
     def _bs_detach(self) -> None:
@@ -95,12 +112,8 @@ class ObserverMixin:
 
     def _bs_offer(self, item: tuple[Any, ...]) -> None:
         put = self._bs_put  # (None once the sender thread stopped observing)
-        if put is None:
-            return
-        try:
-            put(item)
-        except queue.Full:
-            self.batchscope.dropped_in_queue += 1  # type: ignore[union-attr]
+        if put is not None:
+            put(item)  # never blocks: a full intake counts a drop
 
     # ------------------------------------------------------------ hooks
     def add_request(self, request: Any, *args: Any, **kwargs: Any) -> Any:
@@ -167,6 +180,28 @@ class ObserverMixin:
         except Exception:
             self._bs_fail("shutdown")
         return super().shutdown(*args, **kwargs)  # type: ignore[misc]
+
+    def _bs_on_stop_signal(self) -> None:
+        """SIGINT/SIGTERM in vLLM's engine-core process (stop.py: in the signal handler,
+        before vLLM's). Abort mode (`--shutdown-timeout 0`, or nothing in flight): the
+        session ends with what was queued, and the handler waits up to STOP_WAIT_S for the
+        closing frame to go out. Drain mode: once vLLM has no request left
+        (`_bs_on_update`), so the drained steps are recorded."""
+        if self._bs_put is None or self._bs_stop_pending:
+            return  # (not observing, or a second signal)
+        sched: Any = self
+        drain = float(getattr(sched.vllm_config, "shutdown_timeout", 0) or 0)
+        if drain > 0 and sched.has_requests():
+            self._bs_stop_pending = True
+        else:
+            self._bs_stop()
+            if self.batchscope is not None:
+                self.batchscope.wait_flushed(STOP_WAIT_S)
+
+    def _bs_stop(self) -> None:
+        self._bs_put = None
+        if self.batchscope is not None:
+            self.batchscope.request_stop(STOP_TIMEOUT_S)
 
     def close(self, timeout: float = 5.0) -> bool:
         """End the session (a closing frame), flush what is queued to the dashboard (up to
@@ -276,6 +311,8 @@ class ObserverMixin:
                 sched.kv_cache_manager.block_pool.get_num_free_blocks(),
             )
         )
+        if self._bs_stop_pending and not sched.has_requests():
+            self._bs_stop()  # drained after a stop signal
 
 
 class ObservedScheduler(ObserverMixin, Scheduler):  # type: ignore[misc,unused-ignore]

@@ -1,11 +1,19 @@
 """The sender thread: frames out to a dashboard's /ws/ingest (docs/protocol.md).
 
-It drains the scheduler's bounded queue, builds frames (frames.py), numbers and encodes
-them, keeps a history bounded in bytes, and streams them over a synchronous websocket:
+It drains the scheduler's bounded intake in batches, builds frames (frames.py), numbers
+and encodes them, keeps a history bounded in bytes, and streams them over a synchronous
+websocket:
 announce -> welcome(last_seq) -> JSON arrays of envelopes, resending everything after
 `last_seq` on every (re)connect. While the dashboard is away it keeps building into the
 history; what falls out of it unsent, and what the full queue refused, is counted as
 dropped (a queue drop also skips a seq: the dashboard shows a gap). Control is refused.
+
+The engine thread only appends to the intake (a deque: no lock, no wake-up, ~0.1 µs); this
+thread sleeps SEND_INTERVAL_S (in select() on a pipe, so close() and a stop cut it short),
+builds everything queued meanwhile and sends it as one message. So it takes the GIL a few
+times a second in short bursts, not once per hook. `request_stop()` is safe in a signal
+handler (a flag and a write to that pipe, no lock): the closing frame follows what was
+queued before it.
 
 The session ends with a `session` frame `{"event": "closed", "reason": ...}`: `shutdown`
 (close()), or `observer_error` when observing failed (fail(), or here); the node serves on.
@@ -14,9 +22,11 @@ Every stats message, and that frame, carry `observer_errors` (the first one stop
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import queue
+import os
+import select
 import threading
 import time
 from collections import deque
@@ -61,7 +71,9 @@ class Sender:
         self.session = new_session_id()
         self.resume_key: str | None = None
         """Issued by the dashboard with the first welcome: resuming the session needs it."""
-        self.queue: queue.Queue[tuple[Any, ...]] = queue.Queue(maxsize=queue_size)
+        self.queue: deque[tuple[Any, ...]] = deque()
+        """The intake: the engine thread appends (offer), this thread pops."""
+        self.queue_size = queue_size
         self.dropped_in_queue = 0  # incremented by the engine thread only
         self.dropped_in_history = 0
         config = announce.get("config") or {}
@@ -84,10 +96,28 @@ class Sender:
         self._ended = False
         self._seen_drops = 0
         self._closing = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()
+        """A byte written here cuts this thread's wait short (close, fail, request_stop).
+        The pipe lives as long as the process (a closed fd number could be reused)."""
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._stop_requested = 0.0
+        """Set by request_stop(): the close's timeout in s (0: none requested)."""
+        self._flushed = threading.Event()
+        """Set once the closing frame went out on the socket."""
         self._deadline = float("inf")
         self._last_problem = ""
         self._thread = threading.Thread(target=self._run, name="batchscope-sender", daemon=True)
         self._add("session", node_opened(node, announce))
+
+    # ------------------------------------------------------------ intake (engine thread)
+    def offer(self, item: tuple[Any, ...]) -> None:
+        """Queue one hook's item for this thread; never blocks (a full intake counts a
+        drop). Called by the engine thread only."""
+        if len(self.queue) >= self.queue_size:
+            self.dropped_in_queue += 1
+        else:
+            self.queue.append(item)
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -97,12 +127,39 @@ class Sender:
         """End the session: deliver what is queued and the closing frame (up to `timeout`
         s), close the socket, stop the thread. True when every frame produced reached the
         socket."""
-        if not self._closing.is_set():
-            self._deadline = time.monotonic() + timeout
-            self._closing.set()
+        self._begin_close(timeout)
+        self._wake()
         if self._thread.is_alive():
             self._thread.join(timeout + 2.0)
         return self.delivered()
+
+    def request_stop(self, timeout: float = 2.0) -> None:
+        """Like close(timeout), without waiting, and safe in a signal handler (no lock is
+        taken here: this thread sees the request at its next wake-up, within
+        SEND_INTERVAL_S, and ends the session)."""
+        if not self._stop_requested:
+            self._stop_requested = timeout
+            self._wake()
+
+    def wait_flushed(self, timeout: float) -> bool:
+        """Wait up to `timeout` s for the closing frame to be on the socket."""
+        return self._flushed.wait(timeout)
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):  # full (a wake-up is pending anyway)
+            os.write(self._wake_w, b"\0")
+
+    def _sleep(self, timeout: float) -> None:
+        """Up to `timeout` s, less if woken; the GIL is released meanwhile."""
+        ready, _, _ = select.select([self._wake_r], [], [], timeout)
+        if ready:
+            with contextlib.suppress(OSError):
+                os.read(self._wake_r, 4096)
+
+    def _begin_close(self, timeout: float) -> None:
+        if not self._closing.is_set():
+            self._deadline = time.monotonic() + timeout
+            self._closing.set()
 
     def fail(self, where: str) -> None:
         """Observing failed in `where` (the engine thread's hooks): count it, close the
@@ -110,18 +167,19 @@ class Sender:
         if self.failed is None:  # the first failure stops observing: later ones are its tail
             self.failed = where
             self.observer_errors += 1
-        if not self._closing.is_set():
-            self._deadline = time.monotonic() + 5.0
-            self._closing.set()
+        self._begin_close(5.0)
+        self._wake()
 
     def delivered(self) -> bool:
-        return self.queue.empty() and self._ended and self.sent_seq >= self.seq
+        return not self.queue and self._ended and self.sent_seq >= self.seq
 
     @property
     def dropped(self) -> int:
         return self.dropped_in_queue + self.dropped_in_history
 
     def _done(self) -> bool:
+        if self._stop_requested and not self._closing.is_set():
+            self._begin_close(self._stop_requested)
         if not self._closing.is_set():
             return False
         return time.monotonic() >= self._deadline or self.delivered()
@@ -152,13 +210,15 @@ class Sender:
             self.outbox.append((self.seq, text))
 
     def _pump(self, wait: float) -> None:
-        """Build frames from queued items, waiting up to `wait` s for the first."""
-        if self.failed is not None:
-            self._discard()
+        """Build frames from the queued items (at most MAX_ITEMS_PER_PUMP), first waiting
+        `wait` s unless items are left over from the last batch or a close is asking."""
+        if wait > 0 and len(self.queue) < MAX_ITEMS_PER_PUMP and not self._closing.is_set():
+            self._sleep(wait)
+        if self.failed is not None or self._ended:
+            self._discard()  # (after the closing frame: what the hooks still queued)
             return
-        try:
-            item = self.queue.get(timeout=wait) if wait > 0 else self.queue.get_nowait()
-        except queue.Empty:
+        items = self.queue
+        if not items:
             quiet = time.monotonic() - self._last_item
             if quiet > QUIET_FLUSH_S or self._closing.is_set():
                 # Async scheduling: a step that only scheduled is complete by now.
@@ -167,17 +227,18 @@ class Sender:
                 self._end()
             return
         self._last_item = time.monotonic()
+        build = self.builder.build
         for _ in range(MAX_ITEMS_PER_PUMP):
+            try:
+                item = items.popleft()
+            except IndexError:
+                return
             if self.dropped_in_queue != self._seen_drops:
                 self._seen_drops = self.dropped_in_queue
                 self.seq += 1  # a hole: the dashboard records a visible gap here
-            self._build(self.builder.build, item)
+            self._build(build, item)
             if self.failed is not None:
                 self._discard()
-                return
-            try:
-                item = self.queue.get_nowait()
-            except queue.Empty:
                 return
 
     def _build(self, make: Any, *args: Any) -> None:
@@ -196,11 +257,7 @@ class Sender:
 
     def _discard(self) -> None:
         """After a failure: drop what the hooks queued meanwhile, then end the session."""
-        while True:
-            try:
-                self.queue.get_nowait()
-            except queue.Empty:
-                break
+        self.queue.clear()
         self._end()
 
     # ------------------------------------------------------------ socket
@@ -279,6 +336,8 @@ class Sender:
             self.sent_seq = batch[-1][0]
             del self.outbox[:count]
         self.sent_seq = self.seq  # includes the holes left for dropped items
+        if self._ended:
+            self._flushed.set()
 
     def _poll(self, ws: ClientConnection) -> None:
         """Answer what the dashboard sent: commands are refused, errors are logged."""

@@ -115,6 +115,8 @@ class StepAssembler:
         return self.batches.pop(id(so), None)
 
     def applied(self, sched: Scheduled) -> None:
+        if not self.in_flight:  # (the sync loop tracks no placeholders)
+            return
         for req_id, n in sched.sampling.items():
             left = self.in_flight.get(req_id, 0) - n
             if left > 0:

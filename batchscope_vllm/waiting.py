@@ -22,10 +22,11 @@ The codes are protocol.codes.WaitingReason, as our engine's; the detail keys are
 engine's (engine/waiting_reasons.py, engine/waiting.py;
 tests/vllm check they agree); the numbers of the KV gate leave out prefix-cache hits
 (vLLM looks them up only as it admits), so `blocks_needed` is an upper bound.
-O(waiting) per step, on this thread; the hook copies at most compat.SNAPSHOT_MAX requests of
-an FCFS queue (the front), a priority queue's heap whole. The first LISTED requests in
-queue order get a reason, the rest are counted per reason (`unlisted_<code>` in the
-detail; those beyond the copied front under the queue's gate).
+O(LISTED) per step on this thread for an FCFS queue, whose front (compat.SNAPSHOT_MAX =
+LISTED requests) the hook copies; a priority queue's heap is copied whole (a memory copy)
+and only its LISTED first are picked here (O(waiting) comparisons, never a full sort). The
+first LISTED requests in queue order get a reason, the rest are counted per reason
+(`unlisted_<code>` in the detail: those beyond the first LISTED under the queue's gate).
 """
 
 from __future__ import annotations
@@ -127,8 +128,8 @@ class StepFacts:
 def ordered(cap: Capture, lim: Limits) -> list[Any]:
     """The waiting requests in the order vLLM's loop visits them."""
     first, waiting = cap.first, cap.waiting
-    if lim.lay.sort:
-        first, waiting = sorted(first), sorted(waiting)
+    if lim.lay.sort:  # raw heaps: only their LISTED first in policy order are looked at
+        first, waiting = heapq.nsmallest(LISTED, first), heapq.nsmallest(LISTED, waiting)
         if lim.lay.merge:
             return list(heapq.merge(first, waiting))
     return [*first, *waiting]

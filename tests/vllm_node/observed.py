@@ -119,14 +119,15 @@ class Dashboard:
                 self.proc.wait()
 
 
-def start_dashboard(directory: Path, timeout: float = 60.0) -> Dashboard:
-    """Migrate a fresh SQLite file in `directory` and serve it on a free loopback port."""
+def start_dashboard(directory: Path, timeout: float = 60.0, port: int | None = None) -> Dashboard:
+    """Migrate a fresh SQLite file in `directory` and serve it on `port` (default: a free
+    loopback port)."""
     directory.mkdir(parents=True, exist_ok=True)
     db_url = f"sqlite:///{directory / 'dash.db'}"
     python = sys.executable
     upgrade = [python, "-m", "app.cli", "db", "upgrade", "--database-url", db_url]
     subprocess.run(upgrade, cwd=ROOT, check=True, capture_output=True, timeout=120)
-    port = free_port()
+    port = port or free_port()
     log = directory / "dashboard.log"
     cmd = [python, "-m", "app.cli", "serve", "--no-engine", "--port", str(port)]
     cmd += ["--token", TOKEN, "--database-url", db_url]

@@ -4,7 +4,8 @@
 Three servers, shared by the module's tests and started together (each takes ~1 min):
 the sync loop (vLLM's CPU default), the async loop (a test-only vLLM plugin turns async
 scheduling on: tests/vllm_node/async_plugin.py) and a node whose dashboard is down. The
-dashboard starts first, on a free port, so the nodes know where to push.
+dashboard starts first, on a free port, so the nodes know where to push. The module ends
+by stopping the first two as operators do (c): each stop must end its session.
 
 Bursts of 32 concurrent completions of mixed lengths (temperature 0) overflow the
 4096-token KV pool, so requests wait and are preempted; what the dashboard recorded must
@@ -43,6 +44,7 @@ from tests.vllm_node.observed import (
     response_totals,
     run_burst,
     start_dashboard,
+    wait_for,
     wait_recorded,
 )
 from tests.vllm_node.test_node_smoke import burst_requests
@@ -52,6 +54,9 @@ SYNC, ASYNC, ORPHAN = "vllm-sync", "vllm-async", "vllm-orphan"
 HEAD_ONLY = ("kv_blocks", "no_chunking_fit")
 """Gates of the queue's head alone: the requests behind it wait in `policy_order`."""
 CAPACITY = ("kv_blocks", "token_budget", "max_num_seqs", "max_num_active_seqs")
+OWN_GATES = ("remote_kv", "structured_output", "streaming_input", "lora_limit", "output_in_flight")
+"""Gates of a request of its own, whatever the queue's gate: vLLM skips it (e.g. under async
+scheduling a preempted request whose earlier output is still in flight)."""
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +101,9 @@ def nodes(
     configs = {
         SYNC: (OBSERVED, dashboard.node_env(SYNC)),
         ASYNC: (
-            OBSERVED,
+            # Drain mode at a stop (docs/operators.md): vLLM gives the engine core this
+            # long before it kills it, so a SIGTERM to the API server alone ends the session.
+            (*OBSERVED, "--shutdown-timeout", "10"),
             {
                 **dashboard.node_env(ASYNC),
                 ASYNC_PLUGIN_ENV: "1",
@@ -161,11 +168,13 @@ def check_waiting(frames: list[dict[str, Any]], reqs: dict[str, Recorded]) -> Co
         if it["preempted"]:
             # vLLM admits no waiting request in a step that preempted.
             assert gate == "preemption_this_step", at
+        queue_wide = {r for r in reasons.values() if r not in OWN_GATES}
         if gate in HEAD_ONLY:
             assert head is not None and reasons.get(head) == gate, at
-            assert {r for k, r in reasons.items() if k != head} <= {"policy_order"}, at
+            behind = {r for k, r in reasons.items() if k != head and r not in OWN_GATES}
+            assert behind <= {"policy_order"}, at
         else:
-            assert set(reasons.values()) == {gate}, at
+            assert queue_wide in (set(), {gate}), at
         seen.update(reasons.values())
     assert seen.keys() & set(CAPACITY), seen
     return seen
@@ -245,3 +254,51 @@ def test_d_a_node_whose_dashboard_is_down_keeps_serving(
     # The same answer as a node whose dashboard is up.
     assert _one(node) == _one(nodes.get(SYNC))
     assert node.alive(), node.log_tail()
+
+
+# ---------------------------------------------------------------- c) a clean stop
+def check_ended(dashboard: Dashboard, name: str, session: str) -> None:
+    """The session of node `name` ended by the adapter's closing mark (not as vanished)."""
+    ended: dict[str, Any] = wait_for(
+        f"{name}: the session ended",
+        lambda: (
+            (r := httpx.get(f"{dashboard.url}/api/sessions/{session}", timeout=10).json())[
+                "ended_at"
+            ]
+            and r
+        ),
+        timeout=90,
+    )
+    assert ended["end_reason"] == "closed", ended
+    row = dashboard.session_row(session)
+    assert row is not None and row.ended_at is not None and row.end_reason == "closed"
+    last = dashboard.frames(session)[-1]
+    assert (last["type"], last["data"]["event"]) == ("session", "closed"), last
+    assert last["data"]["reason"] == "shutdown", last["data"]
+    assert last["data"]["observer_errors"] == 0, last["data"]
+    view = dashboard.nodes()[name]
+    assert (view["state"], view["end_reason"]) == ("ended", "shutdown"), view
+
+
+def test_c1_ctrl_c_ends_the_session(nodes: ObservedNodes, dashboard: Dashboard) -> None:
+    """Ctrl-C at the terminal (SIGINT to the server's whole process group), vLLM's default
+    `--shutdown-timeout 0`: the API server kills the engine core at once, but the adapter
+    ends the session from the engine core's signal handler first (batchscope_vllm/stop.py)."""
+    node = nodes.get(SYNC)
+    session = dashboard.session_of(SYNC)
+    _one(node)
+    node.stop()
+    check_ended(dashboard, SYNC, session)
+
+
+def test_c2_sigterm_to_the_api_server_ends_the_session(
+    nodes: ObservedNodes, dashboard: Dashboard
+) -> None:
+    """SIGTERM to the API server alone (`kill PID`, systemd, Kubernetes), with
+    `--shutdown-timeout 10`: vLLM passes the stop to the engine core and waits for it; the
+    idle node's session ends at once."""
+    node = nodes.get(ASYNC)
+    session = dashboard.session_of(ASYNC)
+    _one(node)
+    node.terminate()
+    check_ended(dashboard, ASYNC, session)
