@@ -97,11 +97,19 @@ class BusNode(Producer):
             await stop.wait()
         finally:
             self.core.stop()
+            self.sink.queue.put(("session", {"event": "closed", "reason": "shutdown"}))
             self._collect()
             for task in tasks:
                 task.cancel()
             await self._flush_frames(deadline=time.monotonic() + 5.0)
             await self._publish_summaries()
+            log.info(
+                "node %s stopped: last seq %d, stored through %d, dropped %d",
+                self.node,
+                self.seq,
+                self.cursor,
+                self.stats.dropped,
+            )
             with contextlib.suppress(Exception):
                 await self.nc.drain()
 
