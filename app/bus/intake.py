@@ -97,7 +97,9 @@ class BusIntake:
         )
         self._tasks = [
             asyncio.create_task(self._pull(frames, self._on_frames), name="bus-frames"),
-            asyncio.create_task(self._pull(summaries, self._on_summary), name="bus-summary"),
+            asyncio.create_task(
+                self._pull(summaries, self._on_summary, ack_last=True), name="bus-summary"
+            ),
             asyncio.create_task(self._ack_forever(), name="bus-acks"),
             asyncio.create_task(self._leases_forever(), name="bus-leases"),
         ]
@@ -128,7 +130,11 @@ class BusIntake:
         }
 
     # ------------------------------------------------------------------ pull
-    async def _pull(self, sub: JetStreamContext.PullSubscription, handle: Any) -> None:
+    async def _pull(
+        self, sub: JetStreamContext.PullSubscription, handle: Any, ack_last: bool = False
+    ) -> None:
+        """Fetch and handle in order; `ack_last`: ack each batch's last message at once
+        (AckAll: the batch), else the handler puts messages on the recorder's ack queue."""
         while True:
             try:
                 msgs = await sub.fetch(FETCH, timeout=1.0)
@@ -146,7 +152,11 @@ class BusIntake:
                 except Exception:
                     log.exception("bus message on %s not handled", msg.subject)
                     self.refused += 1
-                    self._unacked.append((self._accepted, msg))
+                    if not ack_last:
+                        self._unacked.append((self._accepted, msg))
+            if ack_last and msgs:
+                with contextlib.suppress(Exception):
+                    await msgs[-1].ack()
 
     async def _on_summary(self, msg: Msg) -> None:
         try:
@@ -155,8 +165,6 @@ class BusIntake:
             body = None
         if not isinstance(body, dict) or not self.fleet.fold(body):
             self.refused += 1
-        with contextlib.suppress(Exception):
-            await msg.ack()
 
     async def _on_frames(self, msg: Msg) -> None:
         if msg.metadata.num_delivered > 1:
