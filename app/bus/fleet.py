@@ -134,8 +134,10 @@ class FleetView:
     def count_frames(self, n: int) -> None:
         self.frames += n
 
-    def rows(self, sort: str = "node", desc: bool = False) -> list[FleetRow]:
-        now = time.time()
+    def rows(
+        self, sort: str = "node", desc: bool = False, now: float | None = None
+    ) -> list[FleetRow]:
+        now = time.time() if now is None else now
         rows = [n.row(now) for n in self.nodes.values()]
         if sort not in FleetRow.__annotations__:
             sort = "node"
