@@ -4,10 +4,12 @@ node's `.control` subject; the reply settles the command's future like a websock
 from __future__ import annotations
 
 import json
-
-from nats.aio.client import Client
+from typing import TYPE_CHECKING
 
 from app.nodes.ingest import RemoteNode
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client
 
 REQUEST_TIMEOUT_S = 15.0
 

@@ -6,6 +6,9 @@ Frames go through the same intake as /ws/ingest (`NodeRegistry.receive`: seq che
 marks, publish to the hub). A frames message is acked only once the recorder has written
 every frame accepted up to it, so a dashboard killed at any moment loses nothing the bus
 kept: what it had not recorded is delivered again, and what it had is skipped by seq.
+Each frames message names the last seq its node stored before it (`prev`): a message that
+overtook an earlier one (lost in flight when the bus restarted, delivered again later) waits
+for it instead of making a false gap.
 """
 
 from __future__ import annotations
@@ -15,12 +18,8 @@ import contextlib
 import json
 import logging
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nats.aio.client import Client
-from nats.aio.msg import Msg
-from nats.js import JetStreamContext, api
-from nats.js.errors import NotFoundError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.bus.channel import BusChannel
@@ -32,9 +31,20 @@ from app.nodes.ingest import NodeRegistry, RemoteNode
 from app.protocol.state import SessionState
 from app.records.recorder import Recorder
 
+if TYPE_CHECKING:  # nats is imported at start(): a dashboard without a bus never loads it
+    from nats.aio.client import Client
+    from nats.aio.msg import Msg
+    from nats.js import JetStreamContext
+
 log = logging.getLogger("batchscope.bus")
 
 FETCH = 128
+HOLD_DELAY_S = 1.0
+HOLD_DELIVERIES = 30
+"""A frames message that overtook an earlier one (delivered but lost when the bus went
+away: JetStream delivers it again after ack_wait) is sent back this many times, HOLD_DELAY_S
+apart, before its frames are taken anyway and the hole is marked as a gap."""
+FRAMES_ACK_WAIT_S = 10.0
 ACK_INTERVAL_S = 0.1
 LEASE_INTERVAL_S = 10.0
 LEASE_S = 30.0
@@ -60,6 +70,7 @@ class BusIntake:
         self.bus_sessions: set[str] = set()
         self.refused = 0
         self.redelivered = 0
+        self.held = 0
         self._accepted = 0
         self._unacked: deque[tuple[int, Msg]] = deque()
         self._tasks: list[asyncio.Task[None]] = []
@@ -71,6 +82,8 @@ class BusIntake:
 
     # ----------------------------------------------------------------- start
     async def start(self) -> None:
+        from nats.js import api
+
         self.nc = await connect(self.url, f"batchscope-dashboard-{self.name}")
         self.js = self.nc.jetstream(timeout=5.0)
         await ensure_streams(self.js, *self.limits)
@@ -79,8 +92,8 @@ class BusIntake:
             durable=f"{self.name}-frames",
             stream=STREAM,
             config=api.ConsumerConfig(
-                ack_policy=api.AckPolicy.ALL,
-                ack_wait=60.0,
+                ack_policy=api.AckPolicy.EXPLICIT,
+                ack_wait=FRAMES_ACK_WAIT_S,
                 max_ack_pending=20_000,
                 deliver_policy=api.DeliverPolicy.ALL,
             ),
@@ -126,6 +139,7 @@ class BusIntake:
             "unacked": len(self._unacked),
             "refused": self.refused,
             "redelivered": self.redelivered,
+            "held": self.held,
             **self.fleet.stats(),
         }
 
@@ -184,8 +198,19 @@ class BusIntake:
             self.refused += 1
         else:
             node = await self._node(node_name, session)
+            prev = body.get("prev") if isinstance(body, dict) else None
             if node is None:
                 self.refused += 1
+            elif (
+                isinstance(prev, int)
+                and prev > node.last_seq
+                and msg.metadata.num_delivered <= HOLD_DELIVERIES
+            ):
+                # An earlier message of this node is still to come: take this one later.
+                self.held += 1
+                with contextlib.suppress(Exception):
+                    await msg.nak(delay=HOLD_DELAY_S)
+                return
             else:
                 for item in frames:
                     if not isinstance(item, dict):
@@ -217,6 +242,8 @@ class BusIntake:
         return node
 
     async def _announce(self, node_name: str) -> dict[str, Any]:
+        from nats.js.errors import NotFoundError
+
         if self.js is None:
             return {}
         try:
@@ -231,22 +258,17 @@ class BusIntake:
         """How many accepted frames are in the database (the recorder writes in order)."""
         return self._accepted - self.recorder.lag
 
-    def _ack_durable(self) -> Msg | None:
-        durable, last = self._durable(), None
-        while self._unacked and self._unacked[0][0] <= durable:
-            last = self._unacked.popleft()[1]
-        return last
-
     async def _ack_forever(self) -> None:
         while True:
             await asyncio.sleep(ACK_INTERVAL_S)
             await self._flush_acks()
 
     async def _flush_acks(self) -> None:
-        last = self._ack_durable()
-        if last is not None:
+        durable = self._durable()
+        while self._unacked and self._unacked[0][0] <= durable:
+            msg = self._unacked.popleft()[1]
             try:
-                await last.ack()  # AckAll: everything delivered before it too
+                await msg.ack()
             except Exception as exc:  # not acked: delivered again, skipped by seq
                 log.debug("ack: %s", exc)
 

@@ -59,6 +59,9 @@ class BusNode(Producer):
         self.lease_until = float("inf") if detail == "always" else 0.0
         self.stop_at = 0
         """With no lease: publish frames up to this seq (an incident window), then stop."""
+        self.prev_stored = 0
+        """The last seq of the last frames message the bus stored (each message names it as
+        `prev`, so a dashboard tells a message that overtook another from a real gap)."""
         self.summaries: list[list[float | int]] = []
         self.summaries_lost = 0
         self.limits = (max_age_s, max_bytes)
@@ -177,7 +180,8 @@ class BusNode(Producer):
             first, last = batch[0][0], batch[-1][0]
             stats = json.dumps({"type": "stats", **self._stats()})
             body = (
-                f'{{"node":{json.dumps(self.node)},"session":"{self.session}","frames":['
+                f'{{"node":{json.dumps(self.node)},"session":"{self.session}",'
+                f'"prev":{self.prev_stored},"frames":['
                 + ",".join(text for _, text in batch)
                 + f",{stats}]}}"
             )
@@ -191,7 +195,7 @@ class BusNode(Producer):
                 log.debug("frames %d-%d not stored yet: %s", first, last, exc)
                 await asyncio.sleep(0.2)
                 return
-            self.cursor = last
+            self.cursor = self.prev_stored = last
             self.stats.sent += len(batch)
 
     # ---------------------------------------------------------------- control

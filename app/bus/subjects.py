@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import nats
-from nats.aio.client import Client
-from nats.js import JetStreamContext, api
-from nats.js.errors import NotFoundError
+if TYPE_CHECKING:  # nats is imported where a bus is used, not by every dashboard
+    from nats.aio.client import Client
+    from nats.js import JetStreamContext
 
 log = logging.getLogger("batchscope.bus")
 
@@ -52,6 +51,8 @@ def check_url(url: str) -> str:
 
 async def connect(url: str, name: str) -> Client:
     """A client that keeps reconnecting (a bus restart is an outage, not the end)."""
+    import nats
+
     return await nats.connect(
         url,
         name=name,
@@ -80,6 +81,9 @@ async def _reconnected() -> None:
 
 async def ensure_streams(js: JetStreamContext, max_age_s: float, max_bytes: int) -> None:
     """Create the streams if they are missing (an existing stream keeps its limits)."""
+    from nats.js import api
+    from nats.js.errors import NotFoundError
+
     wanted: list[tuple[str, dict[str, Any]]] = [
         (
             STREAM,

@@ -68,8 +68,11 @@ def dashboard(
     cmd += ["--token", TOKEN, "--database-url", db, "--bus", bus]
     full_env = {**os.environ, "BATCHSCOPE_BUS_CONSUMER": consumer, **(env or {})}
     out = open(log, "ab")  # noqa: SIM115
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=full_env)
-    deadline = time.monotonic() + 60
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=full_env,
+        start_new_session=True,  # its own group: with its recorder's writer process
+    )  # fmt: skip
+    deadline = time.monotonic() + 90
     while time.monotonic() < deadline and proc.poll() is None:
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
@@ -90,12 +93,21 @@ def node(
 
 
 def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    """`sig` to the process (to its whole group for a dashboard); SIGKILL after 60 s."""
     if proc.poll() is None:
-        proc.send_signal(sig)
+        with contextlib.suppress(ProcessLookupError):
+            if os.getpgid(proc.pid) == proc.pid:
+                os.killpg(proc.pid, sig)
+            else:
+                proc.send_signal(sig)
     try:
         proc.wait(60)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        with contextlib.suppress(ProcessLookupError):
+            if os.getpgid(proc.pid) == proc.pid:
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
         proc.wait()
 
 
