@@ -95,6 +95,12 @@ def test_summaries_always_detail_on_demand(fleet: tuple[str, list[Any]]) -> None
     view = _node(base, "node-0")
     assert view is not None and view["gaps"] == 1 and view["missing"] > 0
     assert _node(base, "node-1") is None  # the others still send summaries only
+    # Commands reach a bus node over its control subject and are answered.
+    sid0 = view["session"]
+    r = httpx.post(f"{base}/api/pause", params={"session": sid0}, headers=AUTH, timeout=30)
+    assert r.status_code == 200 and r.json()["message"] == "paused", r.text
+    r = httpx.post(f"{base}/api/resume", params={"session": sid0}, headers=AUTH, timeout=30)
+    assert r.status_code == 200, r.text
 
     # An incident window: the last second of node-1, then nothing more.
     r = httpx.post(f"{base}/api/fleet/node-1/window", params={"seconds": 1}, headers=AUTH)
