@@ -39,6 +39,8 @@ if TYPE_CHECKING:  # nats is imported at start(): a dashboard without a bus neve
 log = logging.getLogger("batchscope.bus")
 
 FETCH = 128
+FETCH_SUMMARIES = 1024
+"""Summaries come in hundreds per second from a large fleet: fewer, larger pulls."""
 HOLD_DELAY_S = 1.0
 HOLD_DELIVERIES = 30
 """A frames message that overtook an earlier one (delivered but lost when the bus went
@@ -106,12 +108,14 @@ class BusIntake:
                 ack_policy=api.AckPolicy.ALL,
                 ack_wait=30.0,
                 deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
+                max_ack_pending=100_000,
             ),
         )
         self._tasks = [
             asyncio.create_task(self._pull(frames, self._on_frames), name="bus-frames"),
             asyncio.create_task(
-                self._pull(summaries, self._on_summary, ack_last=True), name="bus-summary"
+                self._pull(summaries, self._on_summary, True, FETCH_SUMMARIES),
+                name="bus-summary",
             ),
             asyncio.create_task(self._ack_forever(), name="bus-acks"),
             asyncio.create_task(self._leases_forever(), name="bus-leases"),
@@ -145,13 +149,17 @@ class BusIntake:
 
     # ------------------------------------------------------------------ pull
     async def _pull(
-        self, sub: JetStreamContext.PullSubscription, handle: Any, ack_last: bool = False
+        self,
+        sub: JetStreamContext.PullSubscription,
+        handle: Any,
+        ack_last: bool = False,
+        batch: int = FETCH,
     ) -> None:
         """Fetch and handle in order; `ack_last`: ack each batch's last message at once
         (AckAll: the batch), else the handler puts messages on the recorder's ack queue."""
         while True:
             try:
-                msgs = await sub.fetch(FETCH, timeout=1.0)
+                msgs = await sub.fetch(batch, timeout=1.0)
             except TimeoutError:
                 continue
             except asyncio.CancelledError:
