@@ -88,6 +88,7 @@ bench: $(STAMP) browser vllm-venv
 	$(BIN)/python -m bench.runner_bench
 	$(BIN)/python -m bench.live_bench
 	$(BIN)/python -m bench.command_bench
+	$(BIN)/python -m bench.fleet_bench
 	$(BIN)/python -m bench.recording_bench
 	$(BIN)/python -m bench.fault_bench
 	$(BIN)/python -m bench.lab_bench

@@ -18,6 +18,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.api_docs import ErrorBody, FieldError
+from app.bus.fleet import FleetView
+from app.bus.intake import BusIntake
 from app.errors import NotFound
 from app.forms import FormError
 from app.live.health import HealthRegistry
@@ -57,6 +59,17 @@ def get_hub(conn: HTTPConnection) -> EventHub:
 def get_nodes(conn: HTTPConnection) -> NodeRegistry:
     nodes: NodeRegistry = conn.app.state.nodes
     return nodes
+
+
+def get_fleet(conn: HTTPConnection) -> FleetView:
+    fleet: FleetView = conn.app.state.fleet
+    return fleet
+
+
+def get_bus(conn: HTTPConnection) -> BusIntake | None:
+    """The fleet bus consumer (None without --bus)."""
+    bus: BusIntake | None = getattr(conn.app.state, "bus", None)
+    return bus
 
 
 def get_recorder(conn: HTTPConnection) -> Recorder | None:
@@ -121,6 +134,8 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 DbDep = Annotated[sessionmaker[Session], Depends(get_db)]
 HubDep = Annotated[EventHub, Depends(get_hub)]
 NodesDep = Annotated[NodeRegistry, Depends(get_nodes)]
+FleetDep = Annotated[FleetView, Depends(get_fleet)]
+BusDep = Annotated[BusIntake | None, Depends(get_bus)]
 RecorderDep = Annotated[Recorder | None, Depends(get_recorder)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 HealthDep = Annotated[HealthRegistry, Depends(get_health)]

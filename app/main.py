@@ -14,6 +14,9 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy import text
 
 from app.api_docs import TAGS, install_openapi
+from app.bus.fleet import FleetView
+from app.bus.intake import BusIntake
+from app.bus.subjects import token
 from app.db.lifecycle import describe_orphan, mark_ended, mark_orphans
 from app.db.migrate import is_memory_url, prepare
 from app.db.session import make_engine, make_sessionmaker
@@ -37,6 +40,7 @@ from app.routes import (
     docs,
     engine,
     export,
+    fleet,
     forensics,
     health,
     ingest,
@@ -85,6 +89,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             relay = PgRelay(hub, settings.database_url)
             await relay.start()
         app.state.relay = relay
+        bus = _bus_intake(app, settings, recorder)
+        if bus is not None:
+            await bus.start()
+        app.state.bus = bus
         app.state.lab = LabWorker(app.state.db)
         app.state.lab.start()
         _register_health(app, settings, recorder, relay)
@@ -114,6 +122,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await local.stop()  # its last frames land before it is marked exited
             if relay is not None:
                 await relay.stop()
+            if bus is not None:
+                await bus.stop()  # writes what it took, acks it
             # Running sweep points finish (kept); off the loop, it may take a moment.
             await asyncio.to_thread(app.state.lab.stop)
             if not await recorder.stop(timeout=SHUTDOWN_DRAIN_S):
@@ -139,6 +149,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.hub = hub
     app.state.metrics = Metrics(hub)
     app.state.nodes = NodeRegistry(hub)
+    app.state.fleet = FleetView()
+    app.state.bus = None
     app.state.local_engine = (
         LocalEngine(settings, hub, app.state.nodes) if settings.engine else None
     )
@@ -155,6 +167,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         compare,
         export,
         nodes,
+        fleet,
         ingest,
         ws,
         metrics,
@@ -181,6 +194,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return response
 
     return app
+
+
+def _bus_intake(app: FastAPI, settings: Settings, recorder: Recorder) -> BusIntake | None:
+    """With a bus URL: this dashboard's durable consumers of the fleet (app/bus)."""
+    if not settings.bus:
+        return None
+    import socket
+
+    name = settings.bus_consumer or token(f"{socket.gethostname()}-{settings.port}")
+    limits = (settings.bus_max_age_s, int(settings.bus_max_mb * 1e6))
+    return BusIntake(
+        settings.bus, name, app.state.nodes, recorder, app.state.db, app.state.fleet, limits
+    )
 
 
 def _register_health(

@@ -80,6 +80,16 @@ class Settings(BaseSettings):
     """A node disconnected this long has vanished: its session is ended (`vanished`);
     one that comes back later resumes it."""
 
+    bus: str | None = Field(None, pattern=r"^nats://\S+$")
+    """A NATS JetStream URL (`nats://HOST:PORT`): nodes publish to it and this dashboard
+    consumes the fleet from it (app/bus); unset, ingest is the direct websocket."""
+    bus_consumer: str | None = Field(None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    """This dashboard's durable consumer name on the bus (default: host-port); a
+    restarted dashboard with the same name resumes where it acked."""
+    bus_max_age_s: float = Field(3600.0, gt=0)
+    bus_max_mb: float = Field(1024.0, gt=0)
+    """Retention limits of the bus's frames stream (age and size)."""
+
     max_recordings_mb: float = Field(0, ge=0)
     """Cap on what recordings store: past it the oldest ended sessions are deleted
     (0: no cap). `batchscope sessions prune` does the same on demand."""

@@ -24,6 +24,28 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "unless --link-fd)",
     )
     eng.add_argument("--token", help="the dashboard's control token (with --push)")
+    from_env(
+        eng.add_argument(
+            "--bus",
+            metavar="NATS_URL",
+            help="publish to a NATS JetStream fleet bus instead of --push, e.g. "
+            "nats://127.0.0.1:4222 (app/bus/node.py)",
+        ),
+        "bus",
+        shown_default="none",
+    )
+    eng.add_argument(
+        "--detail",
+        choices=("on-demand", "always"),
+        default="on-demand",
+        help="with --bus: full frames only while a dashboard watches (summaries always), or always",
+    )
+    eng.add_argument(
+        "--flight-s",
+        type=float,
+        default=300.0,
+        help="with --bus: seconds of full frames the flight recorder keeps",
+    )
     eng.add_argument(
         "--link-fd",
         type=int,
@@ -47,7 +69,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--buffer",
         type=int,
         default=20_000,
-        help="frames kept for resending while the dashboard is away",
+        help="frames kept for resending while the dashboard is away (with --bus: the "
+        "flight recorder's size)",
     )
     eng.set_defaults(run=cmd_engine)
 
@@ -76,9 +99,14 @@ def cmd_engine(args: argparse.Namespace) -> int:
         from app.cli.engine_link import run_linked_engine
 
         return run_linked_engine(args.link_fd)
-    if args.push is None or args.token is None:
-        raise CliError("--push WS_URL and --token are required (or --link-fd, used by serve)")
-    if not args.push.startswith(("ws://", "wss://")):
+    bus = args.bus if args.push is None else None
+    if bus is None and (args.push is None or args.token is None):
+        raise CliError("--push WS_URL and --token are required (or --bus NATS_URL, or --link-fd)")
+    if bus is not None and not bus.startswith("nats://"):
+        raise CliError("--bus: must be a nats://HOST:PORT URL")
+    if bus is not None and not 1 <= args.flight_s <= 86_400:
+        raise CliError("--flight-s: must be 1-86400 seconds")
+    if bus is None and not args.push.startswith(("ws://", "wss://")):
         raise CliError("--push: must be a ws:// or wss:// URL of a dashboard's /ws/ingest")
     if args.buffer < 100:
         raise CliError("--buffer: must be >= 100 frames")
@@ -103,11 +131,28 @@ def cmd_engine(args: argparse.Namespace) -> int:
         engine, realtime=settings.realtime, speed=settings.sim_speed, before_step=workload
     )
     announce = {"name": f"{node} ({runner.name})", **engine_fields(runner, config.as_dict())}
+    logging.basicConfig(level=logging.INFO, format="batchscope engine: %(message)s")
+    if bus is not None:
+        from app.bus.node import BusNode
+
+        bus_node = BusNode(
+            engine,
+            sink,
+            bus,
+            node,
+            announce,
+            core,
+            detail=args.detail,
+            flight_frames=args.buffer,
+            flight_s=args.flight_s,
+            max_age_s=settings.bus_max_age_s,
+            max_bytes=int(settings.bus_max_mb * 1e6),
+        )
+        run_until_signalled(bus_node.run)
+        return 0
     producer = Producer(
         engine, sink, args.push, args.token, node, announce, buffer_frames=args.buffer, core=core
     )
-
-    logging.basicConfig(level=logging.INFO, format="batchscope engine: %(message)s")
 
     run_until_signalled(producer.run)
     return 0

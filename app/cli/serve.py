@@ -72,6 +72,16 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "engine",
         shown_default="engine on",
     )
+    from_env(
+        serve.add_argument(
+            "--bus",
+            metavar="NATS_URL",
+            help="consume a fleet of nodes from NATS JetStream, e.g. nats://127.0.0.1:4222 "
+            "(besides /ws/ingest)",
+        ),
+        "bus",
+        shown_default="none: websocket ingest only",
+    )
     serve.set_defaults(run=cmd_serve)
 
 
@@ -86,6 +96,7 @@ SETTINGS_FLAGS = (
     "token",
     "engine",
     "allowed_hosts",
+    "bus",
 )
 
 

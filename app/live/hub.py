@@ -210,6 +210,14 @@ class EventHub:
         return state.seq, text
 
     # -------------------------------------------------------- subscribers
+    def watchers(self, session: str) -> int:
+        """Clients watching `session` now (its own, or following it as the live one)."""
+        return sum(
+            1
+            for sub in self._subscribers
+            if sub.session == session or (sub.session is None and session == self.live_session)
+        )
+
     @contextlib.asynccontextmanager
     async def subscribe(
         self, session: str | None, maxsize: int = DEFAULT_QUEUE_FRAMES

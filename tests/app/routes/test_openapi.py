@@ -119,6 +119,7 @@ def test_try_it_out_works_for_every_operation_with_the_token(live_server: LiveSe
             "sweep_id": sweep,
             "index": "0",
             "experiment": "s1_static_vs_continuous",
+            "node": "n-1",
         }
         spec = c.get("/openapi.json").json()
         ops = _operations(spec)
@@ -148,4 +149,6 @@ def test_try_it_out_works_for_every_operation_with_the_token(live_server: LiveSe
             assert str(r.status_code) in op["responses"], (where, r.status_code, r.text[:300])
             if path.endswith("/cancel") and r.status_code == 409:
                 continue  # documented: that sweep already finished
+            if path.startswith("/api/fleet/") and r.status_code == 404:
+                continue  # documented: this server has no fleet bus
             assert r.status_code < 300, (where, r.status_code, r.text[:300])

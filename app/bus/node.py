@@ -1,0 +1,244 @@
+"""`batchscope engine --bus nats://...`: the engine headless, publishing to the fleet bus.
+
+Every step's summary goes out always (`batchscope.<node>.summary`, batched every 0.25 s).
+Full frames are kept in the flight recorder and published (`.frames`, JetStream-acked)
+while a dashboard holds a detail lease, or always with `detail="always"`. A frame the bus
+did not store is published again from the flight recorder; one that left the recorder
+first is a gap the dashboards mark. Requests arrive on `.control`: detail leases, incident
+windows and the same commands as over /ws/ingest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from typing import Any, Literal
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from app.bus.flight import FlightRecorder
+from app.bus.subjects import MAX_MSG_BYTES, connect, ensure_streams, subject
+from app.bus.summary import step_summary
+from app.nodes.producer import Producer, QueueSink
+from app.protocol.envelope import encode, envelope
+from engine.engine import Engine
+from engine.engine_core import EngineCore
+
+log = logging.getLogger("batchscope.engine")
+
+SUMMARY_INTERVAL_S = 0.25
+FRAMES_INTERVAL_S = 0.05
+PUBLISH_TIMEOUT_S = 2.0
+MAX_LEASE_S = 3600.0
+Detail = Literal["always", "on-demand"]
+
+
+class BusNode(Producer):
+    def __init__(
+        self,
+        engine: Engine,
+        sink: QueueSink,
+        url: str,
+        node: str,
+        announce: dict[str, Any],
+        core: EngineCore,
+        detail: Detail = "on-demand",
+        flight_frames: int = 50_000,
+        flight_s: float = 300.0,
+        max_age_s: float = 3600.0,
+        max_bytes: int = 1 << 30,
+    ) -> None:
+        super().__init__(engine, sink, url, "", node, announce, buffer_frames=100, core=core)
+        self.flight = FlightRecorder(flight_frames, flight_s)
+        self.detail = detail
+        self.lease_until = float("inf") if detail == "always" else 0.0
+        self.stop_at = 0
+        """With no lease: publish frames up to this seq (an incident window), then stop."""
+        self.prev_stored = 0
+        """The last seq of the last frames message the bus stored (each message names it as
+        `prev`, so a dashboard tells a message that overtook another from a real gap)."""
+        self.summaries: list[list[float | int]] = []
+        self.summaries_lost = 0
+        self.limits = (max_age_s, max_bytes)
+        self.nc: Client | None = None
+        self.js: JetStreamContext | None = None
+
+    # ------------------------------------------------------------ engine side
+    def _collect(self) -> None:
+        """Frames from the engine thread into the flight recorder; summaries aside."""
+        now = time.time()
+        for frame_type, data in self.sink.drain():
+            self.seq += 1
+            text = envelope(frame_type, self.session, self.seq, encode(data))
+            before = len(self.flight)
+            self.flight.append(self.seq, text, now)
+            if len(self.flight) <= before and self.flight.oldest > self.cursor + 1:
+                self.stats.dropped += 1
+            self.stats.produced += 1
+            if frame_type == "iteration":
+                self.summaries.append(step_summary(data, now))
+
+    # --------------------------------------------------------------- bus side
+    async def run(self, stop: asyncio.Event) -> None:
+        self.nc = await connect(self.url, f"batchscope-node-{self.node}")
+        self.js = self.nc.jetstream(timeout=PUBLISH_TIMEOUT_S)
+        await ensure_streams(self.js, *self.limits)
+        await self._publish_announce()
+        await self.nc.subscribe(subject(self.node, "control"), cb=self._on_control)
+        self.core.start()
+        log.info("node %s publishing session %s to %s", self.node, self.session, self.url)
+        tasks = [
+            asyncio.create_task(self._summaries_forever(stop)),
+            asyncio.create_task(self._frames_forever(stop)),
+        ]
+        try:
+            await stop.wait()
+        finally:
+            self.core.stop()
+            self.sink.queue.put(("session", {"event": "closed", "reason": "shutdown"}))
+            self._collect()
+            for task in tasks:
+                task.cancel()
+            await self._flush_frames(deadline=time.monotonic() + 5.0)
+            await self._publish_summaries()
+            log.info(
+                "node %s stopped: last seq %d, stored through %d, dropped %d",
+                self.node,
+                self.seq,
+                self.cursor,
+                self.stats.dropped,
+            )
+            with contextlib.suppress(Exception):
+                await self.nc.drain()
+
+    async def _publish_announce(self) -> None:
+        assert self.js is not None
+        body = json.dumps({**self.announce, "session": self.session, "node": self.node})
+        for attempt in range(30):
+            try:
+                await self.js.publish(subject(self.node, "announce"), body.encode())
+                return
+            except Exception as exc:
+                log.warning("announce not stored yet (%s); retrying", exc)
+                await asyncio.sleep(min(0.2 * (attempt + 1), 2.0))
+        raise OSError("the bus did not store the announce")
+
+    async def _summaries_forever(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await asyncio.sleep(SUMMARY_INTERVAL_S)
+            self._collect()
+            await self._publish_summaries()
+
+    async def _publish_summaries(self) -> None:
+        """Summaries are fire-and-forget (the client buffers through a short outage); what
+        cannot be sent is counted, and dashboards see the steps it skipped."""
+        if not self.summaries or self.nc is None:
+            return
+        rows, self.summaries = self.summaries, []
+        body = {
+            "node": self.node,
+            "session": self.session,
+            "seq": self.seq,
+            "steps": rows,
+            "stats": self._stats(),
+        }
+        try:
+            await self.nc.publish(subject(self.node, "summary"), json.dumps(body).encode())
+        except Exception as exc:
+            self.summaries_lost += len(rows)
+            log.debug("summaries lost: %s", exc)
+
+    def _stats(self) -> dict[str, int]:
+        return {
+            "buffered": self.seq - self.cursor,
+            "dropped": self.stats.dropped,
+            "summaries_lost": self.summaries_lost,
+            "flight_frames": len(self.flight),
+        }
+
+    def _detailing(self) -> bool:
+        return time.time() < self.lease_until or self.cursor < self.stop_at
+
+    async def _frames_forever(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            self._collect()
+            if self._detailing():
+                await self._flush_frames(deadline=time.monotonic() + 1.0)
+            await asyncio.sleep(FRAMES_INTERVAL_S)
+
+    async def _flush_frames(self, deadline: float) -> None:
+        """Publish stored frames after the cursor until none is left or `deadline`."""
+        while self.js is not None and self._detailing() and time.monotonic() < deadline:
+            batch = self.flight.after(self.cursor, MAX_MSG_BYTES)
+            if not batch:
+                return
+            first, last = batch[0][0], batch[-1][0]
+            stats = json.dumps({"type": "stats", **self._stats()})
+            body = (
+                f'{{"node":{json.dumps(self.node)},"session":"{self.session}",'
+                f'"prev":{self.prev_stored},"frames":['
+                + ",".join(text for _, text in batch)
+                + f",{stats}]}}"
+            )
+            try:
+                await self.js.publish(
+                    subject(self.node, "frames"),
+                    body.encode(),
+                    headers={"Nats-Msg-Id": f"{self.session}:{first}-{last}"},
+                )
+            except Exception as exc:  # the bus is away: the flight recorder keeps them
+                log.debug("frames %d-%d not stored yet: %s", first, last, exc)
+                await asyncio.sleep(0.2)
+                return
+            self.cursor = self.prev_stored = last
+            self.stats.sent += len(batch)
+
+    # ---------------------------------------------------------------- control
+    async def _on_control(self, msg: Msg) -> None:
+        try:
+            req = json.loads(msg.data)
+            reply = await self._control(req) if isinstance(req, dict) else None
+        except ValueError:
+            reply = None
+        if reply is None:
+            reply = {"type": "error", "detail": "control: expected a JSON object"}
+        with contextlib.suppress(Exception):
+            await msg.respond(json.dumps(reply).encode())
+
+    async def _control(self, req: dict[str, Any]) -> dict[str, Any]:
+        kind = req.get("type")
+        if kind == "command":
+            return await self._command(req)
+        if kind not in ("detail", "window"):
+            return {"type": "error", "detail": f"control: unknown type {kind!r}"}
+        self._collect()
+        after = req.get("after_seq", 0)
+        after = after if isinstance(after, int) and after >= 0 else 0
+        if kind == "detail":
+            seconds = req.get("for_s", 60)
+            if not isinstance(seconds, int | float) or not 0 <= seconds <= MAX_LEASE_S:
+                return {"type": "error", "detail": f"detail: for_s must be 0-{MAX_LEASE_S:g}"}
+            was = self._detailing()
+            if self.detail != "always":
+                self.lease_until = max(self.lease_until, time.time() + float(seconds))
+            self.cursor = min(self.cursor, after) if was else after
+        else:
+            seconds = req.get("seconds", 60)
+            if not isinstance(seconds, int | float) or seconds <= 0:
+                return {"type": "error", "detail": "window: seconds must be > 0"}
+            start = self.flight.first_at(time.time() - float(seconds))
+            self.cursor = max(after, start - 1) if start else self.seq
+            self.stop_at = self.seq
+        return {
+            "type": "detail",
+            "session": self.session,
+            "from_seq": max(self.cursor + 1, self.flight.oldest),
+            "oldest_seq": self.flight.oldest,
+            "last_seq": self.seq,
+            "lease_s": max(0.0, min(self.lease_until - time.time(), MAX_LEASE_S)),
+        }
