@@ -9,7 +9,7 @@ PORT    ?= 8000
 
 DB      ?= sqlite:///./data/batchscope.db
 
-.PHONY: install browser vllm-venv vllm-venv-033 vllm-node run test check fmt-check lint js-lint fmt \
+.PHONY: install browser nats vllm-venv vllm-venv-033 vllm-node run test check fmt-check lint js-lint fmt \
         bench soak screenshot clean
 
 $(STAMP): pyproject.toml requirements/lock.txt
@@ -36,6 +36,13 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
 	    >/dev/null || { echo "could not install chromium (apt-get)"; exit 1; }; }
 
+# Debian's nats-server for the fleet bus tests (each starts its own on a free port).
+nats:
+	@test -x /usr/sbin/nats-server || { \
+	  echo "installing Debian nats-server for the bus tests"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server) \
+	    >/dev/null || { echo "could not install nats-server (apt-get)"; exit 1; }; }
+
 # The real vLLM 0.20.0 on CPU in its own venv, for tests/vllm (the adapter against vLLM's
 # own scheduler); a no-op when current. The first run downloads vLLM (~245 MB).
 vllm-venv: vllm-venv-033
@@ -55,7 +62,7 @@ run: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-$(DB)} $(BIN)/batchscope db upgrade
 	DATABASE_URL=$${DATABASE_URL:-$(DB)} $(BIN)/batchscope serve --host $(HOST) --port $(PORT)
 
-test: $(STAMP) browser vllm-venv vllm-node
+test: $(STAMP) browser nats vllm-venv vllm-node
 	$(BIN)/python -m pytest
 
 # What CI runs (.ci/run): every static check first (seconds), then the whole suite.

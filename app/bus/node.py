@@ -25,9 +25,10 @@ from app.bus.flight import FlightRecorder
 from app.bus.subjects import MAX_MSG_BYTES, connect, ensure_streams, subject
 from app.bus.summary import step_summary
 from app.nodes.producer import Producer, QueueSink
-from app.protocol.envelope import encode, envelope
 from engine.engine import Engine
 from engine.engine_core import EngineCore
+from protocol.control import Reply
+from protocol.envelope import encode, envelope
 
 log = logging.getLogger("batchscope.engine")
 
@@ -210,7 +211,7 @@ class BusNode(Producer):
         with contextlib.suppress(Exception):
             await msg.respond(json.dumps(reply).encode())
 
-    async def _control(self, req: dict[str, Any]) -> dict[str, Any]:
+    async def _control(self, req: dict[str, Any]) -> dict[str, Any] | Reply:
         kind = req.get("type")
         if kind == "command":
             return await self._command(req)

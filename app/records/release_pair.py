@@ -12,7 +12,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.queries import SessionRow
 from app.live.hub import EventHub
-from app.protocol.session import session_meta
 from app.records.recorder import Recorder
 from app.records.rerun import Arrival, load_arrivals, publish_closed_session
 from app.records.rerun_process import rerun_session
@@ -20,6 +19,7 @@ from engine.config import ConfigError, EngineConfig, knobs_to_reset
 from engine.events import Event, ListSink
 from engine.scenario import Scenario
 from engine.simulate import run_scenario
+from protocol.session import session_meta
 
 
 class PairError(ValueError):

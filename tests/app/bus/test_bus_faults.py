@@ -15,10 +15,6 @@ import pytest
 from tests.app.bus import fleet_procs as fp
 from tests.conftest import free_port
 
-pytestmark = pytest.mark.skipif(
-    not Path(fp.NATS_SERVER).exists(), reason="needs nats-server (/usr/sbin/nats-server)"
-)
-
 
 @pytest.fixture
 def bus(tmp_path: Path) -> Iterator[fp.NatsServer]:

@@ -17,9 +17,6 @@ from app.bus.summary import SUMMARY_FIELDS
 from tests.app.bus import fleet_procs as fp
 from tests.conftest import TOKEN, free_port
 
-pytestmark = pytest.mark.skipif(
-    not Path(fp.NATS_SERVER).exists(), reason="needs nats-server (/usr/sbin/nats-server)"
-)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 

@@ -7,15 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.app.bus import fleet_procs as fp
 from tests.conftest import free_port
 from tools import fleet_load
 
-pytestmark = pytest.mark.skipif(
-    not Path(fp.NATS_SERVER).exists(), reason="needs nats-server (/usr/sbin/nats-server)"
-)
 NODES = 200
 
 
