@@ -70,8 +70,13 @@ class Engine:
         prompt_token_ids: list[int],
         sampling_params: SamplingParams,
         priority: int = 0,
+        arrival_t: float | None = None,
     ) -> str | None:
-        """Queue a request for the next step. Returns a rejection reason, or None."""
+        """Queue a request for the next step. Returns a rejection reason, or None.
+
+        `arrival_t`: when it reached the engine (session seconds, at most now; default
+        now), for a caller that adds arrivals due since the last step (a trace, a re-run):
+        its `arrived` mark then keeps the time it was due, not the step that took it."""
         sched = self.scheduler
         reason: str | None
         if req_id in sched.requests:
@@ -87,6 +92,8 @@ class Engine:
             except ValueError as exc:
                 reason = str(exc)
         now = self.now()
+        if arrival_t is not None:
+            now = min(now, arrival_t)
         if reason is not None:
             self._rejected.append(Rejection(req_id, reason))
             self.sink.emit(
