@@ -35,6 +35,8 @@ class Settings(BaseSettings):
     workload: str = "poisson"
     """The live engine's own arrivals: `poisson`, `none`, or `trace:FILE` (a Mooncake-style
     JSONL trace, played at its timestamps from the start of each session)."""
+    trace_block_tokens: int = Field(512, ge=1, le=1 << 20)
+    """Tokens per hash id block of a `trace:FILE` workload."""
     engine: bool = True
     """False: a pure observer dashboard with no local engine (remote nodes push frames)."""
     database_url: str = Field(

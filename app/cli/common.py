@@ -147,7 +147,7 @@ def check_trace_workload(settings: Any) -> Any:
     if path is None:
         return None
     try:
-        return load_trace_workload(path, settings.engine_config())
+        return load_trace_workload(path, settings.engine_config(), settings.trace_block_tokens)
     except TraceError as exc:
         raise CliError(f"--workload trace:{path}: {exc}") from None
     except OSError as exc:

@@ -44,6 +44,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     from_env(eng.add_argument("--model", metavar="DIR"), "model", "built-in random weights")
     from_env(eng.add_argument("--device", choices=("auto", "cpu", "cuda")), "device")
     from_env(eng.add_argument("--workload", metavar="poisson|none|trace:FILE"), "workload")
+    from_env(
+        eng.add_argument(
+            "--trace-block-tokens", type=int, metavar="N", help="trace:FILE: tokens per hash id"
+        ),
+        "trace_block_tokens",
+    )
     add_loop_flags(eng)
     eng.add_argument(
         "--buffer",
@@ -87,7 +93,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
         raise CliError("--buffer: must be >= 100 frames")
     overrides = {
         k: getattr(args, k)
-        for k in ("runner", "model", "device", "workload")
+        for k in ("runner", "model", "device", "workload", "trace_block_tokens")
         if getattr(args, k) is not None
     }
     overrides.update(loop_overrides(args))

@@ -45,6 +45,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         ),
         "workload",
     )
+    from_env(
+        serve.add_argument(
+            "--trace-block-tokens", type=int, metavar="N", help="trace:FILE: tokens per hash id"
+        ),
+        "trace_block_tokens",
+    )
     add_loop_flags(serve)
     add_database_flag(serve)
     from_env(
@@ -91,6 +97,7 @@ SETTINGS_FLAGS = (
     "model",
     "device",
     "workload",
+    "trace_block_tokens",
     "database_url",
     "token",
     "engine",

@@ -94,7 +94,9 @@ class EngineHost:
             config = config or (scenario.config if scenario else self.settings.engine_config())
             trace = self.settings.workload_trace() if scenario is None else None
             if trace:
-                scenario = await asyncio.to_thread(load_trace_workload, trace, config)
+                scenario = await asyncio.to_thread(
+                    load_trace_workload, trace, config, self.settings.trace_block_tokens
+                )
             runner = await asyncio.to_thread(self.make_runner, config)
             session = new_session_id()
             name = scenario.name if scenario else "live"

@@ -85,9 +85,9 @@ class ScenarioArrivals:
             engine.step()
 
 
-def load_trace_workload(path: str, config: EngineConfig) -> Scenario:
+def load_trace_workload(path: str, config: EngineConfig, block_tokens: int) -> Scenario:
     """`--workload trace:FILE`: the trace as a scenario under the live engine's knobs.
     Raises TraceError (line numbers; a request too long for `max_model_len` included)
     or OSError / UnicodeDecodeError."""
-    rows = read_trace(path, max_model_len=config.scheduler.max_model_len)
-    return trace_as_scenario(rows, config, name=f"trace {Path(path).name}")
+    rows = read_trace(path, block_tokens, config.scheduler.max_model_len)
+    return trace_as_scenario(rows, config, block_tokens, name=f"trace {Path(path).name}")
