@@ -140,10 +140,17 @@ class Engine:
             return {}
 
     def abort(self, req_ids: Iterable[str]) -> list[str]:
-        aborted = self.scheduler.finish_requests(req_ids, RequestStatus.FINISHED_ABORTED)
+        ids = list(req_ids)
+        live = {r: self.scheduler.requests.get(r) for r in ids}
+        aborted = self.scheduler.finish_requests(ids, RequestStatus.FINISHED_ABORTED)
         now = self.now()
         for req_id in aborted:
-            self.sink.emit(RequestEvent(req_id, "aborted", self.step_index, now))
+            request = live[req_id]
+            detail: dict[str, Any] = {"reason": "abort"}
+            if request is not None:
+                detail["num_output_tokens"] = request.num_output_tokens
+                detail["num_cached_tokens"] = max(request.num_cached_tokens, 0)
+            self.sink.emit(RequestEvent(req_id, "aborted", self.step_index, now, detail))
         return aborted
 
     def update_config(self, **changes: Any) -> EngineConfig:

@@ -110,17 +110,21 @@ def _request_row(
                 num_preemptions=0,
                 prefix_hit_tokens=0,
                 num_output_tokens=0,
+                arrival_seq=0,
             )
             db.add(row)
         cache[key] = row
     return row
 
 
-def _apply_request(row: RequestRecord, data: dict[str, Any]) -> bool:
+def _apply_request(row: RequestRecord, data: dict[str, Any], seq: int) -> bool:
     """Fold a request frame into its row; True if it was an arrival."""
     kind, detail = data["kind"], data.get("detail") or {}
+    if row.arrival_step is None:
+        # First seen (a rejection has no `arrived` mark): it arrived here, as the fold says.
+        row.arrival_step, row.arrival_t, row.arrival_seq = data["step"], data["t"], seq
     if kind == "arrived":
-        row.arrival_step, row.arrival_t = data["step"], data["t"]
+        row.arrival_step, row.arrival_t, row.arrival_seq = data["step"], data["t"], seq
         row.num_prompt_tokens = int(detail.get("num_prompt_tokens", 0))
         row.max_tokens = int(detail.get("max_tokens", 0))
         row.priority = int(detail.get("priority", 0))
@@ -129,6 +133,8 @@ def _apply_request(row: RequestRecord, data: dict[str, Any]) -> bool:
         row.first_scheduled_step = data["step"]
     elif kind == "first_token":
         row.first_token_t = data["t"]
+        if row.arrival_t is not None:
+            row.ttft = round(data["t"] - row.arrival_t, 6)
     elif kind == "preempted":
         row.num_preemptions += 1
     elif kind in ("finished", "aborted", "rejected"):
@@ -136,6 +142,9 @@ def _apply_request(row: RequestRecord, data: dict[str, Any]) -> bool:
         row.finish_reason = str(detail.get("reason") or kind)[:200]
         row.num_output_tokens = int(detail.get("num_output_tokens", row.num_output_tokens))
         row.prefix_hit_tokens = int(detail.get("num_cached_tokens", row.prefix_hit_tokens))
+        row.status = "REJECTED" if kind == "rejected" else "FINISHED"
+        if kind != "rejected" and row.arrival_t is not None:
+            row.e2e = round(data["t"] - row.arrival_t, 6)
     return False
 
 
@@ -212,7 +221,7 @@ def _write_batch(
             _apply_session_meta(rec, data)
         elif frame_type == "request":
             row = _request_row(db, requests, session, data["req"])
-            if _apply_request(row, data):
+            if _apply_request(row, data, seq):
                 rec.num_requests += 1
         elif frame_type == "config":
             db.merge(
