@@ -21,7 +21,7 @@ from app.life_models import BlockMap, RequestLife
 from app.live.hub import EventHub
 from app.records.recorder import Recorder
 from app.records.request_life import request_life
-from app.request_table import RequestQuery, request_query, table_rows
+from app.request_table import RequestQuery, live_rows_at, request_query
 
 TOTAL_HEADER = {
     "description": "rows matching the filters (all pages)",
@@ -92,11 +92,8 @@ async def recorded_rows(
         with db() as s:
             meta = queries.get_session(s, session_id)
             at = meta["steps"] - 1 if step is None else step
-            rows = table_rows(queries.state_at_step(s, session_id, at))
-            # Done by `at` in the database; the rest (and the odd request whose end is
-            # marked for the next step) from the state at `at`.
-            live = [r for r in rows if r["finish_step"] is None or r["finish_step"] > at]
-            return request_page(s, session_id, at, live, query)
+            # Done by `at` in the database; the rest from the state at `at`.
+            return request_page(s, session_id, at, live_rows_at(s, session_id, at), query)
 
     total, page = await asyncio.to_thread(load)
     response.headers["X-Total-Count"] = str(total)
