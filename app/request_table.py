@@ -182,7 +182,7 @@ def select_rows(rows: list[dict[str, Any]], query: RequestQuery) -> list[dict[st
 
 
 LIVE_CACHE_STATES = 16
-_live_cache: OrderedDict[tuple[str, int], list[dict[str, Any]]] = OrderedDict()
+_live_cache: OrderedDict[tuple[str, str, int], list[dict[str, Any]]] = OrderedDict()
 _live_lock = threading.Lock()
 
 
@@ -192,7 +192,7 @@ def live_rows_at(db: Session, session_id: str, step: int) -> list[dict[str, Any]
     step never change, so the rows of the latest few steps asked for are kept: paging
     through one step's table folds its state once."""
     seq = queries.last_seq_at_step(db, session_id, step)
-    key = (session_id, seq)
+    key = (str(db.get_bind().engine.url), session_id, seq)
     with _live_lock:
         rows = _live_cache.get(key)
         if rows is not None:
