@@ -382,11 +382,18 @@ class LabSweepBody(_Body):
     are loosely typed on purpose: the lab's parser (app.lab.form) checks them and names
     the knob or value at fault in its 422."""
 
-    source: str | None = Field(None, max_length=20, description="library|workload|session|scenario")
+    source: str | None = Field(
+        None, max_length=20, description="library|workload|session|scenario|trace"
+    )
     scenario: str | None = Field(None, max_length=200, description="library scenario name")
     workload: str | None = Field(None, max_length=500, description="e.g. poisson:rate=20,n=200")
     session: str | None = Field(None, max_length=200, description="a recording's id")
     scenario_json: str | None = Field(None, max_length=2_000_000)
+    trace_jsonl: str | None = Field(
+        None, max_length=2_000_000, description="source trace: a Mooncake JSONL trace's text"
+    )
+    trace_name: str | None = Field(None, max_length=200, description="the trace's file name")
+    block_tokens: str | int | None = Field(None, description="source trace: tokens per hash id")
     knob: str | None = Field(None, max_length=100, description="the knob to sweep")
     values: str | None = Field(None, max_length=2000, description="its values, e.g. 128,256")
     knob2: str | None = Field(None, max_length=100)

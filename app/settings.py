@@ -6,7 +6,7 @@ import secrets
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engine.config import (
@@ -32,7 +32,11 @@ class Settings(BaseSettings):
     runner: Literal["torch", "sim"] = "torch"
     model: str | None = None
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    workload: Literal["poisson", "none"] = "poisson"
+    workload: str = "poisson"
+    """The live engine's own arrivals: `poisson`, `none`, or `trace:FILE` (a Mooncake-style
+    JSONL trace, played at its timestamps from the start of each session)."""
+    trace_block_tokens: int = Field(512, ge=1, le=1 << 20)
+    """Tokens per hash id block of a `trace:FILE` workload."""
     engine: bool = True
     """False: a pure observer dashboard with no local engine (remote nodes push frames)."""
     database_url: str = Field(
@@ -118,6 +122,17 @@ class Settings(BaseSettings):
             ),
             vllm_version=self.vllm_version,
         ).validate()
+
+    @field_validator("workload")
+    @classmethod
+    def _check_workload(cls, value: str) -> str:
+        if value in ("poisson", "none") or (value.startswith("trace:") and value[6:].strip()):
+            return value
+        raise ValueError("poisson, none or trace:FILE (a Mooncake JSONL trace)")
+
+    def workload_trace(self) -> str | None:
+        """The trace file of `--workload trace:FILE`, else None."""
+        return self.workload[6:] if self.workload.startswith("trace:") else None
 
     def workload_spec(self) -> WorkloadSpec:
         """The Poisson workload a live engine starts with (local or pushing)."""

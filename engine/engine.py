@@ -76,8 +76,13 @@ class Engine:
         prompt_token_ids: list[int],
         sampling_params: SamplingParams,
         priority: int = 0,
+        arrival_t: float | None = None,
     ) -> str | None:
-        """Queue a request for the next step. Returns a rejection reason, or None."""
+        """Queue a request for the next step. Returns a rejection reason, or None.
+
+        `arrival_t`: when it reached the engine (session seconds, at most now; default
+        now), for a caller that adds arrivals due since the last step (a trace, a re-run):
+        its `arrived` mark then keeps the time it was due, not the step that took it."""
         sched = self.scheduler
         reason: str | None
         if req_id in sched.requests:
@@ -92,6 +97,8 @@ class Engine:
             except ValueError as exc:
                 reason = str(exc)
         now = self.now()
+        if arrival_t is not None:
+            now = min(now, arrival_t)
         if reason is not None:
             self._rejected.append(Rejection(req_id, reason))
             self.sink.emit(
@@ -138,10 +145,17 @@ class Engine:
             return {}
 
     def abort(self, req_ids: Iterable[str]) -> list[str]:
-        aborted = self.scheduler.finish_requests(req_ids, RequestStatus.FINISHED_ABORTED)
+        ids = list(req_ids)
+        live = {r: self.scheduler.requests.get(r) for r in ids}
+        aborted = self.scheduler.finish_requests(ids, RequestStatus.FINISHED_ABORTED)
         now = self.now()
         for req_id in aborted:
-            self.sink.emit(RequestEvent(req_id, "aborted", self.step_index, now))
+            request = live[req_id]
+            detail: dict[str, Any] = {"reason": "abort"}
+            if request is not None:
+                detail["num_output_tokens"] = request.num_output_tokens
+                detail["num_cached_tokens"] = max(request.num_cached_tokens, 0)
+            self.sink.emit(RequestEvent(req_id, "aborted", self.step_index, now, detail))
         return aborted
 
     def update_config(self, **changes: Any) -> EngineConfig:

@@ -56,10 +56,13 @@ def run_scenario(
         while timed and (timed[0].arrival_time_ms or 0.0) <= clock_ms:
             due.append(timed.popleft())
         for req in due:
+            at_s = None
             if req.arrival_time_ms is not None:
                 arrived_at[req.id] = (step, req.arrival_time_ms)
+                # On the runner's clock a request keeps the time it was due.
+                at_s = req.arrival_time_ms / 1000.0 if "clock" in options else None
             engine.add_request(
-                req.id, list(req.prompt_token_ids), req.sampling_params, req.priority
+                req.id, list(req.prompt_token_ids), req.sampling_params, req.priority, at_s
             )
         if not engine.has_unfinished_requests() and step >= last_arrival:
             if not timed:

@@ -23,6 +23,7 @@ from multiprocessing import get_context
 from typing import Any
 
 from engine.config import CacheConfig, SchedulerConfig
+from engine.mooncake import TraceRow, trace_requests
 from engine.run_metrics import run_metrics
 from engine.scenario import parse_scenario
 
@@ -122,6 +123,8 @@ def point_scenario(base: dict[str, Any], point: SweepPoint) -> dict[str, Any]:
     if "workload" in data:
         spec = data.pop("workload")
         data["requests"] = workload_requests(spec, int(spec.get("seed", 0)) + point.repeat)
+    if "trace" in data:
+        data["requests"] = trace_source_requests(data.pop("trace"))
     try:
         parse_scenario(data)
     except ValueError as exc:
@@ -158,6 +161,29 @@ def workload_requests(spec: dict[str, Any], seed: int) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+def trace_source(rows: list[TraceRow], block_tokens: int) -> dict[str, Any]:
+    """A trace as a base scenario's compact `trace` entry (its prompts are built per
+    point, so a stored sweep keeps the rows, not millions of tokens)."""
+    return {
+        "block_tokens": block_tokens,
+        "rows": [[r.timestamp, r.input_length, r.output_length, list(r.hash_ids)] for r in rows],
+    }
+
+
+def trace_source_requests(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    try:
+        block_tokens = int(spec["block_tokens"])
+        rows = [
+            TraceRow(i + 1, float(ts), int(n_in), int(n_out), tuple(ids))
+            for i, (ts, n_in, n_out, ids) in enumerate(spec["rows"])
+        ]
+    except (KeyError, TypeError, ValueError):
+        raise SweepError(
+            "trace: expected {block_tokens, rows: [[ts, in, out, ids], ...]}"
+        ) from None
+    return trace_requests(rows, block_tokens)
 
 
 @dataclass

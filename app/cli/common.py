@@ -137,6 +137,25 @@ def runner_from_settings(settings: Any, config: Any) -> Any:
     return make_runner_from_args(options, config)
 
 
+def check_trace_workload(settings: Any) -> Any:
+    """`--workload trace:FILE`: the trace as a scenario under the settings' knobs (None
+    for another workload); a trace that cannot be used is a CliError naming its line."""
+    from app.nodes.scenarios import load_trace_workload
+    from engine.mooncake import TraceError
+
+    path = settings.workload_trace()
+    if path is None:
+        return None
+    try:
+        return load_trace_workload(path, settings.engine_config(), settings.trace_block_tokens)
+    except TraceError as exc:
+        raise CliError(f"--workload trace:{path}: {exc}") from None
+    except OSError as exc:
+        raise CliError(f"--workload trace:{path}: cannot read the file ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise CliError(f"--workload trace:{path}: not a UTF-8 text file") from None
+
+
 def run_until_signalled(body: Callable[[asyncio.Event], Awaitable[None]]) -> None:
     """asyncio.run(body(stop)), where `stop` is set by SIGINT or SIGTERM."""
     import signal

@@ -4,10 +4,12 @@ dashboard's /ws/ingest (app/nodes/producer.py)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from app.cli.common import (
     CliError,
     add_loop_flags,
+    check_trace_workload,
     loop_overrides,
     run_until_signalled,
     runner_from_settings,
@@ -63,7 +65,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     from_env(eng.add_argument("--runner", choices=("sim", "torch")), "runner")
     from_env(eng.add_argument("--model", metavar="DIR"), "model", "built-in random weights")
     from_env(eng.add_argument("--device", choices=("auto", "cpu", "cuda")), "device")
-    from_env(eng.add_argument("--workload", choices=("poisson", "none")), "workload")
+    from_env(eng.add_argument("--workload", metavar="poisson|none|trace:FILE"), "workload")
+    from_env(
+        eng.add_argument(
+            "--trace-block-tokens", type=int, metavar="N", help="trace:FILE: tokens per hash id"
+        ),
+        "trace_block_tokens",
+    )
     add_loop_flags(eng)
     eng.add_argument(
         "--buffer",
@@ -82,6 +90,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from app.nodes.producer import Producer, QueueSink
+    from app.nodes.scenarios import ScenarioArrivals
     from app.settings import Settings
     from engine.engine import Engine
     from engine.engine_core import EngineCore
@@ -112,7 +121,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
         raise CliError("--buffer: must be >= 100 frames")
     overrides = {
         k: getattr(args, k)
-        for k in ("runner", "model", "device", "workload")
+        for k in ("runner", "model", "device", "workload", "trace_block_tokens")
         if getattr(args, k) is not None
     }
     overrides.update(loop_overrides(args))
@@ -121,12 +130,17 @@ def cmd_engine(args: argparse.Namespace) -> int:
         config = settings.engine_config()
     except (ValidationError, ValueError) as exc:
         raise CliError(str(exc)) from None
+    trace = check_trace_workload(settings)
     runner = runner_from_settings(settings, config)
     node = args.node or socket.gethostname()
     sink = QueueSink()
     engine = Engine(config, runner, sink)
     counter = iter(range(1, 1 << 62))
-    workload = PoissonWorkload(settings.workload_spec(), next_id=lambda: f"{node}-p{next(counter)}")
+    workload: Callable[[Engine], None] = (
+        ScenarioArrivals(trace)
+        if trace is not None
+        else PoissonWorkload(settings.workload_spec(), next_id=lambda: f"{node}-p{next(counter)}")
+    )
     core = EngineCore(
         engine, realtime=settings.realtime, speed=settings.sim_speed, before_step=workload
     )

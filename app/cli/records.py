@@ -19,9 +19,17 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     export.add_argument("session", metavar="SESSION", help="session id (see `sessions`)")
     export.add_argument(
         "--format",
-        choices=("perfetto", "jsonl"),
+        choices=("perfetto", "jsonl", "mooncake"),
         default="jsonl",
-        help="perfetto: Chrome JSON trace for ui.perfetto.dev; jsonl: the protocol frames",
+        help="perfetto: Chrome JSON trace for ui.perfetto.dev; jsonl: the protocol frames; "
+        "mooncake: the arrivals as a Mooncake JSONL trace (timestamp, lengths, hash_ids)",
+    )
+    export.add_argument(
+        "--block-tokens",
+        type=int,
+        default=512,
+        metavar="N",
+        help="mooncake: tokens per hash id block",
     )
     export.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     add_database_flag(export)
@@ -58,6 +66,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     from app.db.queries import get_session
     from app.errors import NotFound
     from app.records.export import export_jsonl, perfetto_trace
+    from app.records.mooncake import mooncake_lines
+
+    if args.block_tokens < 1:
+        raise CliError("--block-tokens: must be at least 1")
 
     with open_db(args)() as db:
         try:
@@ -67,13 +79,20 @@ def cmd_export(args: argparse.Namespace) -> int:
         with _output(args.out) as fh:
             if args.format == "jsonl":
                 frames = export_jsonl(db, args.session, fh)
+            elif args.format == "mooncake":
+                frames = 0
+                for frames, line in enumerate(  # noqa: B007
+                    mooncake_lines(db, args.session, args.block_tokens), start=1
+                ):
+                    fh.write(line)
             else:
                 trace = perfetto_trace(db, args.session)
                 json.dump(trace, fh, separators=(",", ":"))
                 fh.write("\n")
                 frames = -1
     if args.out:
-        what = f"{frames} frames" if frames >= 0 else "Perfetto trace"
+        unit = "requests" if args.format == "mooncake" else "frames"
+        what = f"{frames} {unit}" if frames >= 0 else "Perfetto trace"
         print(f"session {args.session}: {what} written to {args.out}", file=sys.stderr)
     return 0
 

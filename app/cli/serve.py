@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from app.cli.common import CliError, add_database_flag, add_loop_flags, loop_overrides
+from app.cli.common import (
+    CliError,
+    add_database_flag,
+    add_loop_flags,
+    check_trace_workload,
+    loop_overrides,
+)
 from app.cli.help import from_env
 
 
@@ -32,9 +38,18 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     from_env(
         serve.add_argument(
-            "--workload", choices=("poisson", "none"), help="the live engine's own arrivals"
+            "--workload",
+            metavar="poisson|none|trace:FILE",
+            help="the live engine's own arrivals (trace:FILE: a Mooncake JSONL trace, "
+            "played at its timestamps from each session's start)",
         ),
         "workload",
+    )
+    from_env(
+        serve.add_argument(
+            "--trace-block-tokens", type=int, metavar="N", help="trace:FILE: tokens per hash id"
+        ),
+        "trace_block_tokens",
     )
     add_loop_flags(serve)
     add_database_flag(serve)
@@ -92,6 +107,7 @@ SETTINGS_FLAGS = (
     "model",
     "device",
     "workload",
+    "trace_block_tokens",
     "database_url",
     "token",
     "engine",
@@ -121,6 +137,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(f"{where}: {first['msg']}") from None
     except ConfigError as exc:
         raise CliError(str(exc)) from None
+    check_trace_workload(settings)
     if settings.model and not Path(settings.model).is_dir():
         raise CliError(f"--model {settings.model}: no such directory")
     if settings.runner == "torch":

@@ -19,7 +19,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p = sub.add_parser(
         "sweep",
         help="run a workload under several values of one or two engine knobs",
-        description="SOURCE is a scenario file or a library scenario name (scenarios/); "
+        description="SOURCE is a scenario file, a library scenario name (scenarios/) or "
+        "trace:FILE (a Mooncake JSONL trace); "
         "or give --session ID (a recording's arrivals at their recorded times), "
         "--workload SPEC (e.g. poisson:rate=20,n=200) or --experiment NAME.",
     )
@@ -35,6 +36,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--runner", choices=("sim", "torch"))
     p.add_argument("--cost-model", metavar="FILE|PRESET", help="e.g. h100:llama-3-8b")
     p.add_argument("--seed", type=int, default=0, help="seed of a generated workload")
+    p.add_argument(
+        "--block-tokens", type=int, default=512, metavar="N", help="trace:FILE: tokens per hash id"
+    )
     p.add_argument("--workers", type=int, help="worker processes (default: one per core)")
     p.add_argument("--out", metavar="FILE.json|FILE.csv")
     add_database_flag(p)
@@ -42,7 +46,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def _base(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
-    from app.lab.sources import library_scenario, recording_scenario, scenario_file
+    from app.lab.sources import library_scenario, recording_scenario, scenario_file, trace_file
     from app.lab.sources import workload_spec as parse_workload
     from app.nodes.scenarios import list_scenario_names
 
@@ -56,6 +60,11 @@ def _base(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
         with open_db(args)() as db:
             base = recording_scenario(db, args.session)
         return base, {"kind": "session", "label": f"recording {args.session}"}
+    if args.source.startswith("trace:"):
+        if args.block_tokens < 1:
+            raise CliError("--block-tokens: must be at least 1")
+        path = args.source[len("trace:") :]
+        return trace_file(path, args.block_tokens), {"kind": "trace", "label": args.source}
     if Path(args.source).exists():
         return scenario_file(args.source), {"kind": "scenario", "label": args.source}
     if args.source in list_scenario_names():

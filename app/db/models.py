@@ -126,6 +126,21 @@ class RequestRecord(Base):
     num_preemptions: Mapped[int] = mapped_column(Integer, default=0)
     prefix_hit_tokens: Mapped[int] = mapped_column(Integer, default=0)
     num_output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    arrival_seq: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    """Seq of its `arrived` frame: the exact arrival order (the table's default order)."""
+    status: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    """FINISHED or REJECTED once done (None before; None on rows recorded before 0006)."""
+    ttft: Mapped[float | None] = mapped_column(Float, nullable=True)
+    e2e: Mapped[float | None] = mapped_column(Float, nullable=True)
+    """Seconds, as the request table shows them (e2e of FINISHED rows only), stored so a
+    recording's table sorts by them in the database (app.db.request_page)."""
+
+    __table_args__ = (
+        Index("ix_requests_session_finish", "session_id", "finish_step"),
+        Index("ix_requests_session_arrival", "session_id", "arrival_step", "arrival_seq"),
+        Index("ix_requests_session_ttft", "session_id", "ttft"),
+        Index("ix_requests_session_e2e", "session_id", "e2e"),
+    )
 
 
 class ConfigChangeRecord(Base):

@@ -113,17 +113,21 @@ def _request_row(
                 num_preemptions=0,
                 prefix_hit_tokens=0,
                 num_output_tokens=0,
+                arrival_seq=0,
             )
             db.add(row)
         cache[key] = row
     return row
 
 
-def _apply_request(row: RequestRecord, data: RequestMarkData) -> bool:
+def _apply_request(row: RequestRecord, data: RequestMarkData, seq: int) -> bool:
     """Fold a request frame into its row; True if it was an arrival."""
     kind, detail = data["kind"], data.get("detail") or {}
+    if row.arrival_step is None:
+        # First seen (a rejection has no `arrived` mark): it arrived here, as the fold says.
+        row.arrival_step, row.arrival_t, row.arrival_seq = data["step"], data["t"], seq
     if kind == RequestMark.ARRIVED:
-        row.arrival_step, row.arrival_t = data["step"], data["t"]
+        row.arrival_step, row.arrival_t, row.arrival_seq = data["step"], data["t"], seq
         row.num_prompt_tokens = int(detail.get("num_prompt_tokens") or 0)
         row.max_tokens = int(detail.get("max_tokens") or 0)
         row.priority = int(detail.get("priority") or 0)
@@ -132,6 +136,8 @@ def _apply_request(row: RequestRecord, data: RequestMarkData) -> bool:
         row.first_scheduled_step = data["step"]
     elif kind == RequestMark.FIRST_TOKEN:
         row.first_token_t = data["t"]
+        if row.arrival_t is not None:
+            row.ttft = round(data["t"] - row.arrival_t, 6)
     elif kind == RequestMark.PREEMPTED:
         row.num_preemptions += 1
     elif kind in (RequestMark.FINISHED, RequestMark.ABORTED, RequestMark.REJECTED):
@@ -140,6 +146,9 @@ def _apply_request(row: RequestRecord, data: RequestMarkData) -> bool:
         outputs, cached = detail.get("num_output_tokens"), detail.get("num_cached_tokens")
         row.num_output_tokens = row.num_output_tokens if outputs is None else int(outputs)
         row.prefix_hit_tokens = row.prefix_hit_tokens if cached is None else int(cached)
+        row.status = "REJECTED" if kind == RequestMark.REJECTED else "FINISHED"
+        if kind != RequestMark.REJECTED and row.arrival_t is not None:
+            row.e2e = round(data["t"] - row.arrival_t, 6)
     return False
 
 
@@ -217,7 +226,7 @@ def _write_batch(
             _apply_session_meta(rec, cast(SessionData, data))
         elif frame_type == FrameType.REQUEST:
             row = _request_row(db, requests, session, data["req"])
-            if _apply_request(row, cast(RequestMarkData, data)):
+            if _apply_request(row, cast(RequestMarkData, data), seq):
                 rec.num_requests += 1
         elif frame_type == FrameType.CONFIG:
             db.merge(

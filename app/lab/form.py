@@ -1,7 +1,8 @@
 """A sweep asked for by the lab page or the API (flat fields, JSON or form data) as a
 SweepSpec. Fields: source (library | workload | session | scenario), scenario (a library
 name), workload (`poisson:rate=20,n=200`), session (a recording's id), scenario_json (a
-scenario object or its JSON text), knob + values (`128,256` or a list), knob2 + values2
+scenario object or its JSON text), trace_jsonl + trace_name + block_tokens (an uploaded
+Mooncake trace), knob + values (`128,256` or a list), knob2 + values2
 (a grid), set (`NAME=VALUE` lines), repeat, runner, cost_model, seed, name."""
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from app.lab.sources import (
     library_scenario,
     recording_scenario,
     scenario_text,
+    trace_text,
     workload_spec,
 )
 from app.lab.spec import SweepSpec
 from engine.sweep import Knob, SweepError, parse_knob
 
-SOURCES = ("library", "workload", "session", "scenario")
+SOURCES = ("library", "workload", "session", "scenario", "trace")
 
 
 def _text(data: dict[str, Any], key: str, default: str = "") -> str:
@@ -82,6 +84,13 @@ def _base(data: dict[str, Any], open_db: Callable[[], Session]) -> tuple[dict[st
         text = raw if isinstance(raw, str) else json.dumps(raw)
         base = scenario_text(text, "scenario_json")
         return base, str(base.get("name") or "pasted scenario")
+    if kind == "trace":
+        lines = data.get("trace_jsonl")
+        if not isinstance(lines, str) or not lines.strip():
+            raise SourceError("trace_jsonl: the trace's lines (Mooncake JSONL)")
+        block_tokens = _int(data, "block_tokens", 512, 1, 1 << 20)
+        name = _text(data, "trace_name")[:200] or "uploaded trace"
+        return trace_text(lines, name, block_tokens), f"trace {name}"
     raise SourceError(f"source: one of {', '.join(SOURCES)}")
 
 

@@ -1,6 +1,7 @@
 """Where a sweep's workload comes from, as a base scenario (engine/scenario.py's format,
 plus `workload` for generated ones): a scenario file, a library scenario (scenarios/), a
-recording's arrivals at their recorded times, or a seeded Poisson/bursty workload spec.
+recording's arrivals at their recorded times, a seeded Poisson/bursty workload spec, or a
+Mooncake JSONL trace (`trace` in the base: its rows, expanded per point).
 
 Every function raises SourceError with one sentence a person can act on.
 """
@@ -8,6 +9,7 @@ Every function raises SourceError with one sentence a person can act on.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +18,9 @@ from sqlalchemy.orm import Session
 from app.errors import NotFound
 from app.nodes.scenarios import SCENARIO_DIR, list_scenario_names
 from app.records.rerun import load_arrivals
+from engine.mooncake import DEFAULT_BLOCK_TOKENS, TraceError, parse_trace, trace_config
 from engine.scenario import ScenarioError, parse_scenario
-from engine.sweep import SWEEPABLE, SweepError, parse_knob
+from engine.sweep import SWEEPABLE, SweepError, parse_knob, trace_source
 
 MAX_SCENARIO_BYTES = 4 << 20
 MAX_WORKLOAD_REQUESTS = 5000
@@ -110,6 +113,39 @@ def workload_spec(text: str, seed: int = 0) -> dict[str, Any]:
         "config": {"max_model_len": max(2048, longest)},
         "workload": spec,
     }
+
+
+def trace_lines(lines: Iterable[str], where: str, block_tokens: int) -> dict[str, Any]:
+    """A Mooncake JSONL trace as a base scenario: arrivals at their timestamps, knobs with
+    room for its longest request (engine/mooncake.py)."""
+    try:
+        rows = parse_trace(lines, block_tokens)
+    except TraceError as exc:
+        raise SourceError(f"{where}: {exc}") from None
+    return {
+        "name": where,
+        "description": f"Mooncake trace {where}: {len(rows)} requests, {block_tokens}-token blocks",
+        "config": trace_config(rows),
+        "trace": trace_source(rows, block_tokens),
+    }
+
+
+def trace_file(path: str, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> dict[str, Any]:
+    """`trace:FILE` as a sweep source."""
+    try:
+        with Path(path).open(encoding="utf-8") as fh:
+            return trace_lines(fh, path, block_tokens)
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read the file ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise SourceError(f"{path}: not a UTF-8 text file") from None
+
+
+def trace_text(text: str, where: str, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> dict[str, Any]:
+    """A trace uploaded to the lab page (its text)."""
+    if len(text) > MAX_SCENARIO_BYTES:
+        raise SourceError(f"{where}: larger than {MAX_SCENARIO_BYTES >> 20} MiB")
+    return trace_lines(text.splitlines(), where, block_tokens)
 
 
 def recording_scenario(db: Session, session_id: str) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from typing import Any
 from app.nodes.commands import PAUSED_AFTER, UnknownCommand, error_detail, to_command
 from app.nodes.link import Link, LinkClosed
 from app.nodes.producer import QueueSink
-from app.nodes.scenarios import ScenarioArrivals, load_named_scenario
+from app.nodes.scenarios import ScenarioArrivals, load_named_scenario, load_trace_workload
 from app.settings import Settings
 from engine.config import EngineConfig, knobs_to_reset
 from engine.engine import Engine
@@ -94,6 +94,11 @@ class EngineHost:
                 self.core = None
                 await self.flush(window=False)
             config = config or (scenario.config if scenario else self.settings.engine_config())
+            trace = self.settings.workload_trace() if scenario is None else None
+            if trace:
+                scenario = await asyncio.to_thread(
+                    load_trace_workload, trace, config, self.settings.trace_block_tokens
+                )
             runner = await asyncio.to_thread(self.make_runner, config)
             session = new_session_id()
             name = scenario.name if scenario else "live"

@@ -3,12 +3,16 @@ offers it, and the hook that plays a scenario's arrivals into a live engine."""
 
 from __future__ import annotations
 
+from collections import deque
+from pathlib import Path
 from typing import Any
 
 from typing_extensions import TypedDict
 
 from app.resources import asset_path
+from engine.config import EngineConfig
 from engine.engine import Engine
+from engine.mooncake import read_trace, trace_as_scenario
 from engine.scenario import Scenario, ScenarioError, load_scenario
 
 SCENARIO_DIR = asset_path("scenarios")
@@ -44,18 +48,46 @@ def scenario_summaries() -> list[ScenarioSummary]:
 
 
 class ScenarioArrivals:
-    """before_step hook: adds a scenario's requests at their arrival steps."""
+    """before_step hook: adds a scenario's requests at their arrival steps, and those with
+    `arrival_time_ms` once the engine's clock reaches that time (each keeping the time it
+    was due as its arrival time)."""
 
     def __init__(self, scenario: Scenario) -> None:
         self.by_step: dict[int, list[Any]] = {}
+        timed: list[Any] = []
         for req in scenario.requests:
-            self.by_step.setdefault(req.arrival_step, []).append(req)
+            if req.arrival_time_ms is None:
+                self.by_step.setdefault(req.arrival_step, []).append(req)
+            else:
+                timed.append(req)
+        timed.sort(key=lambda r: float(r.arrival_time_ms))
+        self.timed: deque[Any] = deque(timed)
 
     def __call__(self, engine: Engine) -> None:
         for req in self.by_step.pop(engine.step_index, ()):
             engine.add_request(
                 req.id, list(req.prompt_token_ids), req.sampling_params, req.priority
             )
+        timed = self.timed
+        if timed:
+            now_ms = engine.now() * 1000.0
+            while timed and timed[0].arrival_time_ms <= now_ms:
+                req = timed.popleft()
+                engine.add_request(
+                    req.id,
+                    list(req.prompt_token_ids),
+                    req.sampling_params,
+                    req.priority,
+                    req.arrival_time_ms / 1000.0,
+                )
         # Empty steps between arrivals are real steps of the scenario.
         if self.by_step and not engine.has_unfinished_requests():
             engine.step()
+
+
+def load_trace_workload(path: str, config: EngineConfig, block_tokens: int) -> Scenario:
+    """`--workload trace:FILE`: the trace as a scenario under the live engine's knobs.
+    Raises TraceError (line numbers; a request too long for `max_model_len` included)
+    or OSError / UnicodeDecodeError."""
+    rows = read_trace(path, block_tokens, config.scheduler.max_model_len)
+    return trace_as_scenario(rows, config, block_tokens, name=f"trace {Path(path).name}")

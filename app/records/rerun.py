@@ -125,7 +125,7 @@ def rerun_events(
             clock.now = max(clock.now, pending[i].t)
         while i < len(pending) and pending[i].t <= clock.now:
             a = pending[i]
-            engine.add_request(a.req_id, a.prompt_token_ids, a.params, a.priority)
+            engine.add_request(a.req_id, a.prompt_token_ids, a.params, a.priority, a.t)
             i += 1
         if not engine.has_unfinished_requests():
             if i >= len(pending):

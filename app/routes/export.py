@@ -1,4 +1,4 @@
-"""Download a recording: GET /api/sessions/{id}/export?format=jsonl|perfetto."""
+"""Download a recording: GET /api/sessions/{id}/export?format=jsonl|perfetto|mooncake."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from sqlalchemy.orm import Session
 from app.api_docs import error_responses
 from app.deps import DbDep, View
 from app.records.export import jsonl_lines, perfetto_trace
+from app.records.mooncake import mooncake_lines
+from engine.mooncake import DEFAULT_BLOCK_TOKENS
 
 router = APIRouter(prefix="/api")
 CHUNK_LINES = 500
@@ -57,8 +59,11 @@ def _chunks(db: Session, lines: Iterator[str]) -> Iterator[str]:
 async def export_session(
     session_id: str,
     db: DbDep,
-    fmt: Annotated[Literal["jsonl", "perfetto"], Query(alias="format")] = "jsonl",
+    fmt: Annotated[Literal["jsonl", "perfetto", "mooncake"], Query(alias="format")] = "jsonl",
+    block_tokens: Annotated[int, Query(ge=1, le=1 << 20)] = DEFAULT_BLOCK_TOKENS,
 ) -> Response:
+    """`jsonl`: the protocol frames; `perfetto`: a Chrome JSON trace; `mooncake`: the
+    arrivals as a Mooncake JSONL trace (hash ids over `block_tokens`-token blocks)."""
     if fmt == "perfetto":
 
         def build() -> str:
@@ -72,12 +77,15 @@ async def export_session(
 
     s = db()
     try:
-        lines = await asyncio.to_thread(jsonl_lines, s, session_id)
+        if fmt == "mooncake":
+            lines = await asyncio.to_thread(mooncake_lines, s, session_id, block_tokens)
+        else:
+            lines = await asyncio.to_thread(jsonl_lines, s, session_id)
     except BaseException:
         s.close()
         raise
     return StreamingResponse(
         _chunks(s, lines),
         media_type="application/x-ndjson",
-        headers=_attachment(session_id, ".jsonl"),
+        headers=_attachment(session_id, ".mooncake.jsonl" if fmt == "mooncake" else ".jsonl"),
     )

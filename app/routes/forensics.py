@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Response
 
 from app.api_docs import error_responses
 from app.api_models import RequestRow
 from app.db import queries
+from app.db.request_page import request_page
 from app.deps import DbDep, HubDep, RecorderDep, View
 from app.errors import NotFound
 from app.life_models import BlockMap, RequestLife
@@ -21,9 +22,16 @@ from app.live.hub import EventHub
 from app.records.life_types import RequestLifeData
 from app.records.recorder import Recorder
 from app.records.request_life import request_life
-from app.request_table import RequestQuery, request_query, select_rows, table_rows
-from protocol.views import TableRow
+from app.request_table import (
+    RequestQuery,
+    live_rows_at,
+    request_query,
+)
 
+TOTAL_HEADER = {
+    "description": "rows matching the filters (all pages)",
+    "schema": {"type": "integer"},
+}
 router = APIRouter(
     prefix="/api", dependencies=View, tags=["sessions"], responses=error_responses(401, 404, 422)
 )
@@ -66,24 +74,35 @@ async def life(
 @router.get(
     "/sessions/{session_id}/requests",
     response_model=list[RequestRow],
-    summary="A recording's requests at a step, filtered and sorted",
+    summary="A recording's requests at a step, filtered, sorted and paged",
+    responses={200: {"headers": {"X-Total-Count": TOTAL_HEADER}}},
 )
 async def recorded_rows(
     session_id: str,
     db: DbDep,
+    hub: HubDep,
+    recorder: RecorderDep,
+    response: Response,
     query: Annotated[RequestQuery, Depends(request_query)],
     step: int | None = None,
-) -> list[TableRow]:
+) -> list[dict[str, Any]]:
     """The request table of a recording at `step` (default: the last), with the query
-    parameters of the live twin (/api/requests)."""
+    parameters of the live twin (/api/requests), every request of the recording at any
+    size: done requests are filtered, sorted and paged (`offset`, `limit`) in the
+    database, the live ones come from the state at the step. `X-Total-Count`: the rows
+    matching, over all pages."""
+    await _settled(hub, recorder, session_id)
 
-    def load() -> list[TableRow]:
+    def load() -> tuple[int, list[dict[str, Any]]]:
         with db() as s:
             meta = queries.get_session(s, session_id)
             at = meta["steps"] - 1 if step is None else step
-            return select_rows(table_rows(queries.state_at_step(s, session_id, at)), query)
+            # Done by `at` in the database; the rest from the state at `at`.
+            return request_page(s, session_id, at, live_rows_at(s, session_id, at), query)
 
-    return await asyncio.to_thread(load)
+    total, page = await asyncio.to_thread(load)
+    response.headers["X-Total-Count"] = str(total)
+    return page
 
 
 @router.get(

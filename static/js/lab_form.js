@@ -1,5 +1,6 @@
 /* lab_form.js: the /lab sweep form. Shows the fields of the chosen source, and offers
- * typical values when a knob is picked (any comma-separated list can be typed). htmx
+ * typical values when a knob is picked (any comma-separated list can be typed); an
+ * uploaded trace file is read into a hidden field. htmx
  * posts the form; the answer redirects to the new sweep's page (errors flash). */
 (function () {
   "use strict";
@@ -17,6 +18,13 @@
     }
     source.addEventListener("change", showSource);
     showSource();
+    // An uploaded trace travels as its text (the form posts fields, not files).
+    $("lab-trace-file").addEventListener("change", function () {
+      const file = this.files && this.files[0];
+      $("lab-trace-text").value = "";
+      $("lab-trace-name").value = file ? file.name : "";
+      if (file) file.text().then(function (text) { $("lab-trace-text").value = text; });
+    });
     for (const [knob, values] of [["lab-knob", "lab-values"], ["lab-knob2", "lab-values2"]]) {
       $(knob).addEventListener("change", function () {
         $(values).value = suggested[$(knob).value] || "";

@@ -1,0 +1,195 @@
+"""One page of a recording's request table at a step, for recordings of any size.
+
+The rows of requests done by the step (finished or rejected: nearly all of a big
+recording) are filtered, counted, sorted and paged in the database (indexed columns of
+`requests`); the requests still live at the step (running, waiting, preempted: bounded by
+the engine's queues) come from the fold at that step, with their phase and waiting reason.
+The two sorted runs are merged exactly, in the order app.request_table.select_rows gives
+(ties by arrival; unknown values last, in arrival order), reading at most
+`offset - live .. offset + limit` rows of the done run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, and_, func, or_, select
+from sqlalchemy.orm import Session
+
+from app.db.models import RequestRecord
+
+R = RequestRecord
+SORT_COLUMNS = {"ttft": R.ttft, "e2e": R.e2e, "preemptions": R.num_preemptions}
+ROW_KEYS = {"ttft": "ttft", "e2e": "e2e", "preemptions": "num_preemptions"}
+COMPLETED = ("stop", "length")
+
+
+def _where(session_id: str, step: int, query: Any) -> list[ColumnElement[bool]] | None:
+    """The done rows' conditions for `query` (app.request_table.RequestQuery); None when
+    no done row can match (a live status, a waiting reason or a phase asked for)."""
+    conds: list[ColumnElement[bool]] = [R.session_id == session_id, R.finish_step <= step]
+    if query.status:
+        wanted = query.status & {"finished", "rejected"}
+        if not wanted:
+            return None
+        if wanted == {"finished"}:
+            conds.append(or_(R.status == "FINISHED", R.status.is_(None)))
+        elif wanted == {"rejected"}:
+            conds.append(R.status == "REJECTED")
+    if query.reason is not None or query.phase is not None:
+        return None
+    if query.priority is not None:
+        conds.append(R.priority == query.priority)
+    if query.prefix_hit is not None:
+        conds.append(R.prefix_hit_tokens > 0 if query.prefix_hit else R.prefix_hit_tokens == 0)
+    if query.preempted is not None:
+        conds.append(R.num_preemptions > 0 if query.preempted else R.num_preemptions == 0)
+    if query.q:
+        escaped = query.q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        conds.append(func.lower(R.req_id).like(f"%{escaped}%", escape="\\"))
+    return conds
+
+
+def _ordered(stmt: Select[Any], query: Any) -> Select[Any]:
+    arrival = [R.arrival_step, R.arrival_seq, R.req_id]
+    if query.sort == "arrival":
+        if query.descending:
+            return stmt.order_by(*(c.desc() for c in arrival))
+        return stmt.order_by(*arrival)
+    col = SORT_COLUMNS[query.sort]
+    value = col.desc() if query.descending else col.asc()
+    return stmt.order_by(col.is_(None), value, *arrival)
+
+
+def done_row(r: RequestRecord) -> dict[str, Any]:
+    """A done request as the table's row (the fold's keys, app.request_table)."""
+    rejected = r.status == "REJECTED"
+    outputs = r.num_output_tokens
+    itl = None
+    first, finish = r.first_token_t, r.finish_t
+    if first is not None and finish is not None and outputs > 1 and r.finish_reason in COMPLETED:
+        itl = round((finish - first) / (outputs - 1), 6)
+    total = r.num_prompt_tokens + outputs
+    return {
+        "req": r.req_id,
+        "status": "REJECTED" if rejected else "FINISHED",
+        "num_prompt_tokens": r.num_prompt_tokens,
+        "num_tokens": total,
+        "num_computed_tokens": 0 if rejected else max(total - 1, 0),
+        "num_output_tokens": outputs,
+        "max_tokens": r.max_tokens,
+        "priority": r.priority,
+        "num_preemptions": r.num_preemptions,
+        "prefix_hit": r.prefix_hit_tokens,
+        "arrived_step": r.arrival_step,
+        "arrived_t": r.arrival_t,
+        "first_scheduled_step": r.first_scheduled_step,
+        "first_token_t": r.first_token_t,
+        "last_token_t": None,
+        "finish_t": r.finish_t,
+        "finish_step": r.finish_step,
+        # Aborts recorded without a reason were stored by their kind; the fold says abort.
+        "finish_reason": "abort" if r.finish_reason == "aborted" else r.finish_reason,
+        "waiting_reason": None,
+        "waiting_text": None,
+        "phase": None,
+        "ttft": r.ttft,
+        "itl": itl,
+        "e2e": None if rejected else r.e2e,
+        "arrival_seq": r.arrival_seq,
+    }
+
+
+def _sort_key(query: Any) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """The merge's total order (ascending), equal to the database's and the fold's."""
+
+    def arrival(row: dict[str, Any]) -> tuple[Any, ...]:
+        return (row.get("arrived_step") or 0, row.get("arrival_seq") or 0, row["req"])
+
+    if query.sort == "arrival":
+        if not query.descending:
+            return arrival
+
+        def flipped(row: dict[str, Any]) -> tuple[Any, ...]:
+            step, seq, req = arrival(row)
+            return (-step, -seq, _Reversed(req))
+
+        return flipped
+    key = ROW_KEYS[query.sort]
+    sign = -1 if query.descending else 1
+
+    def by_value(row: dict[str, Any]) -> tuple[Any, ...]:
+        value = row.get(key)
+        return (value is None, 0 if value is None else sign * value, *arrival(row))
+
+    return by_value
+
+
+class _Reversed:
+    """A string ordered backwards (for descending ties on the request id)."""
+
+    __slots__ = ("s",)
+
+    def __init__(self, s: str) -> None:
+        self.s = s
+
+    def __lt__(self, other: _Reversed) -> bool:
+        return self.s > other.s
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Reversed) and self.s == other.s
+
+    def __hash__(self) -> int:
+        return hash(self.s)
+
+
+def arrival_seqs(db: Session, session_id: str, req_ids: list[str]) -> dict[str, int | None]:
+    out: dict[str, int | None] = {}
+    for i in range(0, len(req_ids), 500):
+        chunk = req_ids[i : i + 500]
+        rows = db.execute(
+            select(R.req_id, R.arrival_seq).where(R.session_id == session_id, R.req_id.in_(chunk))
+        )
+        for req, seq in rows:
+            out[req] = seq
+    return out
+
+
+def request_page(
+    db: Session,
+    session_id: str,
+    step: int,
+    live_rows: list[dict[str, Any]],
+    query: Any,
+) -> tuple[int, list[dict[str, Any]]]:
+    """(total rows matching, the page) at `step`. `live_rows`: the fold's rows at `step`
+    of requests not done by then (app.request_table.table_rows), unfiltered."""
+    live = [r for r in live_rows if query.matches(r)]
+    seqs = arrival_seqs(db, session_id, [r["req"] for r in live])
+    for r in live:
+        r["arrival_seq"] = seqs.get(r["req"])
+    key = _sort_key(query)
+    live.sort(key=key)
+    conds = _where(session_id, step, query)
+    done_total = 0
+    if conds is not None:
+        done_total = db.scalar(select(func.count()).select_from(R).where(and_(*conds))) or 0
+    total = len(live) + done_total
+    limit = total if query.limit is None else query.limit
+    start, end = query.offset, min(total, query.offset + limit)
+    if start >= end:
+        return total, []
+    # The first `skip` done rows all come before the page (at most len(live) live rows
+    # can stand among the first `start`).
+    skip = max(0, start - len(live))
+    window: list[dict[str, Any]] = []
+    if conds is not None and done_total > skip:
+        stmt = _ordered(select(R).where(and_(*conds)), query)
+        stmt = stmt.offset(skip).limit(end - skip)
+        window = [done_row(r) for r in db.scalars(stmt)]
+    # Without the skipped rows (all of them ahead of `start`), the page starts at
+    # `start - skip` of the rest, which live + window holds far enough.
+    merged = sorted(live + window, key=key)
+    at = start - skip
+    return total, merged[at : at + (end - start)]

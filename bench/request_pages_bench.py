@@ -1,0 +1,155 @@
+"""The recorded request table at any size: a 100,000-request recording (SQLite file, and
+PostgreSQL with --postgres URL), GET /api/sessions/{id}/requests over HTTP on loopback:
+the first page (the last step, default order, 50 rows), then seeks (a random step, a
+random filter or sort, a random offset, 50 rows).
+
+    python -m bench.request_pages_bench [--requests 100000] [--seeks 200] [--postgres URL]
+
+Targets: first page <= 200 ms, seek p99 <= 100 ms. Baseline, same run: the table as it
+was built before (the fold at the step, filtered and sorted in Python; it held only the
+newest 500 finished rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+import httpx
+
+from app.db import queries
+from app.db.migrate import upgrade
+from app.db.session import make_engine, make_sessionmaker
+from app.live.hub import EventHub
+from app.records.recorder import Recorder
+from app.request_table import parse_query, select_rows, table_rows
+from engine.config import CacheConfig, EngineConfig, SchedulerConfig
+from engine.engine import Engine
+from engine.request import SamplingParams
+from engine.runner.sim import SimRunner
+from tests.app.records.helpers import HubPublisher, open_sim_session
+from tests.conftest import TOKEN, start_server
+
+SID = "s-pages-bench"
+PER_STEP = 40
+SEEK_QUERIES: list[dict[str, str]] = [
+    {}, {"sort": "-e2e"}, {"sort": "ttft"}, {"status": "finished"},
+    {"status": "running,waiting"}, {"preempted": "no"}, {"sort": "-arrival"},
+]  # fmt: skip
+
+
+def record(url: str, n: int) -> int:
+    """`n` short requests, PER_STEP arriving a step (about 100 running at once),
+    recorded like a live session."""
+    sessions = make_sessionmaker(make_engine(url))
+    hub = EventHub()
+    recorder = Recorder(hub, sessions)
+    config = EngineConfig(
+        SchedulerConfig(max_num_batched_tokens=2048, max_num_seqs=128, max_model_len=256),
+        CacheConfig(block_size=16, num_gpu_blocks=1200),
+    ).validate()
+    runner = SimRunner()
+    open_sim_session(hub, SID, "request pages bench", config, runner)
+    engine = Engine(config, runner, HubPublisher(hub, SID))
+    rng = random.Random(0)
+    shared = [rng.randint(3, 258) for _ in range(32)]
+    added = 0
+    while added < n or engine.has_unfinished_requests():
+        for _ in range(min(PER_STEP, n - added)):
+            prompt = shared[: rng.choice([0, 16, 32])] + [rng.randint(3, 258) for _ in range(24)]
+            engine.add_request(f"r{added}", prompt, SamplingParams(max_tokens=rng.randint(1, 12)),
+                               priority=rng.randint(0, 2))  # fmt: skip
+            added += 1
+        engine.step()
+        if engine.step_index % 200 == 0:
+            asyncio.run(recorder.flush())
+    hub.close_session(SID)
+    asyncio.run(recorder.flush())
+    assert recorder.failures == 0, recorder.last_error
+    return int(engine.step_index)
+
+
+def _ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000
+
+
+def measure(url: str, steps: int, seeks: int) -> dict[str, Any]:
+    rng = random.Random(1)
+    live, server, thread = start_server(database_url=url)
+    out: dict[str, Any] = {}
+    try:
+        with httpx.Client(base_url=live.url, timeout=120,
+                          headers={"Authorization": f"Bearer {TOKEN}"}) as c:  # fmt: skip
+            t0 = time.perf_counter()
+            first = c.get(f"/api/sessions/{SID}/requests", params={"limit": 50})
+            out["first_page_ms"] = _ms(t0)
+            out["total"] = int(first.headers["x-total-count"])
+            times = []
+            for _ in range(seeks):
+                # A seek: another step (a filter or sort), its first page; then a page
+                # deep inside that table. Each call is one sample.
+                params: dict[str, str | int] = {**rng.choice(SEEK_QUERIES), "limit": 50,
+                                                "step": rng.randrange(steps)}  # fmt: skip
+                t0 = time.perf_counter()
+                got = c.get(f"/api/sessions/{SID}/requests", params=params)
+                times.append(_ms(t0))
+                assert got.status_code == 200, got.text
+                total = int(got.headers["x-total-count"])
+                if total > 50:
+                    params["offset"] = rng.randrange(total - 50)
+                    t0 = time.perf_counter()
+                    got = c.get(f"/api/sessions/{SID}/requests", params=params)
+                    times.append(_ms(t0))
+            times.sort()
+            out["seek_p50_ms"] = median(times)
+            out["seek_p99_ms"] = times[min(len(times) - 1, int(0.99 * len(times)))]
+    finally:
+        server.should_exit = True
+        thread.join(10)
+    # Baseline: the fold-only table (first page at the last step), in process.
+    sessions = make_sessionmaker(make_engine(url))
+    with sessions() as db:
+        t0 = time.perf_counter()
+        rows = select_rows(table_rows(queries.state_at_step(db, SID, steps - 1)),
+                           parse_query({"limit": "50"}))  # fmt: skip
+        out["baseline_first_page_ms"] = _ms(t0)
+        out["baseline_rows_reachable"] = len(table_rows(queries.state_at_step(db, SID, steps - 1)))
+        assert len(rows) == 50
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="paged request table on a large recording")
+    ap.add_argument("--requests", type=int, default=100_000)
+    ap.add_argument("--seeks", type=int, default=200)
+    ap.add_argument("--postgres", metavar="URL", help="also on this (empty) PostgreSQL db")
+    args = ap.parse_args()
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        urls = [f"sqlite:///{Path(tmp) / 'pages.db'}"] + ([args.postgres] if args.postgres else [])
+        for url in urls:
+            upgrade(url)
+            t0 = time.perf_counter()
+            steps = record(url, args.requests)
+            print(f"{url.split(':')[0]}: {args.requests} requests, {steps} steps recorded in "
+                  f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+            r = measure(url, steps, args.seeks)
+            print(f"  first page {r['first_page_ms']:.1f} ms (target <= 200; of {r['total']} "
+                  f"rows)  seek p50 {r['seek_p50_ms']:.1f} ms  p99 {r['seek_p99_ms']:.1f} ms "
+                  f"(target <= 100)")  # fmt: skip
+            print(f"  baseline (fold only): first page {r['baseline_first_page_ms']:.1f} ms, "
+                  f"reaching {r['baseline_rows_reachable']} of {r['total']} rows; ratio "
+                  f"{r['first_page_ms'] / r['baseline_first_page_ms']:.2f}x")  # fmt: skip
+            ok = ok and r["first_page_ms"] <= 200 and r["seek_p99_ms"] <= 100
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
