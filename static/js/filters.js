@@ -7,6 +7,7 @@
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
+  const STATUS = BS.protocol.STATUS; // static/js/protocol.js
   const KEYS = ["status", "reason", "priority", "phase", "prefix_hit", "preempted", "q", "sort"];
   const YES = { yes: true, true: true, 1: true, no: false, false: false, 0: false };
   const st = { query: { sort: "-arrival" }, version: 0, key: "", list: [], total: 0 };
@@ -17,12 +18,12 @@
     const arrived = r.arrived_t;
     const ttft = r.first_token_t !== null && r.first_token_t !== undefined && arrived !== null
       ? r.first_token_t - arrived : null;
-    const e2e = r.status === "FINISHED" && r.finish_t !== null && r.finish_t !== undefined &&
+    const e2e = r.status === STATUS.FINISHED && r.finish_t !== null && r.finish_t !== undefined &&
       arrived !== null ? r.finish_t - arrived : null;
     return { ttft: ttft, e2e: e2e };
   };
   BS.rowPhase = function (r) {
-    if (r.status !== "RUNNING" || !r.segs.length) return null;
+    if (r.status !== STATUS.RUNNING || !r.segs.length) return null;
     return r.segs[r.segs.length - 1][0];
   };
 

@@ -7,6 +7,7 @@
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
+  const STATUS = BS.protocol.STATUS; // static/js/protocol.js
   const REFRESH_MS = 3000;
   BS.selection = null;
   const st = { seq: 0, timer: null };
@@ -69,7 +70,7 @@
     BS.emit("bs:life", { req: sel.req });
     BS.schedule();
     // Live and still going: refresh it now and then.
-    const going = !sel.life || sel.life.status !== "FINISHED" && sel.life.status !== "REJECTED";
+    const going = !sel.life || sel.life.status !== STATUS.FINISHED && sel.life.status !== STATUS.REJECTED;
     if (!BS.mode.replay && sel.step === null && going) st.timer = setTimeout(load, REFRESH_MS);
   }
   BS.reloadLife = load;

@@ -8,6 +8,7 @@
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
+  const STATUS = BS.protocol.STATUS; // static/js/protocol.js
   const KINDS = ["waiting", "preempted", "prefill", "decode"];
 
   /** Paint `v` (see GanttView.view()) on `ctx`. Returns the number of rows drawn. */
@@ -57,7 +58,7 @@
         if (detail && s[4] > 0) hits.push(xa, y + barH * 0.35, Math.max(X(b) - xa, 0.8), barH * 0.3);
       }
       if (!detail) continue;
-      if (r.status === "FINISHED" && r.finish_step !== null && v.rowH >= 3) {
+      if (r.status === STATUS.FINISHED && r.finish_step !== null && v.rowH >= 3) {
         const x = xs(r.finish_step + 1);
         if (x >= v.x0 && x <= v.x1) ticks.push(X(x), y, barH);
       }
