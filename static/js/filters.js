@@ -137,8 +137,10 @@
   function render(model) {
     const el = document.getElementById("req-count");
     if (!el) return;
-    const n = st.ids(model).length;
-    const text = n === model.order.length ? n + " requests" : n + " of " + model.order.length + " requests";
+    const pages = BS.mode && BS.mode.replay && BS.requestPages;
+    const n = pages ? BS.requestPages.total || 0 : st.ids(model).length;
+    const text = pages ? n + " requests" + (st.params().toString() ? " match" : "")
+      : n === model.order.length ? n + " requests" : n + " of " + model.order.length + " requests";
     if (el.textContent !== text) el.textContent = text;
   }
 

@@ -1,6 +1,7 @@
 /* request_table.js: the request table, virtualized: a spacer as tall as all rows and only
  * the rows in view (plus a margin) in the DOM, so 10,000 requests cost what 30 do. Rows
- * come from the browser's model in the order of the shared query (filters.js); clicking
+ * come from the browser's model in the order of the shared query (filters.js); in replay
+ * from the recording itself, paged by the server (request_pages.js); clicking
  * a row opens its forensics panel, clicking a sortable header sorts by it. Live rows can
  * be aborted (with the control token). Every user-supplied string is set as text. */
 (function () {
@@ -43,7 +44,8 @@
     badge.textContent = status;
     td.appendChild(badge);
     if (r.finish_reason) td.append(" " + r.finish_reason);
-    cell(tr, "", BS.rowPhase(r) || "");
+    // Rows from the server (replay) carry their phase; the model's, their segments.
+    cell(tr, "", (r.segs ? BS.rowPhase(r) : r.phase) || "");
     cell(tr, "num", r.num_computed_tokens + " / " + r.num_tokens);
     cell(tr, "num", r.num_prompt_tokens + (r.prefix_hit ? " (hit " + r.prefix_hit + ")" : ""));
     cell(tr, "num", String(r.max_tokens));
@@ -68,35 +70,59 @@
     return tr;
   }
 
-  function draw(model) {
+  /** The rows to draw: the browser's model live; in replay, every request of the
+   * recording at the step, paged from the server (request_pages.js). */
+  function source(model, first, last) {
+    if (BS.mode.replay && BS.requestPages) {
+      const v = BS.requestPages.view(model, first, last);
+      return { n: v.total, ready: v.ready, at: v.row, empty: "No requests at this step." };
+    }
     const ids = BS.filters.ids(model);
-    st.space.style.height = ids.length * ROW + "px";
+    return {
+      n: ids.length, ready: true, at: (i) => model.reqs.get(ids[i]),
+      empty: "No requests yet: inject one, start the workload or load a scenario.",
+    };
+  }
+
+  function placeholder(i) {
+    const tr = document.createElement("tr");
+    cell(tr, "hint", "…");
+    tr.firstChild.colSpan = 15;
+    tr.dataset.pending = String(i);
+    return tr;
+  }
+
+  function draw(model) {
     const top = st.scroll.scrollTop;
     const first = Math.max(0, Math.floor(top / ROW) - OVERSCAN);
-    const last = Math.min(ids.length, Math.ceil((top + st.viewH) / ROW) + OVERSCAN);
+    const src = source(model, first, first + Math.ceil(st.viewH / ROW) + 2 * OVERSCAN);
+    const last = Math.min(src.n, Math.ceil((top + st.viewH) / ROW) + OVERSCAN);
+    st.space.style.height = src.n * ROW + "px";
     const control = document.body.dataset.control === "1";
     const frag = document.createDocumentFragment();
     for (let i = first; i < last; i++) {
-      const r = model.reqs.get(ids[i]);
-      if (r) frag.appendChild(row(model, r, control));
+      const r = src.at(i);
+      frag.appendChild(r ? row(model, r, control) : placeholder(i));
     }
-    if (!ids.length) {
+    if (!src.n && src.ready) {
       const tr = document.createElement("tr");
-      cell(tr, "hint", model.order.length ? "No request matches the filters."
-        : BS.mode.replay ? "No requests at this step."
-          : "No requests yet: inject one, start the workload or load a scenario.");
+      cell(tr, "hint", model.order.length && !BS.mode.replay ? "No request matches the filters."
+        : BS.mode.replay && BS.filters.params().toString() ? "No request matches the filters."
+          : src.empty);
       tr.firstChild.colSpan = 15;
       frag.appendChild(tr);
     }
+    st.table.dataset.total = String(src.n);
     st.table.style.transform = "translateY(" + first * ROW + "px)";
     st.body.replaceChildren(frag);
     st.table.dataset.first = String(first);
-    st.table.dataset.rows = String(ids.length);
+    st.table.dataset.rows = String(src.n);
   }
 
   function key(model) {
     const sel = BS.selection ? BS.selection.req : "";
-    return model.epoch + ":" + model.ganttVersion + ":" + BS.filters.version + ":" + sel;
+    const step = BS.mode.replay ? ":" + model.step : "";
+    return model.epoch + ":" + model.ganttVersion + ":" + BS.filters.version + ":" + sel + step;
   }
 
   function soon() {
@@ -136,6 +162,12 @@
     st.viewH = st.scroll.clientHeight || 360;
     // Not paused while scrolled out of view (unlike the charts): it draws ~30 rows.
     st.throttle = new BS.Throttle("table.draw", null, 250, 0.1);
+    // A page arrived: draw it (through the throttle: rAF waits while the tab is hidden).
+    if (BS.requestPages) {
+      BS.requestPages.onload = function () {
+        st.throttle.poke(function () { st.key = key(BS.model); draw(BS.model); });
+      };
+    }
     new ResizeObserver((e) => { st.viewH = e[e.length - 1].contentRect.height; soon(); }).observe(st.scroll);
     st.scroll.addEventListener("scroll", soon, { passive: true });
     document.body.addEventListener("bs:filter", function () { st.scroll.scrollTop = 0; soon(); });
