@@ -73,7 +73,7 @@ fmt-check: $(STAMP)
 	$(BIN)/ruff format --check .
 
 lint: $(STAMP)
-	$(BIN)/ruff check engine app tests bench batchscope_vllm tools
+	$(BIN)/ruff check engine app tests bench batchscope_vllm tools protocol
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -81,7 +81,7 @@ js-lint: $(JS_STAMP)
 	node_modules/.bin/eslint .
 
 fmt: $(STAMP)
-	$(BIN)/ruff check --fix engine app tests bench batchscope_vllm tools
+	$(BIN)/ruff check --fix engine app tests bench batchscope_vllm tools protocol
 	$(BIN)/ruff format .
 
 # The suite three times in a row while another full run of it runs beside it: timing tests
