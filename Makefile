@@ -78,7 +78,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 js-lint: $(JS_STAMP)
-	node_modules/.bin/eslint .
+	node_modules/.bin/eslint static/js eslint.config.js
 
 fmt: $(STAMP)
 	$(BIN)/ruff check --fix engine app tests bench batchscope_vllm tools protocol

@@ -7,7 +7,7 @@ const js = require("@eslint/js");
 const globals = require("globals");
 
 module.exports = [
-  { ignores: ["static/vendor/**", "node_modules/**", "build/**", "data/**"] },
+  { ignores: ["static/vendor/**", "node_modules/**", "build/**", "data/**", ".venv*/**"] },
   {
     files: ["static/js/**/*.js"],
     ...js.configs.recommended,
