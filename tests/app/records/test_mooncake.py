@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.cli.main import main
 from app.live.hub import EventHub
 from app.records.recorder import Recorder
-from app.records.rerun import publish_closed_session
+from app.records.rerun import load_arrivals, publish_closed_session, recorded_release, rerun_events
+from engine.config import EngineConfig
 from engine.events import ListSink
 from engine.runner.sim import SimRunner
 from engine.scenario import Scenario, load_scenario
@@ -133,3 +134,25 @@ def test_bad_traces_exit_2_naming_the_line(tmp_path: Path) -> None:
         "max_model_len 8" in done.stderr  # fmt: skip
     done = cli("import-trace", str(tmp_path / "absent.jsonl"))
     assert done.returncode == 2 and "cannot read" in done.stderr
+
+
+def test_a_rerun_replays_arrivals_at_their_recorded_times(
+    simulated: tuple[sessionmaker[Session], str], simulation: tuple[Scenario, ListSink]
+) -> None:
+    """Re-run (app.records.rerun) under the recorded knobs and release: every request
+    arrives at the time it arrived in the recording, not at the step that took it."""
+    sessions, sid = simulated
+    scenario, _sink = simulation
+    with sessions() as db:
+        meta, arrivals = load_arrivals(db, sid)
+        release, _how = recorded_release(db, sid)
+    assert len(arrivals) == N
+    config = EngineConfig().with_updates(**{**meta["config"], "vllm_version": release})
+    assert config == scenario.config
+    sink = ListSink()
+    rerun_events(config, arrivals, "sim", sink)
+    times = {e.req_id: e.t for e in sink.request_events() if e.kind == "arrived"}
+    assert times == {a.req_id: a.t for a in arrivals}
+    assert [a.t * 1000 for a in arrivals] == pytest.approx(
+        [r.arrival_time_ms for r in scenario.requests], abs=1e-6
+    )
