@@ -101,7 +101,7 @@ bench: $(STAMP) browser vllm-venv
 	$(BIN)/python -m bench.lab_bench
 	$(BIN)/python tools/ui_bench.py
 	$(BIN)/python -m bench.forensics_bench
-	$(BIN)/python -m bench.request_pages_bench
+	$(BIN)/python -m bench.request_pages_bench --requests 20000
 	.venv-vllm/bin/python -m bench.vllm_adapter_bench
 	tools/setup_vllm_node.sh && $(BIN)/python -m bench.vllm_node_bench
 
