@@ -25,10 +25,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.bus.channel import BusChannel
 from app.bus.fleet import FleetView
 from app.bus.subjects import NODES_STREAM, PREFIX, STREAM, connect, ensure_streams, subject
-from app.db import queries
-from app.errors import NotFound
 from app.nodes.ingest import NodeRegistry, RemoteNode
-from app.protocol.state import SessionState
+from app.nodes.ownership import restore_state
 from app.records.recorder import Recorder
 
 if TYPE_CHECKING:  # nats is imported at start(): a dashboard without a bus never loads it
@@ -241,7 +239,7 @@ class BusIntake:
         announce = await self._announce(node_name)
         if announce.get("session") != session:
             announce = {"node": node_name}
-        restored = await asyncio.to_thread(_restore, self.db, session)
+        restored = await asyncio.to_thread(restore_state, self.db, session)
         announce = {**announce, "type": "announce", "node": node_name}
         node = self.registry.announce(announce, session, restored)
         self.bus_sessions.add(session)
@@ -310,13 +308,3 @@ class BusIntake:
             raise TimeoutError(f"node {node_name!r} did not answer: {exc}") from None
         out = json.loads(reply.data)
         return out if isinstance(out, dict) else {}
-
-
-def _restore(db: sessionmaker[Session], session: str) -> SessionState | None:
-    """A session this dashboard recorded before it restarted: its state at the last seq."""
-    with db() as s:
-        try:
-            meta = queries.get_session(s, session)
-        except NotFound:
-            return None
-        return queries.state_at_seq(s, session, meta["last_seq"])

@@ -46,7 +46,8 @@ def _matches(key_hash: str | None, key: object) -> bool:
     )
 
 
-def _restore(db: sessionmaker[Session], session: str) -> SessionState | None:
+def restore_state(db: sessionmaker[Session], session: str) -> SessionState | None:
+    """A session recorded here before (a restart): its state at its last recorded seq."""
     with db() as s:
         try:
             meta = queries.get_session(s, session)
@@ -80,7 +81,7 @@ async def claim(
             raise Refused(f"session {requested} belongs to another producer")
         assert key_hash is not None
         owned[requested] = key_hash
-        return Claim(requested, None, await asyncio.to_thread(_restore, db, requested))
+        return Claim(requested, None, await asyncio.to_thread(restore_state, db, requested))
     new_key = secrets.token_urlsafe(24)
     if not await asyncio.to_thread(owners.add_owner, db, requested, hash_key(new_key), node):
         raise Refused(f"session {requested} belongs to another producer")
