@@ -4,9 +4,11 @@ A session chooses a release (`EngineConfig.vllm_version`). `release_features(ver
 turns the table into booleans once, when the scheduler takes its config; the hot paths
 read those booleans and never compare version strings. `since` is the first vLLM release
 whose source has the change (found by reading each release's scheduler, KV cache manager,
-block pool, request and EngineCore, 0.20.0 .. 0.33.0); only the releases in `SUPPORTED`
-are checked step for step against vLLM (tools/compare_scenario.py). docs/vllm_releases.md
-shows the same table.
+block pool, request and EngineCore, 0.20.0 .. 0.33.0). Every minor release from 0.20 to
+0.33 is selectable (`SUPPORTED`) and decides with the changes whose `since` it has reached;
+only the releases in `CHECKED` are checked step for step against vLLM
+(tools/compare_scenario.py). A patch release runs as its minor release (0.27.1 -> 0.27).
+docs/vllm_releases.md shows the same table.
 """
 
 from __future__ import annotations
@@ -14,8 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from functools import cache
 
-SUPPORTED: tuple[str, ...] = ("0.20", "0.33")
-"""Releases whose semantics are implemented and checked against vLLM itself."""
+OLDEST, NEWEST = 20, 33
+"""The minor releases of vLLM 0.x the table covers, both included."""
+SUPPORTED: tuple[str, ...] = tuple(f"0.{minor}" for minor in range(OLDEST, NEWEST + 1))
+"""Releases a session can decide as: every minor release the table covers."""
+CHECKED: tuple[str, ...] = ("0.20", "0.33")
+"""Releases checked step for step against vLLM itself (tools/compare_scenario.py, in CI)."""
 DEFAULT_VLLM_VERSION = SUPPORTED[-1]
 """The newest supported release: what a session runs unless it says otherwise."""
 
@@ -229,27 +235,32 @@ def normalize_version(value: object) -> str:
         text = f"{int(parts[0])}.{int(parts[1])}"
     if text not in SUPPORTED:
         raise ValueError(
-            f"vLLM release {value!r} is not supported; choose one of {', '.join(SUPPORTED)}"
+            f"vLLM release {value!r} is not supported; choose a release from {SUPPORTED[0]} "
+            f"to {SUPPORTED[-1]} ({', '.join(SUPPORTED)})"
         )
     return text
 
 
 def nearest_supported(value: object) -> tuple[str, bool]:
     """(the supported release to run a session recorded from vLLM `value` as, exact?):
-    the one whose behaviour differs from `value`'s in the fewest changes of CHANGES (on a
-    tie the older one). Unknown or unparsable releases map to the newest one."""
+    the release itself when it is one (a patch release: its minor release), else the one
+    whose behaviour differs from `value`'s in the fewest changes of CHANGES (on a tie the
+    older one). Unparsable releases map to the newest one."""
     text = str(value or "").strip().lstrip("v")
     try:
         key = version_key(".".join(text.split(".")[:2]))
     except ValueError:
         return DEFAULT_VLLM_VERSION, False
 
+    exact = ".".join(str(part) for part in key)
+    if exact in SUPPORTED:
+        return exact, True
+
     def differences(candidate: str) -> int:
         ckey = version_key(candidate)
         return sum((version_key(c.since) <= key) != (version_key(c.since) <= ckey) for c in CHANGES)
 
-    best = min(SUPPORTED, key=lambda v: (differences(v), version_key(v)))
-    return best, version_key(best) == key
+    return min(SUPPORTED, key=lambda v: (differences(v), version_key(v))), False
 
 
 @cache

@@ -1,24 +1,28 @@
-"""Hypothesis over random traces and configs, for every supported vLLM release and in
-every engine loop (sync, async with its batch queue, speculative decoding): the scheduler's
-invariants always hold, every request finishes with exactly max_tokens, scheduled work is
-conserved, and the output tokens equal the sync run's. Releases that have them also draw
-max_num_active_seqs, watermark, prefill_schedule_interval and the adaptive threshold."""
+"""Hypothesis over random traces and configs, for each supported vLLM release (0.20 ..
+0.33, a test each) and in every engine loop (sync, async with its batch queue, speculative
+decoding): the scheduler's invariants always hold, every request finishes with exactly
+max_tokens, scheduled work is conserved, and the output tokens equal the sync run's.
+Releases that have them also draw max_num_active_seqs, watermark, prefill_schedule_interval
+and the adaptive threshold."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.engine import Engine
 from engine.events import ListSink
-from engine.releases import SUPPORTED, knob_available
+from engine.releases import SUPPORTED, knob_available, release_features
 from engine.request import SamplingParams
 from engine.runner.sim import SimRunner
 from tests.engine.helpers import check_invariants, make_config
 
 
 @st.composite
-def traces(draw: st.DrawFn) -> tuple[dict[str, object], list[tuple[int, int, int, int, int]]]:
+def traces(
+    draw: st.DrawFn, version: str
+) -> tuple[dict[str, object], list[tuple[int, int, int, int, int]]]:
     block_size = draw(st.sampled_from([1, 2, 4, 8, 16]))
     max_num_seqs = draw(st.integers(1, 8))
     budget = draw(st.integers(max_num_seqs, 64))
@@ -43,7 +47,6 @@ def traces(draw: st.DrawFn) -> tuple[dict[str, object], list[tuple[int, int, int
         knobs["async_scheduling"] = True
     elif mode == "spec":
         knobs["num_speculative_tokens"] = draw(st.integers(1, 6))
-    version = draw(st.sampled_from(SUPPORTED))
     knobs["vllm_version"] = version
     later = {
         "max_num_active_seqs": st.integers(0, max_num_seqs),
@@ -56,8 +59,8 @@ def traces(draw: st.DrawFn) -> tuple[dict[str, object], list[tuple[int, int, int
             knobs[knob] = draw(values)
     k = int(knobs.get("num_speculative_tokens", 0))  # type: ignore[call-overload]
     threshold = int(knobs["long_prefill_token_threshold"])  # type: ignore[call-overload]
-    if version != "0.20" and k and 0 < threshold < 1 + k:
-        knobs["long_prefill_token_threshold"] = 0  # refused: vLLM 0.33 would fail on it
+    if release_features(version).spec_pads_new_decodes and k and 0 < threshold < 1 + k:
+        knobs["long_prefill_token_threshold"] = 0  # refused: vLLM 0.25+ would fail on it
     # (arrival step, prompt length, max_tokens, priority, shared-prefix group)
     reqs = draw(
         st.lists(
@@ -75,16 +78,20 @@ def traces(draw: st.DrawFn) -> tuple[dict[str, object], list[tuple[int, int, int
     return knobs, reqs
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(traces())
-def test_invariants_hold_and_every_request_finishes_exactly(trace) -> None:  # type: ignore[no-untyped-def]
-    knobs, reqs = trace
-    finished = _run_and_check(knobs, reqs)
-    if knobs.get("async_scheduling") or knobs.get("num_speculative_tokens"):
-        sync_knobs = {k: v for k, v in knobs.items() if k not in _LOOP_KNOBS}
-        sync_finished = _run_and_check(sync_knobs, reqs)
-        for req_id, detail in finished.items():
-            assert detail["output_token_ids"] == sync_finished[req_id]["output_token_ids"]
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_invariants_hold_and_every_request_finishes_exactly(version: str) -> None:
+    @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(traces(version))
+    def check(trace) -> None:  # type: ignore[no-untyped-def]
+        knobs, reqs = trace
+        finished = _run_and_check(knobs, reqs)  # type: ignore[no-untyped-call]
+        if knobs.get("async_scheduling") or knobs.get("num_speculative_tokens"):
+            sync_knobs = {k: v for k, v in knobs.items() if k not in _LOOP_KNOBS}
+            sync_finished = _run_and_check(sync_knobs, reqs)  # type: ignore[no-untyped-call]
+            for req_id, detail in finished.items():
+                assert detail["output_token_ids"] == sync_finished[req_id]["output_token_ids"]
+
+    check()
 
 
 # The sync reference run keeps the release's other knobs: outputs never depend on them.

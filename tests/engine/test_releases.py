@@ -12,12 +12,16 @@ from engine.config import ConfigError, EngineConfig, SchedulerConfig
 from engine.outputs import SchedulerOutput
 from engine.releases import (
     CHANGES,
+    CHECKED,
     DEFAULT_VLLM_VERSION,
+    KNOB_SINCE,
     SUPPORTED,
     ReleaseFeatures,
+    knob_available,
     nearest_supported,
     normalize_version,
     release_features,
+    version_key,
 )
 from engine.runner.sim import SimRunner
 from engine.scenario import ScenarioError, parse_scenario
@@ -44,14 +48,87 @@ def test_every_flag_is_in_the_table_and_releases_switch_them() -> None:
 
 def test_release_names() -> None:
     assert normalize_version("0.33.0") == normalize_version("v0.33") == "0.33"
+    assert normalize_version("0.27.1") == normalize_version(0.27) == "0.27"
     assert EngineConfig(vllm_version="0.20.0").vllm_version == "0.20"
-    with pytest.raises(ConfigError, match=r"vllm_version: .*0\.20, 0\.33"):
-        EngineConfig(vllm_version="0.25").validate()
+    assert EngineConfig(vllm_version="0.25.1").validate().vllm_version == "0.25"
+    for unknown in ("0.19", "0.34", "1.0", "0.2x", ""):
+        with pytest.raises(ConfigError, match=r"vllm_version: .*from 0\.20 to 0\.33"):
+            EngineConfig(vllm_version=unknown).validate()
     assert nearest_supported("0.33.0") == ("0.33", True)
-    assert nearest_supported("0.22.0") == ("0.20", False)  # no change of the table yet
-    assert nearest_supported("0.32.0") == ("0.33", False)  # most changes landed by 0.31
+    assert nearest_supported("0.22.0") == ("0.22", True)
+    assert nearest_supported("0.32.0+cpu") == ("0.32", True)
+    assert nearest_supported("0.19.1") == ("0.20", False)  # none of the table's changes
     assert nearest_supported("0.40.0") == ("0.33", False)
     assert nearest_supported(None) == ("0.33", False)
+
+
+def test_every_minor_release_from_0_20_to_0_33_is_selectable() -> None:
+    assert tuple(f"0.{m}" for m in range(20, 34)) == SUPPORTED
+    assert set(CHECKED) == {"0.20", "0.33"} and set(CHECKED) <= set(SUPPORTED)
+    assert {c.since for c in CHANGES} <= set(SUPPORTED)
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_a_release_has_exactly_the_changes_it_has_reached(version: str) -> None:
+    features = release_features(version)
+    have = {c.flag for c in CHANGES if getattr(features, c.flag)}
+    assert have == {c.flag for c in CHANGES if version_key(c.since) <= version_key(version)}
+    # Cumulative: a release has everything the one before it had.
+    index = SUPPORTED.index(version)
+    if index:
+        before = release_features(SUPPORTED[index - 1])
+        assert {c.flag for c in CHANGES if getattr(before, c.flag)} <= have
+
+
+def test_the_cumulative_sets_of_some_releases_in_between() -> None:
+    def flags(version: str) -> set[str]:
+        f = release_features(version)
+        return {c.flag for c in CHANGES if getattr(f, c.flag)}
+
+    assert flags("0.20") == flags("0.21") == flags("0.22") == set()
+    assert flags("0.23") == {"batch_queue_waits_while_requests"}
+    assert flags("0.24") == flags("0.23") | {"watermark", "throttle_prefills"}
+    assert flags("0.27") == flags("0.24") | {
+        "spec_pads_new_decodes",
+        "in_flight_caching",
+        "partial_prefill_knobs_removed",
+        "prefix_stats_at_admission",
+        "stale_output_after_preemption",
+        "threshold_within_max_model_len",
+    }
+    assert (
+        flags("0.30")
+        == flags("0.28")
+        == flags("0.27")
+        | {
+            "preemption_rewinds_by_position",
+            "unhashed_blocks_reused_first",
+        }
+    )
+    assert (
+        flags("0.32")
+        == flags("0.31")
+        == flags("0.30")
+        | {
+            "lone_request_uncapped",
+            "max_num_active_seqs",
+            "long_prefill_token_threshold_adaptive",
+        }
+    )
+    assert flags("0.33") == {c.flag for c in CHANGES}
+
+
+@pytest.mark.parametrize(("knob", "value"), [("watermark", 0.1), ("max_num_active_seqs", 2)])
+def test_a_knob_is_refused_before_its_release_and_taken_from_it(knob: str, value: object) -> None:
+    since = KNOB_SINCE[knob]
+    before = SUPPORTED[SUPPORTED.index(since) - 1]
+    assert not knob_available(knob, before) and knob_available(knob, since)
+    refusal = f"{knob}: vLLM {before} has no {knob} \\(added in {since}\\)"
+    with pytest.raises(ConfigError, match=refusal):
+        make_config(vllm_version=before, **{knob: value}).validate()  # type: ignore[arg-type]
+    for version in SUPPORTED[SUPPORTED.index(since) :]:
+        config = make_config(vllm_version=version, **{knob: value})  # type: ignore[arg-type]
+        assert getattr(config.validate().scheduler, knob) == value
 
 
 @pytest.mark.parametrize(
@@ -212,7 +289,7 @@ def test_prefix_cache_stats_count_lookups_or_admissions(version: str) -> None:
     queries = 0
     for _ in range(12):
         queries += step(s).prefix_cache_queries
-    if version == "0.20":
+    if not release_features(version).prefix_stats_at_admission:  # before 0.27
         assert queries > 16 + 8  # B's failed lookups count too
     else:
         assert queries == 16 + 8  # each request once, when admitted
@@ -254,7 +331,7 @@ def test_preempting_an_unscheduled_request_before_the_current_one_skips_none_sin
     assert steps[14]["scheduled"] == step14
 
 
-@pytest.mark.parametrize("version", SUPPORTED)
+@pytest.mark.parametrize("version", CHECKED)
 def test_a_padded_resume_larger_than_the_pool_never_runs_on_0_33(version: str) -> None:
     # One request, K = 6 drafts, 19 usable blocks of 1 token: its drafts run out of blocks,
     # it preempts itself; under 0.33 the blocks cached after each output make its resume a
