@@ -9,9 +9,16 @@ app.forms, and fail with the same error body.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+from engine.releases import SUPPORTED, normalize_version
+
+Release = Annotated[str, AfterValidator(normalize_version)]
+"""A vLLM release the engine can decide as ('0.27', '0.27.1', 'v0.27' -> '0.27'); any
+other is refused with the range (engine.releases.SUPPORTED)."""
+RELEASES_TEXT = f"{SUPPORTED[0]} to {SUPPORTED[-1]}"
 
 
 # ------------------------------------------------------------ request bodies
@@ -70,8 +77,9 @@ class RerunBody(LiveKnobs):
     enable_prefix_caching: bool | None = None
     runner: Literal["sim", "torch"] | None = Field(None, description="default sim")
     name: str | None = Field(None, max_length=200)
-    vllm_version: Literal["0.20", "0.33"] | None = Field(
-        None, description="the vLLM release to decide as (default: the recording's)"
+    vllm_version: Release | None = Field(
+        None,
+        description=f"the vLLM release to decide as, {RELEASES_TEXT} (default: the recording's)",
     )
 
 
@@ -93,8 +101,9 @@ class NewSessionBody(_Body):
         None, ge=0, le=16, description="n-gram drafts per step (sync scheduling only)"
     )
     batching: Literal["continuous", "static"] | None = None
-    vllm_version: Literal["0.20", "0.33"] | None = Field(
-        None, description="the vLLM release whose scheduling the session follows"
+    vllm_version: Release | None = Field(
+        None,
+        description=f"the vLLM release whose scheduling the session follows, {RELEASES_TEXT}",
     )
     max_num_active_seqs: int | None = Field(
         None, ge=0, description="admission cap below max_num_seqs (0: off; vLLM >= 0.31)"
@@ -339,8 +348,8 @@ class ReleasePairBody(_Body):
 
     session: str | None = Field(None, max_length=128, description="a recording to re-run")
     scenario: str | None = Field(None, max_length=100, description="a shipped scenario")
-    a: Literal["0.20", "0.33"] = Field("0.20", description="the release on the left")
-    b: Literal["0.20", "0.33"] = Field("0.33", description="the release on the right")
+    a: Release = Field("0.20", description=f"the release on the left, {RELEASES_TEXT}")
+    b: Release = Field("0.33", description=f"the release on the right, {RELEASES_TEXT}")
 
 
 class ReleasePair(BaseModel):

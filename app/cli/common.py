@@ -113,10 +113,22 @@ def add_vllm_version_flag(p: argparse.ArgumentParser, default_text: str) -> None
 
     p.add_argument(
         "--vllm-version",
-        choices=SUPPORTED,
+        type=_release,
         default=None,
-        help=f"the vLLM release to decide as (docs/vllm_releases.md); {default_text}",
+        metavar="RELEASE",
+        help=f"the vLLM release to decide as, {SUPPORTED[0]} to {SUPPORTED[-1]} "
+        f"(a patch release runs as its minor; docs/vllm_releases.md); {default_text}",
     )
+
+
+def _release(text: str) -> str:
+    """'0.27', '0.27.1' or 'v0.27' -> '0.27'; argparse's error (exit 2) for another."""
+    from engine.releases import normalize_version
+
+    try:
+        return normalize_version(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def loop_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -53,3 +53,21 @@ def test_bad_loop_flags_exit_2_with_one_message(tmp_path: Path) -> None:
     assert "sync scheduling" in proc.stderr and not out.exists()
     proc = cli("simulate", "scenarios/seed.json", "--cost-model", "b999:llama-3-8b")
     assert proc.returncode == 2 and "unknown GPU" in proc.stderr
+
+
+def test_vllm_version_takes_every_release_and_refuses_others(tmp_path: Path) -> None:
+    # async_placeholders parts at step 0 with lone_request_uncapped (0.31): releases
+    # before it decide as 0.20, 0.31 on as 0.33 on this scenario.
+    first: dict[str, dict[str, int]] = {}
+    for release in ("0.20", "0.30", "0.31.2"):
+        out = tmp_path / f"{release}.json"
+        proc = cli("simulate", "scenarios/async_placeholders.json",
+            "--vllm-version", release, "--out", str(out),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        first[release] = json.loads(out.read_text())["steps"][0]["scheduled"]
+    assert first == {"0.20": {"A": 4}, "0.30": {"A": 4}, "0.31.2": {"A": 8}}
+    for unknown in ("0.19", "0.34"):
+        proc = cli("simulate", "scenarios/seed.json", "--vllm-version", unknown)
+        assert proc.returncode == 2
+        assert "from 0.20 to 0.33" in proc.stderr and "Traceback" not in proc.stderr

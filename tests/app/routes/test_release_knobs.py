@@ -95,3 +95,32 @@ def test_on_0_20_the_later_knobs_are_refused_with_their_release(
         _wait(lambda: _state(c)["session"] == session, "the 0.33 session is live")
         config = _state(c)["config"]
         assert {k: config[k] for k in LATER} == LATER and config["vllm_version"] == "0.33"
+
+
+def test_a_release_in_between_is_taken_and_an_unknown_one_refused(
+    live_server: LiveServer,
+) -> None:
+    with live_server.client() as c:
+        before = _state(c)["session"]
+        for unknown in ("0.19", "0.34", "0.2x"):
+            r = c.post("/api/engine/session", json={"vllm_version": unknown})
+            assert r.status_code == 422, r.text
+            detail = r.json()["detail"]
+            assert detail.startswith("vllm_version:") and "from 0.20 to 0.33" in detail, detail
+        assert _state(c)["session"] == before
+        # 0.27 has the watermark (0.24) but not the admission cap (0.31).
+        r = c.post("/api/engine/session", json={"vllm_version": "0.27", "max_num_active_seqs": 2})
+        assert r.status_code == 422, r.text
+        assert "vLLM 0.27 has no max_num_active_seqs (added in 0.31)" in r.json()["detail"]
+        # A patch release is its minor release; the form posts text.
+        r = c.post("/api/engine/session", data={"vllm_version": "0.27.1", "watermark": "0.05"})
+        assert r.status_code == 200, r.text
+        session = r.json()["session"]
+        _wait(lambda: _state(c)["session"] == session, "the 0.27 session is live")
+        config = _state(c)["config"]
+        assert (config["vllm_version"], config["watermark"]) == ("0.27", 0.05)
+        # The New session form offers every release, 0.27 selected now.
+        page = c.get("/").text
+        for minor in range(20, 34):
+            assert f'<option value="0.{minor}"' in page
+        assert '<option value="0.27" selected>' in page

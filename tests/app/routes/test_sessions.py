@@ -101,6 +101,9 @@ def test_a_rerun_decides_as_the_recording_s_release(tmp_path: Path) -> None:
         "ours-old": ({"max_num_seqs": 4}, {}),
         "node-033": ({}, {"engine": "vllm", "vllm_version": "0.33.0"}),
         "node-032": ({}, {"engine": "vllm", "vllm_version": "0.32.0+cpu"}),
+        "ours-027": ({"vllm_version": "0.27"}, {}),
+        "node-019": ({}, {"engine": "vllm", "vllm_version": "0.19.1"}),
+        "node-040": ({}, {"engine": "vllm", "vllm_version": "0.40.0"}),
     }
     with db.begin() as s:
         for sid, (config, meta) in rows.items():
@@ -110,5 +113,9 @@ def test_a_rerun_decides_as_the_recording_s_release(tmp_path: Path) -> None:
     assert chosen["ours-033"] == ("0.33", "as recorded")
     assert chosen["ours-old"][0] == "0.20"
     assert chosen["node-033"] == ("0.33", "the node's vLLM 0.33.0")
-    release, why = chosen["node-032"]
-    assert release == "0.33" and "0.32.0+cpu" in why and "nearest" in why
+    # Every release 0.20 .. 0.33 is its own; outside them, the nearest, said so.
+    assert chosen["node-032"] == ("0.32", "the node's vLLM 0.32.0+cpu")
+    assert chosen["ours-027"] == ("0.27", "as recorded")
+    for sid, release in (("node-019", "0.20"), ("node-040", "0.33")):
+        chosen_release, why = chosen[sid]
+        assert chosen_release == release and "nearest supported release" in why, why
