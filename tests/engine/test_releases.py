@@ -35,6 +35,10 @@ def test_the_docs_table_is_the_code_table() -> None:
     text = (ROOT / "docs" / "vllm_releases.md").read_text()
     rows = re.findall(r"^\| (0\.\d+) \| .* \| `(\w+)` \| `[^`]+` \|$", text, re.M)
     assert sorted(rows) == sorted((c.since, c.flag) for c in CHANGES)
+    # Which releases are selectable and which are checked against vLLM, as the code says.
+    assert f"every minor release from {SUPPORTED[0]} to\n{SUPPORTED[-1]}" in text
+    assert f"| {', '.join(CHECKED)} | step for step against vLLM itself" in text
+    assert f"| {SUPPORTED[1]} … {SUPPORTED[-2]} | the per-change release column only" in text
 
 
 def test_every_flag_is_in_the_table_and_releases_switch_them() -> None:
