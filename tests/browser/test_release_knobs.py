@@ -41,6 +41,10 @@ def test_later_knobs_follow_the_release(page: Any, server: Server, console: Cons
     note = page.locator("#new-session-form [data-later-note]")
     assert note.is_visible()
     assert "vLLM 0.20 has no max_num_active_seqs" in (note.text_content() or "")
+    # A release in between: 0.27 has the watermark (0.24), not the 0.31 / 0.33 knobs.
+    page.select_option("#ns-release", "0.27")
+    assert shown(page, "ns") == {k: k == "watermark" for k in LATER}
+    assert "vLLM 0.27 has no max_num_active_seqs" in (note.text_content() or "")
     page.select_option("#ns-release", "0.33")
     assert all(shown(page, "ns").values()) and not note.is_visible()
     page.select_option("#ns-release", "0.20")
