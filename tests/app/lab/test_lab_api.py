@@ -149,3 +149,16 @@ def test_a_recording_is_a_sweep_source(live_server: LiveServer) -> None:
         # The seed's own knobs came along (budget 6): without the per-request cap the
         # same work needs no more steps.
         assert data["points"][0]["metrics"]["steps"] <= data["points"][1]["metrics"]["steps"]
+
+
+def test_the_release_is_a_lab_knob_over_every_release(live_server: LiveServer) -> None:
+    body = {**GRID, "knob": "vllm_version", "values": "0.20,0.27,0.33", "knob2": "", "values2": ""}
+    with live_server.client() as c:
+        sweep = start(c, body)
+        done = wait_for(c, sweep, lambda d: d["progress"]["finished"])
+        assert [p["knobs"] for p in done["points"]] == [
+            {"vllm_version": v} for v in ("0.20", "0.27", "0.33")
+        ]
+        resp = c.post("/api/lab/sweeps", json={**body, "values": "0.20,0.34"})
+        assert resp.status_code == 422, resp.text
+        assert "from 0.20 to 0.33" in resp.json()["detail"]
