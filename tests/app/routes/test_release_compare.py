@@ -69,6 +69,17 @@ def test_async_placeholders_differs_at_once_by_the_lone_request(live_server: Liv
         fd2 = _difference(c, again["a"], again["b"])
         assert fd2["step"] is not None and fd2["explained_by"] == ["lone_request_uncapped"]
         assert fd2["explain_note"] == ""
+        # Releases in between: 0.30 still caps the lone request, 0.31 does not, and the
+        # change between them is the only one listed.
+        pair = _pair(c, scenario="async_placeholders", a="0.30", b="0.31")
+        fd = _difference(c, pair["a"], pair["b"])
+        assert (fd["a"]["vllm_version"], fd["b"]["vllm_version"]) == ("0.30", "0.31")
+        assert fd["step"] == 0 and fd["explained_by"] == ["lone_request_uncapped"]
+        assert {ch["flag"] for ch in fd["changes"]} == {
+            "lone_request_uncapped",
+            "max_num_active_seqs",
+            "long_prefill_token_threshold_adaptive",
+        }
 
 
 def test_alike_runs_and_refusals(live_server: LiveServer) -> None:
