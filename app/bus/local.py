@@ -19,8 +19,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from app.bus.subjects import connect, ensure_streams, subject
-from app.bus.summary import step_summary
+from app.bus.subjects import connect, ensure_streams
+from protocol.bus import step_summary, subject
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
