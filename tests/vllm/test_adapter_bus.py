@@ -18,9 +18,10 @@ import nats
 import pytest
 
 from tests.app.bus import fleet_procs as fp
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT, TOKEN, free_port
 from tests.vllm.venvs import require_vllm
 
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 SCENARIO = ROOT / "scenarios" / "kv_pressure.json"  # arrivals, preemptions
 
 
@@ -108,3 +109,30 @@ def test_vllm_node_on_the_fleet_bus(fleet: tuple[str, str], tmp_path: Path) -> N
     assert row_full is not None and row_full["missed_steps"] == 0
     # vLLM decides the same steps either way: both rows end at the same step.
     assert row_full["step"] == row["step"] and row_full["preemptions"] == row["preemptions"]
+
+
+def test_vllm_sender_streams_detail_on_demand(fleet: tuple[str, str]) -> None:
+    """The bus sender alone (no vLLM: its history is the session's opening frame): frames
+    go out only once a dashboard asks; commands are refused; its end reaches who followed."""
+    from batchscope_vllm.bus import BusSender
+
+    bus, base = fleet
+    announce = {"name": "on demand", "engine": "vllm", "model": "m"}
+    sender = BusSender(bus, "vllm-od", announce, max_tokens=64, max_seqs=4, total_blocks=16)
+    sender.start()
+    try:
+        fp.wait_for(lambda: sender.connects == 1, 60, "the sender on the bus")
+        assert httpx.get(f"{base}/api/nodes", timeout=10).json() == []
+        r = httpx.post(f"{base}/api/fleet/vllm-od/detail", headers=AUTH, timeout=30)
+        assert r.status_code == 200 and r.json()["session"] == sender.session
+        fp.wait_for(lambda: len(fp.nodes(int(base.rsplit(":", 1)[1]))) == 1, 60, "the node")
+        r = httpx.post(f"{base}/api/pause", params={"session": sender.session}, headers=AUTH)
+        assert r.status_code >= 400 and "not supported" in r.text
+        r = httpx.post(f"{base}/api/fleet/vllm-od/window", params={"seconds": 5}, headers=AUTH)
+        assert r.status_code == 200 and r.json()["last_seq"] == 1
+    finally:
+        assert sender.close(10)
+    port = int(base.rsplit(":", 1)[1])
+    fp.wait_for(lambda: fp.recorded_through(port, sender.session) == sender.seq, 60, "the end")
+    seqs, gaps = fp.recorded(port, sender.session)
+    assert seqs == [1, 2] and gaps == []
