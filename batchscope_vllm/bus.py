@@ -52,6 +52,7 @@ class BusSender(Sender):
         self.seqs: deque[int] = deque()
         self.summaries: list[list[float | int]] = []
         self.summaries_lost = 0
+        self.summaries_sent = 0
         super().__init__(url, "", node, announce, **kwargs)
         self.always = detail == "always"
         self.lease_until = float("inf") if self.always else 0.0
@@ -173,6 +174,7 @@ class BusSender(Sender):
         body = {"node": self.node, "session": self.session, "seq": self.seq, "steps": rows}
         try:
             await self.nc.publish(subject(self.node, "summary"), json.dumps(body).encode())
+            self.summaries_sent += len(rows)
         except Exception as exc:
             self.summaries_lost += len(rows)
             log.debug("batchscope: summaries lost: %s", exc)
