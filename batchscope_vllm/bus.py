@@ -96,10 +96,19 @@ class BusSender(Sender):
     async def _main(self) -> None:
         backoff = 0.2
         while self.nc is None and not self._done():
-            try:
-                await self._connect()
-            except Exception as exc:  # no bus yet: keep building into the history
-                self._problem(f"bus unreachable ({type(exc).__name__}: {exc})")
+            # The client retries a bus that is away until it answers: meanwhile, keep
+            # building into the history (and see a close request).
+            connecting = asyncio.create_task(self._connect())
+            while not connecting.done() and not self._done():
+                await self._tick()
+            if not connecting.done():
+                connecting.cancel()
+                with contextlib.suppress(BaseException):
+                    await connecting
+                break
+            exc = connecting.exception()
+            if exc is not None:
+                self._problem(f"bus {self.url} refused ({type(exc).__name__}: {exc})")
                 until = time.monotonic() + backoff
                 while time.monotonic() < until and not self._done():
                     await self._tick()
@@ -143,7 +152,7 @@ class BusSender(Sender):
         log.info("batchscope: publishing session %s to the bus %s", self.session, self.url)
 
     async def _quiet(self, exc: Exception) -> None:
-        log.debug("batchscope: bus: %s", exc)
+        self._problem(f"bus {self.url} unreachable ({type(exc).__name__})")
 
     async def _finish(self) -> None:
         """The session's end: its last summaries, and its last frames wherever a
@@ -181,7 +190,9 @@ class BusSender(Sender):
 
     async def _flush_frames(self, deadline: float) -> None:
         """Publish the history after the cursor while detailing (until `deadline`)."""
-        while self.js is not None and self._detailing() and time.monotonic() < deadline:
+        if self.js is None:
+            return  # (never on the bus: nothing is delivered)
+        while self._detailing() and time.monotonic() < deadline:
             batch: list[tuple[int, str]] = []
             size = 0
             for seq, text in self.history:  # (a few thousand at most past the cursor)

@@ -76,12 +76,22 @@ class LocalSummaries:
         """Connect (retrying while the bus is away), then publish until `stop`."""
         try:
             while not stop.is_set() and self.nc is None:
-                try:
-                    await self._connect()
-                except Exception as exc:  # no bus yet: the engine runs on regardless
-                    log.warning("bus %s: %s; retrying", self.url, exc)
+                # (The client waits for a bus that is away, retrying; `stop` ends that.)
+                connecting = asyncio.create_task(self._connect())
+                stopping = asyncio.create_task(stop.wait())
+                await asyncio.wait((connecting, stopping), return_when=asyncio.FIRST_COMPLETED)
+                stopping.cancel()
+                if not connecting.done():
+                    connecting.cancel()
+                    with contextlib.suppress(BaseException):
+                        await connecting
+                    return
+                if connecting.exception() is not None:  # the engine runs on regardless
+                    log.warning("bus %s: %s; retrying", self.url, connecting.exception())
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stop.wait(), CONNECT_RETRY_S)
+            if self.nc is None:
+                return
             log.info("publishing this engine's summaries to %s as node %s", self.url, self.node)
             while not stop.is_set():
                 with contextlib.suppress(TimeoutError):

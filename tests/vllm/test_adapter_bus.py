@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -136,3 +137,29 @@ def test_vllm_sender_streams_detail_on_demand(fleet: tuple[str, str]) -> None:
     fp.wait_for(lambda: fp.recorded_through(port, sender.session) == sender.seq, 60, "the end")
     seqs, gaps = fp.recorded(port, sender.session)
     assert seqs == [1, 2] and gaps == []
+
+
+def test_vllm_sender_waits_for_a_bus_that_is_away(tmp_path: Path) -> None:
+    """A bus away at the start holds nothing up: the sender keeps building (and closes at
+    once if asked); once the bus is there, it connects and serves detail."""
+    from batchscope_vllm.bus import BusSender
+
+    bus = fp.NatsServer(tmp_path / "js")
+    bus.stop()
+    announce = {"name": "late bus", "engine": "vllm", "model": "m"}
+    early = BusSender(bus.url, "vllm-early", announce, max_tokens=64, max_seqs=4, total_blocks=16)
+    early.start()
+    t0 = time.monotonic()
+    assert not early.close(1.0)  # nothing could go out, and it did not wait for the bus
+    assert time.monotonic() - t0 < 10 and not early._thread.is_alive()
+
+    late = BusSender(bus.url, "vllm-late", announce, max_tokens=64, max_seqs=4, total_blocks=16)
+    late.start()
+    try:
+        time.sleep(2.0)
+        assert late.connects == 0 and late._thread.is_alive()
+        bus.start()
+        fp.wait_for(lambda: late.connects == 1, 60, "the sender on the bus")
+    finally:
+        assert late.close(10)
+        bus.stop()
