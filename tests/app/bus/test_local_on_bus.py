@@ -87,3 +87,15 @@ def test_own_engine_is_a_fleet_node_recorded_once(two: tuple[str, str]) -> None:
     assert httpx.get(f"{other}/api/sessions/{session}", timeout=10).status_code == 404
     r = httpx.post(f"{other}/api/fleet/{OWN}/detail", headers=AUTH, timeout=30)
     assert r.status_code == 422 and "own engine" in r.json()["detail"]
+
+    # A new session of the engine (here: the same knobs) is the node's new session.
+    r = httpx.post(f"{own}/api/engine/session", json={}, headers=AUTH, timeout=60)
+    assert r.status_code == 200, r.text
+    new = r.json()["session"]
+    assert new != session
+    for base in (own, other):
+        fp.wait_for(lambda b=base: (_row(b) or {}).get("session") == new, 60, f"{base} switch")
+    fp.wait_for(lambda: fp.recorded_through(port, new) > 10, 90, "the new recording")
+    listed = httpx.get(f"{own}/api/sessions", timeout=10).json()
+    counts = Counter(s["id"] for s in listed)
+    assert counts[session] == 1 and counts[new] == 1
