@@ -16,7 +16,6 @@ from sqlalchemy import text
 from app.api_docs import TAGS, install_openapi
 from app.bus.fleet import FleetView
 from app.bus.intake import BusIntake
-from app.bus.subjects import token
 from app.db.lifecycle import describe_orphan, mark_ended, mark_orphans
 from app.db.migrate import is_memory_url, prepare
 from app.db.session import make_engine, make_sessionmaker
@@ -200,9 +199,7 @@ def _bus_intake(app: FastAPI, settings: Settings, recorder: Recorder) -> BusInta
     """With a bus URL: this dashboard's durable consumers of the fleet (app/bus)."""
     if not settings.bus:
         return None
-    import socket
-
-    name = settings.bus_consumer or token(f"{socket.gethostname()}-{settings.port}")
+    name = settings.bus_name()
     limits = (settings.bus_max_age_s, int(settings.bus_max_mb * 1e6))
     return BusIntake(
         settings.bus, name, app.state.nodes, recorder, app.state.db, app.state.fleet, limits

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import secrets
+import socket
 from functools import lru_cache
 from typing import Literal
 
@@ -93,6 +95,9 @@ class Settings(BaseSettings):
     bus_max_age_s: float = Field(3600.0, gt=0)
     bus_max_mb: float = Field(1024.0, gt=0)
     """Retention limits of the bus's frames stream (age and size)."""
+    bus_node: str | None = Field(None, pattern=r"^[A-Za-z0-9_-]{1,100}$")
+    """The name this dashboard's own engine has on the bus (default: the consumer name):
+    with --bus it publishes its per-step summaries there, a node on /fleet like any other."""
 
     max_recordings_mb: float = Field(0, ge=0)
     """Cap on what recordings store: past it the oldest ended sessions are deleted
@@ -129,6 +134,17 @@ class Settings(BaseSettings):
         if value in ("poisson", "none") or (value.startswith("trace:") and value[6:].strip()):
             return value
         raise ValueError("poisson, none or trace:FILE (a Mooncake JSONL trace)")
+
+    def bus_name(self) -> str:
+        """This dashboard's durable consumer name on the bus: `bus_consumer`, else
+        `<host>-<port>` made subject-safe."""
+        if self.bus_consumer:
+            return self.bus_consumer
+        return re.sub(r"[^A-Za-z0-9_-]", "_", f"{socket.gethostname()}-{self.port}")[:100]
+
+    def bus_node_name(self) -> str:
+        """The name of this dashboard's own engine on the bus."""
+        return self.bus_node or self.bus_name()
 
     def workload_trace(self) -> str | None:
         """The trace file of `--workload trace:FILE`, else None."""

@@ -10,7 +10,8 @@ codes, the envelope and the payloads every producer builds the same way), which 
 distribution carries too.
 Configuration: BATCHSCOPE_URL, BATCHSCOPE_TOKEN, BATCHSCOPE_NODE (default: the hostname),
 BATCHSCOPE_NAME (the session's name), BATCHSCOPE_BUFFER_MB (frames kept for resending while
-the dashboard is away; default 64).
+the dashboard is away; default 64). BATCHSCOPE_BUS=nats://HOST:PORT publishes to a NATS
+JetStream fleet bus instead (bus.py; needs nats-py, the wheel's `bus` extra).
 
 The scheduler classes are imported on first access, so `batchscope_vllm.sender` (the
 websocket side, no vLLM) can be used and tested without vLLM installed.

@@ -9,6 +9,7 @@ prefill_schedule_interval, ...), where this node's release has them.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from typing import Any
@@ -16,6 +17,8 @@ from typing import Any
 from batchscope_vllm import compat
 from batchscope_vllm.sender import Sender
 from batchscope_vllm.waiting import Limits
+
+log = logging.getLogger("batchscope_vllm")
 
 
 def vllm_class(sched: Any) -> str:
@@ -77,9 +80,15 @@ def limits(sched: Any, lay: compat.Layout, config: dict[str, Any]) -> Limits:
 
 
 def sender_from_env(sched: Any, lay: compat.Layout) -> Sender | None:
-    """The sender configured by BATCHSCOPE_* variables, started; None without a URL."""
+    """The sender configured by BATCHSCOPE_* variables, started; None without a URL.
+    BATCHSCOPE_BUS (nats://HOST:PORT) publishes to a fleet bus (bus.py) instead of
+    BATCHSCOPE_URL's dashboard; BATCHSCOPE_BUS_DETAIL=always streams full frames always."""
+    bus = os.environ.get("BATCHSCOPE_BUS", "").strip()
     url = os.environ.get("BATCHSCOPE_URL", "").strip()
-    if not url:
+    if not url and not bus:
+        return None
+    if bus and not bus.startswith("nats://"):
+        log.error("batchscope: BATCHSCOPE_BUS=%r is not a nats:// URL; not observing", bus)
         return None
     node = os.environ.get("BATCHSCOPE_NODE", "").strip() or socket.gethostname()
     parallel = sched.vllm_config.parallel_config
@@ -87,28 +96,40 @@ def sender_from_env(sched: Any, lay: compat.Layout) -> Sender | None:
         node = f"{node}-dp{getattr(parallel, 'data_parallel_rank', 0)}"
     model, config = describe(sched)
     name = os.environ.get("BATCHSCOPE_NAME", "").strip() or f"{node} (vLLM {model})"
-    sender = Sender(
-        url=url,
-        token=os.environ.get("BATCHSCOPE_TOKEN", ""),
-        node=node,
-        announce={
-            "name": name[:200],
-            "engine": "vllm",
-            "runner": "vllm",
-            "simulated": False,
-            "model": model,
-            # vLLM's `model_name` metric label, so the dashboard's /metrics matches the node's.
-            "served_model_name": str(sched.vllm_config.model_config.served_model_name or model),
-            "vllm_version": compat.vllm_version(),
-            "engine_loop": engine_loop(sched),
-            "scheduler_class": vllm_class(sched),
-            "config": config,
-        },
-        max_tokens=sched.max_num_scheduled_tokens,
-        max_seqs=sched.max_num_running_reqs,
-        total_blocks=config["num_gpu_blocks"] - 1,  # block 0 is vLLM's null block
-        history_bytes=int(float(os.environ.get("BATCHSCOPE_BUFFER_MB", "64")) * (1 << 20)),
-        limits=limits(sched, lay, config),
-    )
+    announce = {
+        "name": name[:200],
+        "engine": "vllm",
+        "runner": "vllm",
+        "simulated": False,
+        "model": model,
+        # vLLM's `model_name` metric label, so the dashboard's /metrics matches the node's.
+        "served_model_name": str(sched.vllm_config.model_config.served_model_name or model),
+        "vllm_version": compat.vllm_version(),
+        "engine_loop": engine_loop(sched),
+        "scheduler_class": vllm_class(sched),
+        "config": config,
+    }
+    common: dict[str, Any] = {
+        "max_tokens": sched.max_num_scheduled_tokens,
+        "max_seqs": sched.max_num_running_reqs,
+        "total_blocks": config["num_gpu_blocks"] - 1,  # block 0 is vLLM's null block
+        "history_bytes": int(float(os.environ.get("BATCHSCOPE_BUFFER_MB", "64")) * (1 << 20)),
+        "limits": limits(sched, lay, config),
+    }
+    sender: Sender
+    if bus:
+        try:
+            from batchscope_vllm.bus import BusSender
+        except ImportError:
+            log.error(
+                "batchscope: BATCHSCOPE_BUS needs nats-py "
+                "(pip install './packaging/batchscope-vllm[bus]'); not observing"
+            )
+            return None
+        detail = os.environ.get("BATCHSCOPE_BUS_DETAIL", "").strip() or "on-demand"
+        sender = BusSender(bus, node, announce, detail=detail, **common)
+    else:
+        token = os.environ.get("BATCHSCOPE_TOKEN", "")
+        sender = Sender(url=url, token=token, node=node, announce=announce, **common)
     sender.start()
     return sender

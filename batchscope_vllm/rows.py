@@ -25,10 +25,14 @@ _PLACEHOLDER_JSON = json.dumps(_PLACEHOLDER)
 class Rows:
     """An iteration frame's `scheduled` list, already JSON text."""
 
-    __slots__ = ("text",)
+    __slots__ = ("count", "text")
 
     def __init__(self, rows: list[str]) -> None:
         self.text = "[" + ",".join(rows) + "]"
+        self.count = len(rows)
+
+    def __len__(self) -> int:
+        return self.count
 
 
 def encode_data(data: dict[str, Any]) -> str:

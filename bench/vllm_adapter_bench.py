@@ -3,6 +3,7 @@
 Run with the vLLM venv (tools/setup_vllm_venv.sh), from the repository root:
 
     .venv-vllm/bin/python bench/vllm_adapter_bench.py [--running 256] [--steps 200]
+        [--bus nats://127.0.0.1:4222]   (the bus sender; nats-py in the vLLM venv)
 
 Both schedulers are vLLM 0.20.0's, built like tools/vllm_reference.py, holding N running
 decodes (no request finishes during the run). The observed one streams to a dead URL, so
@@ -161,7 +162,15 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--gap-ms", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--bus",
+        metavar="NATS_URL",
+        help="observe through the fleet bus sender (BATCHSCOPE_BUS; batchscope_vllm/bus.py) "
+        "publishing to this NATS server, not the websocket sender to a dead URL",
+    )
     args = parser.parse_args()
+    if args.bus:
+        os.environ["BATCHSCOPE_BUS"] = args.bus
     n, steps = args.running, args.steps * args.rounds
     print(f"{n} running decodes, schedule()+update_from_output() per step, medians:")
     plain, hooks = make(Scheduler, n), unstarted(n)
@@ -180,9 +189,14 @@ def main() -> int:
     sender = observed.batchscope  # type: ignore[attr-defined]
     print(
         f"sender thread: {statistics.median(cpu):.1f} us CPU/step; {sender.seq} frames built, "
-        f"{sender.dropped} dropped (no dashboard)"
+        f"{sender.dropped} dropped"
+        + (f", {type(sender).__name__} to {args.bus}" if args.bus else " (no dashboard)")
     )
     observed.close(0.5)  # type: ignore[attr-defined]
+    if args.bus:
+        print(
+            f"bus: {sender.summaries_sent} step summaries published, {sender.summaries_lost} lost"
+        )
     return 0
 
 

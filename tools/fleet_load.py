@@ -25,7 +25,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.bus.subjects import connect, ensure_streams, subject  # noqa: E402
+from app.bus.subjects import connect, ensure_streams  # noqa: E402
+from protocol.bus import subject  # noqa: E402
 
 INTERVAL_S = 0.25
 """How often a node publishes its summaries (as `engine --bus` does)."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
-from app.bus.summary import SUMMARY_FIELDS
+from protocol.bus import SUMMARY_FIELDS
 
 WINDOW_S = 5.0
 LAG_SAMPLES = 20_000

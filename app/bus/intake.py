@@ -24,10 +24,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.bus.channel import BusChannel
 from app.bus.fleet import FleetView
-from app.bus.subjects import NODES_STREAM, PREFIX, STREAM, connect, ensure_streams, subject
+from app.bus.subjects import connect, ensure_streams
 from app.nodes.ingest import NodeRegistry, RemoteNode
 from app.nodes.ownership import restore_state
 from app.records.recorder import Recorder
+from protocol.bus import NODES_STREAM, PREFIX, STREAM, subject
 
 if TYPE_CHECKING:  # nats is imported at start(): a dashboard without a bus never loads it
     from nats.aio.client import Client

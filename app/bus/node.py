@@ -22,11 +22,11 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from app.bus.flight import FlightRecorder
-from app.bus.subjects import MAX_MSG_BYTES, connect, ensure_streams, subject
-from app.bus.summary import step_summary
+from app.bus.subjects import connect, ensure_streams
 from app.nodes.producer import Producer, QueueSink
 from engine.engine import Engine
 from engine.engine_core import EngineCore
+from protocol.bus import MAX_MSG_BYTES, step_summary, subject
 from protocol.control import Reply
 from protocol.envelope import encode, envelope
 

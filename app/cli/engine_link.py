@@ -14,8 +14,13 @@ import os
 import signal
 import socket
 import sys
+from typing import TYPE_CHECKING
 
 from app.cli.common import CliError, run_until_signalled, runner_from_settings
+
+if TYPE_CHECKING:
+    from app.bus.local import LocalSummaries
+    from app.settings import Settings
 
 PR_SET_PDEATHSIG = 1
 PARENT_POLL_S = 0.5
@@ -61,14 +66,33 @@ def run_linked_engine(fd: int) -> int:
 
     async def serve(stop: asyncio.Event) -> None:
         watch = asyncio.create_task(_watch_parent(parent, stop))
-        host = EngineHost(await Link.open(sock), settings, runner_for)
+        bus = _bus_summaries(settings)
+        host = EngineHost(
+            await Link.open(sock), settings, runner_for, bus.tap if bus is not None else None
+        )
+        bus_done = asyncio.Event()
+        publisher = asyncio.create_task(bus.run(bus_done)) if bus is not None else None
         try:
             await host.run(stop)
         finally:
             watch.cancel()
+            if publisher is not None:  # the session's last summaries still go out
+                bus_done.set()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(publisher, 10.0)
 
     run_until_signalled(serve)
     return 0
+
+
+def _bus_summaries(settings: Settings) -> LocalSummaries | None:
+    """With `serve --bus`: this engine's summaries on the fleet bus (app.bus.local)."""
+    if not settings.bus:
+        return None
+    from app.bus.local import LocalSummaries
+
+    limits = (settings.bus_max_age_s, int(settings.bus_max_mb * 1e6))
+    return LocalSummaries(settings.bus, settings.bus_node_name(), limits)
 
 
 async def _watch_parent(parent: int, stop: asyncio.Event) -> None:

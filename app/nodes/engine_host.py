@@ -59,13 +59,23 @@ COMMAND_FLUSH_S = 5.0
 NODE = "local"
 
 RunnerFactory = Callable[[EngineConfig], ModelRunner]
+FrameTap = Callable[[str, int, str, Mapping[str, Any]], None]
+"""(session, seq, frame type, data) of every frame the engine made, dropped or not: what
+else watches the engine (with --bus, the fleet bus's summaries: app.bus.local)."""
 
 
 class EngineHost:
     """One engine process: its current session, the link, and the commands it serves."""
 
-    def __init__(self, link: Link, settings: Settings, make_runner: RunnerFactory) -> None:
+    def __init__(
+        self,
+        link: Link,
+        settings: Settings,
+        make_runner: RunnerFactory,
+        tap: FrameTap | None = None,
+    ) -> None:
         self.link = link
+        self.tap = tap
         self.settings = settings
         self.make_runner = make_runner
         self.session: str | None = None
@@ -165,6 +175,8 @@ class EngineHost:
     def _collect(self) -> None:
         for frame_type, data in self.sink.drain():
             self._queue_frame(frame_type, data)
+            if self.tap is not None and self.session is not None:
+                self.tap(self.session, self.seq, frame_type, data)
 
     async def flush(self, window: bool = True) -> None:
         """Send what waits, as far as the window allows (all of it at a session's end)."""

@@ -15,7 +15,7 @@ from typing_extensions import TypedDict
 
 from app.api_docs import CONTROL_ERRORS, VIEW_ERRORS, error_responses
 from app.bus.fleet import FleetRow
-from app.deps import BusDep, Control, FleetDep, HubDep, View
+from app.deps import BusDep, Control, FleetDep, HubDep, ServiceDep, SettingsDep, View
 from app.routes.links import session_href
 from app.templating import templates
 
@@ -95,10 +95,14 @@ async def _ask(call: Any) -> dict[str, Any]:
 
 
 @router.get("/fleet/{node}", include_in_schema=False, dependencies=View)
-async def open_node(node: str, bus: BusDep, hub: HubDep) -> Response:
+async def open_node(
+    node: str, bus: BusDep, hub: HubDep, settings: SettingsDep, service: ServiceDep
+) -> Response:
     """One node's full view: ask it for full detail (its flight recorder first), wait for
-    its session to arrive, then open it live."""
+    its session to arrive, then open it live. This dashboard's own engine opens at once."""
     intake = _bus_or_404(bus)
+    if service is not None and node == settings.bus_node_name() and service.session:
+        return RedirectResponse(session_href(hub, service.session, True), status_code=303)
     reply = await _ask(intake.request_detail(node, 60.0))
     session = str(reply.get("session") or "")
     deadline = time.monotonic() + OPEN_WAIT_S

@@ -62,9 +62,17 @@ class NatsServer:
 
 
 def dashboard(
-    port: int, db: str, bus: str, consumer: str, log: Path, env: dict[str, str] | None = None
+    port: int,
+    db: str,
+    bus: str,
+    consumer: str,
+    log: Path,
+    env: dict[str, str] | None = None,
+    engine: bool = False,
 ) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "app.cli", "serve", "--no-engine", "--port", str(port)]
+    """`serve --bus` (`--no-engine` unless `engine`: then its own sim engine, a node too)."""
+    own = ["--runner", "sim"] if engine else ["--no-engine"]
+    cmd = [sys.executable, "-m", "app.cli", "serve", *own, "--port", str(port)]
     cmd += ["--token", TOKEN, "--database-url", db, "--bus", bus]
     full_env = {**os.environ, "BATCHSCOPE_BUS_CONSUMER": consumer, **(env or {})}
     out = open(log, "ab")  # noqa: SIM115

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from bs4 import BeautifulSoup
 
-from app.bus.summary import SUMMARY_FIELDS
+from protocol.bus import SUMMARY_FIELDS
 from tests.app.bus import fleet_procs as fp
 from tests.conftest import TOKEN, free_port
 

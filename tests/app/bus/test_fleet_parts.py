@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from app.bus.fleet import FleetView
 from app.bus.flight import FlightRecorder
-from app.bus.subjects import node_of, subject, token
-from app.bus.summary import SUMMARY_FIELDS, as_dict, step_summary
 from app.nodes.producer import QueueSink
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig
 from engine.engine import Engine
 from engine.request import SamplingParams
 from engine.runner.sim import SimRunner
+from protocol.bus import SUMMARY_FIELDS, as_dict, node_of, step_summary, subject, token
 
 
 def test_flight_recorder_keeps_the_last_frames_by_count_and_age() -> None:

@@ -1,10 +1,60 @@
-"""The per-step summary every node publishes, always: a few numbers per step, close to the
-"forward pass metrics" of Dynamo and SGLang (docs/fleet.md lists every field)."""
+"""The fleet bus's shared names (docs/fleet.md): subjects per node and kind, the JetStream
+streams and their settings, and the per-step summary every node publishes. Standard
+library only: the dashboard (app.bus), our engine nodes and the vLLM adapter
+(batchscope_vllm.bus) all take them from here, so a summary row means the same everywhere.
+
+Subjects (`<node>` is the node's name made subject-safe by `token()`):
+- `batchscope.<node>.summary`: per-step summaries, always (stream BATCHSCOPE);
+- `batchscope.<node>.frames`: full protocol frames, while someone watches (stream BATCHSCOPE);
+- `batchscope.<node>.announce`: the node's announce, last one kept (stream BATCHSCOPE_NODES);
+- `batchscope.<node>.control`: requests to the node (core NATS request/reply, not stored).
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
+
+PREFIX = "batchscope"
+STREAM = "BATCHSCOPE"
+NODES_STREAM = "BATCHSCOPE_NODES"
+MAX_MSG_BYTES = 512 * 1024
+"""A frames message stays under this (NATS's default max payload is 1 MB)."""
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def token(node: str) -> str:
+    """`node` as one subject token: letters, digits, _ and - (others become _)."""
+    return _UNSAFE.sub("_", node)[:100] or "_"
+
+
+def subject(node: str, kind: str) -> str:
+    return f"{PREFIX}.{token(node)}.{kind}"
+
+
+def node_of(subj: str) -> str:
+    """The subject-safe node token of a `batchscope.<node>.<kind>` subject."""
+    parts = subj.split(".")
+    return parts[1] if len(parts) == 3 else ""
+
+
+def stream_fields(max_age_s: float, max_bytes: int) -> list[tuple[str, dict[str, Any]]]:
+    """(name, settings) of the two streams, as `StreamConfig` keyword arguments besides
+    file storage and discarding the oldest first."""
+    return [
+        (
+            STREAM,
+            {
+                "subjects": [f"{PREFIX}.*.summary", f"{PREFIX}.*.frames"],
+                "max_age": max_age_s,
+                "max_bytes": max_bytes,
+                "duplicate_window": min(120.0, max_age_s),
+            },
+        ),
+        (NODES_STREAM, {"subjects": [f"{PREFIX}.*.announce"], "max_msgs_per_subject": 1}),
+    ]
+
 
 SUMMARY_FIELDS = (
     "step",  # the engine step number
