@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import nats
 import pytest
 
 from tests.app.bus import fleet_procs as fp
@@ -42,24 +41,10 @@ def fleet(tmp_path: Path) -> Iterator[tuple[str, str]]:
         bus.stop()
 
 
-def _nats_path(python: str, where: Path) -> str:
-    """A PYTHONPATH entry holding nats-py for the vLLM venv: its own if it has it (the
-    adapter's `bus` extra), else the dashboard venv's (pure Python, no dependencies)."""
-    has = subprocess.run([python, "-c", "import nats"], capture_output=True, timeout=60)
-    if has.returncode == 0:
-        return ""
-    link = where / "nats-only"
-    if not (link / "nats").exists():
-        link.mkdir(exist_ok=True)
-        (link / "nats").symlink_to(Path(nats.__file__).parent, target_is_directory=True)
-    return str(link)
-
-
 def _drive(python: str, bus: str, node: str, where: Path, detail: str) -> dict[str, Any]:
-    extra = _nats_path(python, where)
     env = {k: v for k, v in os.environ.items() if k not in ("BATCHSCOPE_URL", "BATCHSCOPE_TOKEN")}
     env.update(
-        PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), extra) if p),
+        PYTHONPATH=str(ROOT),  # nats-py: the vLLM venv's own (requirements/vllm-ref.txt)
         BATCHSCOPE_BUS=bus,
         BATCHSCOPE_BUS_DETAIL=detail,
         BATCHSCOPE_NODE=node,
