@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.bus.channel import BusChannel
 from app.bus.fleet import FleetView
-from app.bus.subjects import connect, ensure_streams
+from app.bus.subjects import FIRST_CONNECT_S, connect, ensure_streams
 from app.nodes.ingest import NodeRegistry, RemoteNode
 from app.nodes.ownership import restore_state
 from app.records.recorder import Recorder
@@ -85,7 +85,7 @@ class BusIntake:
     async def start(self) -> None:
         from nats.js import api
 
-        self.nc = await connect(self.url, f"batchscope-dashboard-{self.name}")
+        self.nc = await connect(self.url, f"batchscope-dashboard-{self.name}", FIRST_CONNECT_S)
         self.js = self.nc.jetstream(timeout=5.0)
         await ensure_streams(self.js, *self.limits)
         frames = await self.js.pull_subscribe(

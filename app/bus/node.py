@@ -22,7 +22,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from app.bus.flight import FlightRecorder
-from app.bus.subjects import connect, ensure_streams
+from app.bus.subjects import FIRST_CONNECT_S, connect, ensure_streams
 from app.nodes.producer import Producer, QueueSink
 from engine.engine import Engine
 from engine.engine_core import EngineCore
@@ -86,7 +86,7 @@ class BusNode(Producer):
 
     # --------------------------------------------------------------- bus side
     async def run(self, stop: asyncio.Event) -> None:
-        self.nc = await connect(self.url, f"batchscope-node-{self.node}")
+        self.nc = await connect(self.url, f"batchscope-node-{self.node}", FIRST_CONNECT_S)
         self.js = self.nc.jetstream(timeout=PUBLISH_TIMEOUT_S)
         await ensure_streams(self.js, *self.limits)
         await self._publish_announce()

@@ -3,6 +3,7 @@ streams (their names, subjects and settings: protocol.bus, shared with the vLLM 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from typing import TYPE_CHECKING
@@ -22,10 +23,24 @@ def check_url(url: str) -> str:
     return url
 
 
-async def connect(url: str, name: str) -> Client:
-    """A client that keeps reconnecting (a bus restart is an outage, not the end)."""
+FIRST_CONNECT_S = 20.0
+"""How long a dashboard or an engine waits for the bus at start before it gives up."""
+
+
+async def connect(url: str, name: str, first_timeout: float | None = None) -> Client:
+    """A client that keeps reconnecting (a bus restart is an outage, not the end).
+    `first_timeout`: a bus that does not answer at all within it is an error (nats-py
+    retries a first connection forever), so a process started against a wrong URL says so
+    instead of hanging."""
     import nats
 
+    if first_timeout is not None:
+        try:
+            return await asyncio.wait_for(connect(url, name), first_timeout)
+        except TimeoutError:
+            raise ConnectionError(
+                f"the bus at {url} did not answer within {first_timeout:.0f} s"
+            ) from None
     return await nats.connect(
         url,
         name=name,

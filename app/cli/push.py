@@ -162,7 +162,10 @@ def cmd_engine(args: argparse.Namespace) -> int:
             max_age_s=settings.bus_max_age_s,
             max_bytes=int(settings.bus_max_mb * 1e6),
         )
-        run_until_signalled(bus_node.run)
+        try:
+            run_until_signalled(bus_node.run)
+        except ConnectionError as exc:  # no bus at that URL (app.bus.subjects.connect)
+            raise CliError(f"--bus: {exc}") from None
         return 0
     producer = Producer(
         engine, sink, args.push, args.token, node, announce, buffer_frames=args.buffer, core=core
