@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from fastapi import Query
 from fastapi.exceptions import RequestValidationError
@@ -209,8 +209,10 @@ def live_rows_at(db: Session, session_id: str, step: int) -> list[dict[str, Any]
             _live_cache.move_to_end(key)
             return list(cached)
     state = queries.state_at_seq(db, session_id, seq)
-    rows: list[dict[str, Any]] = [
-        dict(r) for r in table_rows(state) if r["finish_step"] is None or r["finish_step"] > step
+    rows: list[dict[str, Any]] = [  # table_rows' dicts are its own
+        cast(dict[str, Any], r)
+        for r in table_rows(state)
+        if r["finish_step"] is None or r["finish_step"] > step
     ]
     seqs = arrival_seqs(db, session_id, [r["req"] for r in rows])
     for r in rows:
