@@ -101,6 +101,9 @@ def measure(url: str, steps: int, seeks: int) -> dict[str, Any]:
     try:
         with httpx.Client(base_url=live.url, timeout=120,
                           headers={"Authorization": f"Bearer {TOKEN}"}) as c:  # fmt: skip
+            # What a replay page asks first (the recording's metadata): the first page
+            # is then timed as a page of the recording, not the server's first request.
+            assert c.get(f"/api/sessions/{SID}").status_code == 200
             t0 = time.perf_counter()
             first = c.get(f"/api/sessions/{SID}/requests", params={"limit": 50})
             out["first_page_ms"] = _ms(t0)
