@@ -214,7 +214,7 @@ def live_rows_at(db: Session, session_id: str, step: int) -> list[dict[str, Any]
         for r in table_rows(state)
         if r["finish_step"] is None or r["finish_step"] > step
     ]
-    seqs = arrival_seqs(db, session_id, [r["req"] for r in rows])
+    seqs = arrival_seqs(db, session_id, [r["req"] for r in rows], step)
     for r in rows:
         r["arrival_seq"] = seqs.get(r["req"])
     with _live_lock:
