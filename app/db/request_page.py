@@ -5,8 +5,9 @@ recording) are filtered, counted, sorted and paged in the database (indexed colu
 `requests`); the requests still live at the step (running, waiting, preempted: bounded by
 the engine's queues) come from the fold at that step, with their phase and waiting reason.
 The two sorted runs are merged exactly, in the order app.request_table.select_rows gives
-(ties by arrival; unknown values last, in arrival order), reading at most
-`offset - live .. offset + limit` rows of the done run.
+(ties by arrival; unknown values last, in arrival order), reading the sort keys of at
+most `offset - live .. offset + limit` rows of the done run (from the indexes; in arrival
+order by walking ix_requests_session_order), then the whole rows of the page's alone.
 """
 
 from __future__ import annotations
