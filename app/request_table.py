@@ -16,13 +16,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from fastapi import Query
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.orm import Session
 
 from app.db import queries
+from app.db.request_page import arrival_seqs
 from app.forms import FormError
 from app.protocol.state import SessionState
 from engine.waiting import waiting_text
@@ -196,22 +197,28 @@ _live_lock = threading.Lock()
 
 def live_rows_at(db: Session, session_id: str, step: int) -> list[dict[str, Any]]:
     """The table rows at `step` of requests not done by then (running, waiting,
-    preempted; and a request whose end is marked for the next step). The frames up to a
-    step never change, so the rows of the latest few steps asked for are kept: paging
-    through one step's table folds its state once."""
+    preempted; and a request whose end is marked for the next step), with their
+    `arrival_seq` (from the database). The frames up to a step never change, so the rows
+    of the latest few steps asked for are kept (shared: read them, never change them):
+    paging through one step's table folds its state once."""
     seq = queries.last_seq_at_step(db, session_id, step)
     key = (str(db.get_bind().engine.url), session_id, seq)
     with _live_lock:
         cached = _live_cache.get(key)
         if cached is not None:
             _live_cache.move_to_end(key)
-            return [dict(r) for r in cached]
+            return list(cached)
     state = queries.state_at_seq(db, session_id, seq)
-    rows: list[dict[str, Any]] = [
-        dict(r) for r in table_rows(state) if r["finish_step"] is None or r["finish_step"] > step
+    rows: list[dict[str, Any]] = [  # table_rows' dicts are its own
+        cast(dict[str, Any], r)
+        for r in table_rows(state)
+        if r["finish_step"] is None or r["finish_step"] > step
     ]
+    seqs = arrival_seqs(db, session_id, [r["req"] for r in rows], step)
+    for r in rows:
+        r["arrival_seq"] = seqs.get(r["req"])
     with _live_lock:
         _live_cache[key] = rows
         while len(_live_cache) > LIVE_CACHE_STATES:
             _live_cache.popitem(last=False)
-    return [dict(r) for r in rows]
+    return list(rows)

@@ -4,6 +4,7 @@ the first page (the last step, default order, 50 rows), then seeks (a random ste
 random filter or sort, a random offset, 50 rows).
 
     python -m bench.request_pages_bench [--requests 100000] [--seeks 200] [--postgres URL]
+        [--db FILE]   (keep the recording there; measure it again without recording)
 
 Targets: first page <= 200 ms, seek p99 <= 100 ms. Baseline, same run: the table as it
 was built before (the fold at the step, filtered and sorted in Python; it held only the
@@ -27,6 +28,7 @@ import httpx
 from app.db import queries
 from app.db.migrate import upgrade
 from app.db.session import make_engine, make_sessionmaker
+from app.errors import NotFound
 from app.live.hub import EventHub
 from app.records.recorder import Recorder
 from app.request_table import parse_query, select_rows, table_rows
@@ -76,6 +78,18 @@ def record(url: str, n: int) -> int:
     return int(engine.step_index)
 
 
+def recorded_steps(url: str, n: int) -> int | None:
+    """The steps of the bench's recording already in `url` (of `n` requests), else None."""
+    with make_sessionmaker(make_engine(url))() as db:
+        try:
+            meta = queries.get_session(db, SID)
+        except NotFound:
+            return None
+    if meta["requests"] != n or meta["ended_at"] is None:
+        raise SystemExit(f"{url}: holds another recording of {SID}; give a new --db file")
+    return meta["steps"]
+
+
 def _ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1000
 
@@ -87,6 +101,9 @@ def measure(url: str, steps: int, seeks: int) -> dict[str, Any]:
     try:
         with httpx.Client(base_url=live.url, timeout=120,
                           headers={"Authorization": f"Bearer {TOKEN}"}) as c:  # fmt: skip
+            # What a replay page asks first (the recording's metadata): the first page
+            # is then timed as a page of the recording, not the server's first request.
+            assert c.get(f"/api/sessions/{SID}").status_code == 200
             t0 = time.perf_counter()
             first = c.get(f"/api/sessions/{SID}/requests", params={"limit": 50})
             out["first_page_ms"] = _ms(t0)
@@ -130,16 +147,23 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=100_000)
     ap.add_argument("--seeks", type=int, default=200)
     ap.add_argument("--postgres", metavar="URL", help="also on this (empty) PostgreSQL db")
+    ap.add_argument("--db", metavar="FILE", type=Path,
+                    help="SQLite file to keep the recording in; one already there (same "
+                         "--requests) is measured again without recording it anew")  # fmt: skip
     args = ap.parse_args()
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
-        urls = [f"sqlite:///{Path(tmp) / 'pages.db'}"] + ([args.postgres] if args.postgres else [])
+        sqlite = args.db or Path(tmp) / "pages.db"
+        urls = [f"sqlite:///{sqlite}"] + ([args.postgres] if args.postgres else [])
         for url in urls:
             upgrade(url)
             t0 = time.perf_counter()
-            steps = record(url, args.requests)
-            print(f"{url.split(':')[0]}: {args.requests} requests, {steps} steps recorded in "
-                  f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+            steps = recorded_steps(url, args.requests)
+            how = "reused"
+            if steps is None:
+                steps = record(url, args.requests)
+                how = f"recorded in {time.perf_counter() - t0:.0f} s"
+            print(f"{url.split(':')[0]}: {args.requests} requests, {steps} steps {how}")
             r = measure(url, steps, args.seeks)
             print(f"  first page {r['first_page_ms']:.1f} ms (target <= 200; of {r['total']} "
                   f"rows)  seek p50 {r['seek_p50_ms']:.1f} ms  p99 {r['seek_p99_ms']:.1f} ms "

@@ -137,7 +137,16 @@ class RequestRecord(Base):
 
     __table_args__ = (
         Index("ix_requests_session_finish", "session_id", "finish_step"),
-        Index("ix_requests_session_arrival", "session_id", "arrival_step", "arrival_seq"),
+        # The table's default order whole (either direction) and the done filter: paging
+        # in arrival order walks this index (migration 0007).
+        Index(
+            "ix_requests_session_order",
+            "session_id",
+            "arrival_step",
+            "arrival_seq",
+            "req_id",
+            "finish_step",
+        ),
         Index("ix_requests_session_ttft", "session_id", "ttft"),
         Index("ix_requests_session_e2e", "session_id", "e2e"),
     )

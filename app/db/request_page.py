@@ -5,14 +5,15 @@ recording) are filtered, counted, sorted and paged in the database (indexed colu
 `requests`); the requests still live at the step (running, waiting, preempted: bounded by
 the engine's queues) come from the fold at that step, with their phase and waiting reason.
 The two sorted runs are merged exactly, in the order app.request_table.select_rows gives
-(ties by arrival; unknown values last, in arrival order), reading at most
-`offset - live .. offset + limit` rows of the done run.
+(ties by arrival; unknown values last, in arrival order), reading the sort keys of at
+most `offset - live .. offset + limit` rows of the done run (from the indexes; in arrival
+order by walking ix_requests_session_order), then the whole rows of the page's alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import ColumnElement, Select, and_, func, or_, select
 from sqlalchemy.orm import Session
@@ -23,6 +24,9 @@ R = RequestRecord
 SORT_COLUMNS = {"ttft": R.ttft, "e2e": R.e2e, "preemptions": R.num_preemptions}
 ROW_KEYS = {"ttft": "ttft", "e2e": "e2e", "preemptions": "num_preemptions"}
 COMPLETED = ("stop", "length")
+WALK_ORDER_FROM = 2000
+"""Done rows from which a page in arrival order walks the order index rather than the
+finish-step range (sorting that few rows is cheaper than walking the whole session)."""
 
 
 def _where(session_id: str, step: int, query: Any) -> list[ColumnElement[bool]] | None:
@@ -144,8 +148,21 @@ class _Reversed:
         return hash(self.s)
 
 
-def arrival_seqs(db: Session, session_id: str, req_ids: list[str]) -> dict[str, int | None]:
+def arrival_seqs(
+    db: Session, session_id: str, req_ids: list[str], step: int | None = None
+) -> dict[str, int | None]:
+    """The arrival seqs of `req_ids`. With `step`: the requests arrived by then and not
+    done are read in one walk of the order index (which holds every column asked for),
+    any other of `req_ids` by id."""
     out: dict[str, int | None] = {}
+    if step is not None:
+        live = select(R.req_id, R.arrival_seq).where(
+            R.session_id == session_id,
+            R.arrival_step <= step,
+            or_(R.finish_step.is_(None), R.finish_step > step),
+        )
+        out = dict(db.execute(live).all())
+        req_ids = [r for r in req_ids if r not in out]
     for i in range(0, len(req_ids), 500):
         chunk = req_ids[i : i + 500]
         rows = db.execute(
@@ -156,6 +173,18 @@ def arrival_seqs(db: Session, session_id: str, req_ids: list[str]) -> dict[str, 
     return out
 
 
+def _key_row(
+    req: str, step: int | None, seq: int | None, status: str | None, value: Any, query: Any
+) -> dict[str, Any]:
+    """A done row's sort keys only (what `_sort_key` reads), as done_row would give them."""
+    row: dict[str, Any] = {"req": req, "arrived_step": step, "arrival_seq": seq, "_done": True}
+    if query.sort != "arrival":
+        if query.sort == "e2e" and status == "REJECTED":
+            value = None
+        row[ROW_KEYS[query.sort]] = value
+    return row
+
+
 def request_page(
     db: Session,
     session_id: str,
@@ -164,11 +193,9 @@ def request_page(
     query: Any,
 ) -> tuple[int, list[dict[str, Any]]]:
     """(total rows matching, the page) at `step`. `live_rows`: the fold's rows at `step`
-    of requests not done by then (app.request_table.table_rows), unfiltered."""
+    of requests not done by then, with their `arrival_seq` (app.request_table.live_rows_at),
+    unfiltered; not changed (the page's rows are copies)."""
     live = [r for r in live_rows if query.matches(r)]
-    seqs = arrival_seqs(db, session_id, [r["req"] for r in live])
-    for r in live:
-        r["arrival_seq"] = seqs.get(r["req"])
     key = _sort_key(query)
     live.sort(key=key)
     conds = _where(session_id, step, query)
@@ -181,15 +208,29 @@ def request_page(
     if start >= end:
         return total, []
     # The first `skip` done rows all come before the page (at most len(live) live rows
-    # can stand among the first `start`).
+    # can stand among the first `start`), and no done row past `end` can be on it.
     skip = max(0, start - len(live))
     window: list[dict[str, Any]] = []
     if conds is not None and done_total > skip:
-        stmt = _ordered(select(R).where(and_(*conds)), query)
-        stmt = stmt.offset(skip).limit(end - skip)
-        window = [done_row(r) for r in db.scalars(stmt)]
+        # Only the sort keys of the window (narrow rows, read from the indexes); the
+        # whole rows of the few done requests on the page are read after the merge.
+        value = SORT_COLUMNS[query.sort] if query.sort != "arrival" else R.arrival_seq
+        cols = (R.req_id, R.arrival_step, R.arrival_seq, R.status, value)
+        if query.sort == "arrival" and done_total > WALK_ORDER_FROM:
+            # Many done rows: walk the order index (ix_requests_session_order, which holds
+            # finish_step) instead of sorting them all; `+ 0` keeps a planner from picking
+            # the finish-step index for the range.
+            conds = [R.finish_step + 0 <= step if c is conds[1] else c for c in conds]
+        keys = cast("Select[Any]", select(*cols).where(and_(*conds)))
+        stmt = _ordered(keys, query).offset(skip).limit(end - skip)
+        window = [_key_row(req, a, s, st, v, query) for req, a, s, st, v in db.execute(stmt)]
     # Without the skipped rows (all of them ahead of `start`), the page starts at
     # `start - skip` of the rest, which live + window holds far enough.
-    merged = sorted(live + window, key=key)
     at = start - skip
-    return total, merged[at : at + (end - start)]
+    page = sorted(live + window, key=key)[at : at + (end - start)]
+    wanted = [r["req"] for r in page if r.get("_done")]
+    full: dict[str, dict[str, Any]] = {}
+    if wanted:
+        recs = db.scalars(select(R).where(R.session_id == session_id, R.req_id.in_(wanted)))
+        full = {r.req_id: done_row(r) for r in recs}
+    return total, [full[r["req"]] if r.get("_done") else dict(r) for r in page]
