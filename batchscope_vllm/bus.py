@@ -33,7 +33,7 @@ from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
 
 from batchscope_vllm.sender import REFUSAL, SEND_INTERVAL_S, Sender
-from protocol.bus import MAX_MSG_BYTES, step_summary, stream_fields, subject
+from protocol.bus import MAX_MSG_BYTES, frames_message, step_summary, stream_fields, subject
 
 log = logging.getLogger("batchscope_vllm")
 
@@ -205,19 +205,13 @@ class BusSender(Sender):
             if not batch:  # all sent: what is left after the cursor are holes
                 self.cursor = self.seq
                 break
-            first, last = batch[0][0], batch[-1][0]
-            stats = json.dumps({"type": "stats", **self._bus_stats()})
-            body = (
-                f'{{"node":{json.dumps(self.node)},"session":"{self.session}",'
-                f'"prev":{self.prev_stored},"frames":['
-                + ",".join(text for _, text in batch)
-                + f",{stats}]}}"
+            last = batch[-1][0]
+            body, msg_id = frames_message(
+                self.node, self.session, self.prev_stored, batch, self._bus_stats()
             )
             try:
                 await self.js.publish(
-                    subject(self.node, "frames"),
-                    body.encode(),
-                    headers={"Nats-Msg-Id": f"{self.session}:{first}-{last}"},
+                    subject(self.node, "frames"), body, headers={"Nats-Msg-Id": msg_id}
                 )
             except Exception as exc:  # the bus is away: the history keeps them
                 self._problem(f"frames not stored on the bus ({type(exc).__name__}: {exc})")

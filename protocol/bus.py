@@ -12,6 +12,7 @@ Subjects (`<node>` is the node's name made subject-safe by `token()`):
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -37,6 +38,20 @@ def node_of(subj: str) -> str:
     """The subject-safe node token of a `batchscope.<node>.<kind>` subject."""
     parts = subj.split(".")
     return parts[1] if len(parts) == 3 else ""
+
+
+def frames_message(
+    node: str, session: str, prev: int, batch: list[tuple[int, str]], stats: Mapping[str, Any]
+) -> tuple[bytes, str]:
+    """One `.frames` message: the encoded frames `[(seq, text), ...]` (already JSON) after
+    `prev` (the seq stored before them, so a message that overtook a lost one waits for
+    it), then the producer's stats; and its JetStream de-duplication id."""
+    body = (
+        f'{{"node":{json.dumps(node)},"session":{json.dumps(session)},"prev":{prev},"frames":['
+        + ",".join(text for _, text in batch)
+        + f",{json.dumps({'type': 'stats', **stats})}]}}"
+    )
+    return body.encode(), f"{session}:{batch[0][0]}-{batch[-1][0]}"
 
 
 def stream_fields(max_age_s: float, max_bytes: int) -> list[tuple[str, dict[str, Any]]]:

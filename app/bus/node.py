@@ -26,7 +26,7 @@ from app.bus.subjects import FIRST_CONNECT_S, connect, ensure_streams
 from app.nodes.producer import Producer, QueueSink
 from engine.engine import Engine
 from engine.engine_core import EngineCore
-from protocol.bus import MAX_MSG_BYTES, step_summary, subject
+from protocol.bus import MAX_MSG_BYTES, frames_message, step_summary, subject
 from protocol.control import Reply
 from protocol.envelope import encode, envelope
 
@@ -179,18 +179,12 @@ class BusNode(Producer):
             if not batch:
                 return
             first, last = batch[0][0], batch[-1][0]
-            stats = json.dumps({"type": "stats", **self._stats()})
-            body = (
-                f'{{"node":{json.dumps(self.node)},"session":"{self.session}",'
-                f'"prev":{self.prev_stored},"frames":['
-                + ",".join(text for _, text in batch)
-                + f",{stats}]}}"
+            body, msg_id = frames_message(
+                self.node, self.session, self.prev_stored, batch, self._stats()
             )
             try:
                 await self.js.publish(
-                    subject(self.node, "frames"),
-                    body.encode(),
-                    headers={"Nats-Msg-Id": f"{self.session}:{first}-{last}"},
+                    subject(self.node, "frames"), body, headers={"Nats-Msg-Id": msg_id}
                 )
             except Exception as exc:  # the bus is away: the flight recorder keeps them
                 log.debug("frames %d-%d not stored yet: %s", first, last, exc)
