@@ -22,6 +22,22 @@ RELEASES_TEXT = f"{SUPPORTED[0]} to {SUPPORTED[-1]}"
 
 
 # ------------------------------------------------------------ request bodies
+# The knobs of later releases, taken live and by a new session alike.
+MaxNumActiveSeqs = Annotated[
+    int | None, Field(ge=0, description="admission cap below max_num_seqs (0: off; vLLM >= 0.31)")
+]
+Watermark = Annotated[
+    float | None,
+    Field(ge=0.0, lt=1.0, description="share of the KV pool kept free (vLLM >= 0.24)"),
+]
+PrefillScheduleInterval = Annotated[
+    int | None, Field(ge=1, description="prefill once every N steps while decoding (vLLM 0.33)")
+]
+ThresholdAdaptive = Annotated[
+    bool | None, Field(description="floor the threshold at budget // requests (vLLM >= 0.31)")
+]
+
+
 class _Body(BaseModel):
     """A form's empty field means 'not given', as in JSON leaving the key out. NaN and
     Infinity are refused as such ("a finite number"), never compared with a bound."""
@@ -54,18 +70,10 @@ class LiveKnobs(_Body):
     enable_chunked_prefill: bool | None = None
     scheduler_reserve_full_isl: bool | None = None
     policy: Literal["fcfs", "priority"] | None = None
-    max_num_active_seqs: int | None = Field(
-        None, ge=0, description="admission cap below max_num_seqs (0: off; vLLM >= 0.31)"
-    )
-    watermark: float | None = Field(
-        None, ge=0.0, lt=1.0, description="share of the KV pool kept free (vLLM >= 0.24)"
-    )
-    prefill_schedule_interval: int | None = Field(
-        None, ge=1, description="prefill once every N steps while decoding (vLLM 0.33)"
-    )
-    long_prefill_token_threshold_adaptive: bool | None = Field(
-        None, description="floor the threshold at budget // requests (vLLM >= 0.31)"
-    )
+    max_num_active_seqs: MaxNumActiveSeqs = None
+    watermark: Watermark = None
+    prefill_schedule_interval: PrefillScheduleInterval = None
+    long_prefill_token_threshold_adaptive: ThresholdAdaptive = None
 
 
 class RerunBody(LiveKnobs):
@@ -105,18 +113,10 @@ class NewSessionBody(_Body):
         None,
         description=f"the vLLM release whose scheduling the session follows, {RELEASES_TEXT}",
     )
-    max_num_active_seqs: int | None = Field(
-        None, ge=0, description="admission cap below max_num_seqs (0: off; vLLM >= 0.31)"
-    )
-    watermark: float | None = Field(
-        None, ge=0.0, lt=1.0, description="share of the KV pool kept free (vLLM >= 0.24)"
-    )
-    prefill_schedule_interval: int | None = Field(
-        None, ge=1, description="prefill once every N steps while decoding (vLLM 0.33)"
-    )
-    long_prefill_token_threshold_adaptive: bool | None = Field(
-        None, description="floor the threshold at budget // requests (vLLM >= 0.31)"
-    )
+    max_num_active_seqs: MaxNumActiveSeqs = None
+    watermark: Watermark = None
+    prefill_schedule_interval: PrefillScheduleInterval = None
+    long_prefill_token_threshold_adaptive: ThresholdAdaptive = None
 
 
 class WorkloadBody(_Body):
