@@ -27,12 +27,12 @@ from app.db.request_page import arrival_seqs
 from app.forms import FormError
 from app.protocol.state import SessionState
 from engine.waiting import waiting_text
-from protocol.codes import RequestStatus
+from protocol.codes import Phase, RequestStatus
 from protocol.views import TableRow
 
 RUNNING, FINISHED = RequestStatus.RUNNING.value, RequestStatus.FINISHED.value
-STATUSES = ("running", "waiting", "preempted", "finished", "rejected")
-PHASES = ("prefill", "decode")
+STATUSES = tuple(s.lower() for s in RequestStatus)  # the query spells them in lower case
+PHASES = tuple(p.value for p in Phase)
 SORTS = ("arrival", "ttft", "e2e", "preemptions")
 YES = {"yes": True, "true": True, "1": True, "no": False, "false": False, "0": False}
 

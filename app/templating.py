@@ -1,5 +1,7 @@
-"""Jinja2 templates over templates/ (autoescaped) with the dashboard's formatting filters
-and a `static_url()` helper that adds a cache-busting version to our own assets.
+"""Jinja2 templates over templates/ (autoescaped) with the dashboard's formatting filters,
+a `static_url()` helper that adds a cache-busting version to our own assets, and the
+protocol's codes (`codes`, protocol.codes) with the legends' labels, so a template lists
+the codes the frames carry, not a copy of them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from app.resources import asset_path
 from engine.releases import KNOB_SINCE, SUPPORTED, version_key
+from protocol import codes
+from protocol.codes import BlockState, SegmentKind
 
 TEMPLATE_DIR = asset_path("templates")
 STATIC_DIR = asset_path("static")
@@ -121,6 +125,22 @@ LATER_KNOBS: tuple[dict[str, str], ...] = tuple(
 )
 
 
+# The legends' labels, keyed by the code (a template lists every member of the enum).
+SEGMENT_LABELS: dict[SegmentKind, str] = {
+    SegmentKind.WAITING: "waiting",
+    SegmentKind.PREFILL: "prefill chunk",
+    SegmentKind.DECODE: "decode run",
+    SegmentKind.PREEMPTED: "preempted (recompute)",
+}
+BLOCK_LABELS: dict[BlockState, str] = {
+    BlockState.FREE: "free",
+    BlockState.CACHED: "cached (free, reusable prefix)",
+    BlockState.USED: "used",
+    BlockState.SHARED: "shared (ref_cnt > 1)",
+    BlockState.WITHHELD: "withheld (kv_block_limit)",
+}
+
+
 def release_has(knob: dict[str, str], release: object) -> bool:
     """Whether the vLLM `release` ('0.33', '0.32.0', '' = the newest) has a later knob."""
     text = str(release or SUPPORTED[-1]).strip().lstrip("v")
@@ -149,6 +169,9 @@ def make_environment() -> Environment:
     env.globals["vllm_releases"] = SUPPORTED
     env.globals["later_knobs"] = LATER_KNOBS
     env.globals["release_has"] = release_has
+    env.globals["codes"] = codes
+    env.globals["segment_labels"] = SEGMENT_LABELS
+    env.globals["block_labels"] = BLOCK_LABELS
     return env
 
 

@@ -1,5 +1,6 @@
 """Every code the protocol spells (docs/protocol.md), defined once: frame and message types,
-request-mark kinds, waiting reasons, block states, request statuses and phases.
+request-mark kinds, waiting reasons, block states, request statuses, phases and the
+kinds of a request's Gantt segments.
 
 StrEnums: a member is a `str` (equal to, and hashing like, its value; JSON encodes it as
 the plain string), so producers put members in frames at no cost and readers compare what
@@ -156,3 +157,13 @@ class Phase(StrEnum):
 
     PREFILL = "prefill"
     DECODE = "decode"
+
+
+class SegmentKind(StrEnum):
+    """The kind of a request row's Gantt segment (`segments[i][0]`, protocol.views.Segment):
+    a scheduled span is its Phase; between them the request waits or lost its work."""
+
+    WAITING = "waiting"
+    PREFILL = Phase.PREFILL.value
+    DECODE = Phase.DECODE.value
+    PREEMPTED = "preempted"

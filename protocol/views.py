@@ -10,7 +10,7 @@ from typing import Any, TypedDict
 from protocol.wire import BlockChange
 
 Segment = list[Any]
-"""`[phase or waiting|preempted, first step, last step or None, tokens]` of a request row."""
+"""`[kind (codes.SegmentKind), first step, last step or None, tokens]` of a request row."""
 
 
 class RequestRowCore(TypedDict):

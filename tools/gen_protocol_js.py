@@ -33,6 +33,7 @@ ENUMS: dict[str, type[Enum]] = {
     "BLOCK": codes.BlockState,
     "STATUS": codes.RequestStatus,
     "PHASE": codes.Phase,
+    "SEGMENT": codes.SegmentKind,
 }
 """The name under BS.protocol of each enum (its members: NAME: "value")."""
 

@@ -8,6 +8,7 @@
   "use strict";
   const BS = (window.BS = window.BS || {});
   const MAX_ROWS = 300;
+  const PHASE = BS.protocol.PHASE; // static/js/protocol.js
 
   function el(tag, cls, text) {
     const e = document.createElement(tag);
@@ -51,7 +52,7 @@
     const out = [];
     for (const s of scheduled) {
       const last = out[out.length - 1];
-      if (s.phase === "decode" && last && last.phase === "decode" && last.to === s.step - 1) {
+      if (s.phase === PHASE.DECODE && last && last.phase === PHASE.DECODE && last.to === s.step - 1) {
         last.to = s.step; last.n += s.n; last.count++; last.spec += s.spec || 0;
         last.accepted += s.accepted || 0;
         continue;

@@ -11,12 +11,14 @@
   const GUTTER = 92; // px for row labels
   const AXIS = 22; // px for the x axis
   const ROW_MAX = 18;
+  const SEG = BS.protocol.SEGMENT; // segment kinds (static/js/protocol.js)
 
   function colours() {
     const v = (n) => BS.cssVar(n);
     return { bg: v("--plot-bg"), fg: v("--fg"), muted: v("--muted"), grid: v("--grid"),
-      waiting: v("--c-waiting"), prefill: v("--c-prefill"), decode: v("--c-decode"),
-      preempted: v("--c-preempted"), hit: v("--c-prefix-hit"), finished: v("--c-finished"),
+      [SEG.WAITING]: v("--c-waiting"), [SEG.PREFILL]: v("--c-prefill"),
+      [SEG.DECODE]: v("--c-decode"), [SEG.PREEMPTED]: v("--c-preempted"),
+      hit: v("--c-prefix-hit"), finished: v("--c-finished"),
       marker: v("--c-marker"), accepted: v("--c-accepted"), rejected: v("--c-rejected"),
       late: v("--c-late"), sel: v("--c-selected"), selBand: v("--c-selected-band"),
       cursor: v("--c-cursor"), fontUi: v("--font-ui"), fontMono: v("--font-mono") };
@@ -200,9 +202,10 @@
       if (h.seg) {
         const s = h.seg, end = s[2] === null ? Math.max(this.last.cur, s[1]) : s[2];
         const steps = s[1] === end ? "step " + s[1] : "steps " + s[1] + "–" + end;
-        const what = { waiting: "waiting", prefill: "prefill chunk " + s[3] + " tokens",
-          decode: "decode " + s[3] + " tokens", preempted: "preempted: " + s[3] +
-          " tokens lost (recomputed)" }[s[0]] || s[0];
+        const what = { [SEG.WAITING]: "waiting",
+          [SEG.PREFILL]: "prefill chunk " + s[3] + " tokens",
+          [SEG.DECODE]: "decode " + s[3] + " tokens",
+          [SEG.PREEMPTED]: "preempted: " + s[3] + " tokens lost (recomputed)" }[s[0]] || s[0];
         lines.push(what + " · " + steps + (s[4] ? " · prefix hit " + s[4] : ""));
         if (s[2] === null && r.waiting_reason && BS.waitingText) {
           lines.push(BS.waitingText(r.req, r.waiting_reason, this.last.model.waitingDetail));

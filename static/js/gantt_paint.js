@@ -8,8 +8,8 @@
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
-  const STATUS = BS.protocol.STATUS; // static/js/protocol.js
-  const KINDS = ["waiting", "preempted", "prefill", "decode"];
+  const STATUS = BS.protocol.STATUS, SEG = BS.protocol.SEGMENT; // static/js/protocol.js
+  const KINDS = [SEG.WAITING, SEG.PREEMPTED, SEG.PREFILL, SEG.DECODE]; // in paint order
 
   /** Paint `v` (see GanttView.view()) on `ctx`. Returns the number of rows drawn. */
   BS.paintGantt = function (ctx, v) {
@@ -54,7 +54,7 @@
         const a = xs(s[1]), b = xs(end + 1);
         if (b < v.x0 || a > v.x1) continue;
         const xa = X(a);
-        (rects[s[0]] || rects.waiting).push(xa, y, Math.max(X(b) - xa, 0.8), barH);
+        (rects[s[0]] || rects[SEG.WAITING]).push(xa, y, Math.max(X(b) - xa, 0.8), barH);
         if (detail && s[4] > 0) hits.push(xa, y + barH * 0.35, Math.max(X(b) - xa, 0.8), barH * 0.3);
       }
       if (!detail) continue;
@@ -96,7 +96,8 @@
   // spans are merged (sorted by one packed numeric key) and each union is one 1-px rect:
   // a few thousand fills instead of one per segment (50,000 at 10,000 requests).
   function dense(ctx, v, X, xs, first, last, c) {
-    const p = v.plot, cur = Math.max(v.cur, 0), KIND = { waiting: 0, preempted: 1, prefill: 2, decode: 3 };
+    const p = v.plot, cur = Math.max(v.cur, 0), KIND = {};
+    KINDS.forEach((kind, k) => { KIND[kind] = k; });
     const xa = [], xb = [], keys = [];
     const W = 32768, ROWS = 8192, IDX = 4194304; // 2+13+15+22 bits < 2^53
     for (let i = first; i < last; i++) {
@@ -114,7 +115,7 @@
       }
     }
     const sorted = Float64Array.from(keys).sort();
-    const kinds = ["waiting", "preempted", "prefill", "decode"];
+    const kinds = KINDS;
     let kind = -1, row = -1, a = 0, b = -1;
     const flush = () => { if (b > a) ctx.fillRect(p.l + a, p.t + row, b - a, 1); };
     for (let j = 0; j < sorted.length; j++) {

@@ -52,12 +52,12 @@
   }
 
   function fill(b) {
-    if (!b) return st.colours.free;
+    if (!b) return st.colours[BLOCK.FREE];
     const state = b[0];
     if (st.mode === "owner" && b[1] && HELD.includes(state)) {
       return "hsl(" + hue(b[1]).toFixed(0) + ", 62%, 52%)";
     }
-    return st.colours[state] || st.colours.free;
+    return st.colours[state] || st.colours[BLOCK.FREE];
   }
 
   function paint(model, id) {
@@ -88,17 +88,18 @@
   function summary(model) {
     const el = document.getElementById("kv-summary");
     if (!el) return;
-    const n = { used: 0, shared: 0, cached: 0, free: 0, withheld: 0 };
+    const n = {};
+    for (const k of BS.protocol.BLOCK_LIST) n[k] = 0;
     const map = blocks(model);
     for (let id = 1; id <= st.total; id++) {
       const b = map[id];
-      n[b ? b[0] : "free"] = (n[b ? b[0] : "free"] || 0) + 1;
+      n[b ? b[0] : BLOCK.FREE] = (n[b ? b[0] : BLOCK.FREE] || 0) + 1;
     }
     const at = st.hist ? "step " + st.hist.step + " · " : "";
     const sel = st.sel ? " · " + BS.selection.req + " holds " + st.sel.size : "";
-    el.textContent = at + st.total + " blocks · used " + (n.used + n.shared) + " (shared " +
-      n.shared + ") · cached " + n.cached + " · free " + n.free +
-      (n.withheld ? " · withheld " + n.withheld : "") + sel;
+    el.textContent = at + st.total + " blocks · used " + (n[BLOCK.USED] + n[BLOCK.SHARED]) +
+      " (shared " + n[BLOCK.SHARED] + ") · cached " + n[BLOCK.CACHED] + " · free " +
+      n[BLOCK.FREE] + (n[BLOCK.WITHHELD] ? " · withheld " + n[BLOCK.WITHHELD] : "") + sel;
   }
 
   function redrawAll(model) {
@@ -153,7 +154,7 @@
   function onHover(ev) {
     const id = blockAt(ev);
     if (id === null) { st.canvas.title = ""; return; }
-    const b = blocks(BS.model)[id] || ["free", null, 0];
+    const b = blocks(BS.model)[id] || [BLOCK.FREE, null, 0];
     const held = HELD.includes(b[0]);
     const who = b[1] ? (held ? " · owner " : " · last owner ") + b[1] : "";
     const text = "block " + id + " · " + b[0] + who + " · ref_cnt " + b[2] +

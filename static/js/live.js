@@ -92,7 +92,7 @@
   function hello() {
     conn.awaitingSnapshot = true;
     if (mode.replay) {
-      const msg = { type: "hello", session: mode.replay, mode: "replay" };
+      const msg = { type: MESSAGE.HELLO, session: mode.replay, mode: "replay" };
       // A reconnect resumes the replay at the step on screen; a deep link (?step=N) opens
       // the replay at that step.
       if (model.session === mode.replay && model.step >= 0) msg.step = model.step;

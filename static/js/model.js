@@ -9,6 +9,7 @@
   // The codes the frames carry (static/js/protocol.js, generated from protocol/codes.py).
   const FRAME = BS.protocol.FRAME, MARK = BS.protocol.MARK;
   const STATUS = BS.protocol.STATUS, PHASE = BS.protocol.PHASE;
+  const SEG = BS.protocol.SEGMENT, SESSION_EVENT = BS.protocol.SESSION_EVENT;
   // Bounds that keep the page's memory flat over an hour-long session: finished rows past
   // MAX_REQUESTS go (oldest first), per-row draft marks past MAX_MARKS, times past MAX_TIMES.
   const MAX_REQUESTS = 20000;
@@ -120,10 +121,10 @@
     _openLast(row) {
       const last = row.segs[row.segs.length - 1];
       if (!last || row.status === STATUS.FINISHED || row.status === STATUS.REJECTED) return;
-      if (last[0] === "waiting" || last[0] === "preempted") last[2] = null;
+      if (last[0] === SEG.WAITING || last[0] === SEG.PREEMPTED) last[2] = null;
     }
     _markHit(row) {
-      const first = row.segs.find((s) => s[0] === PHASE.PREFILL);
+      const first = row.segs.find((s) => s[0] === SEG.PREFILL);
       if (first) first[4] = row.prefix_hit;
     }
 
@@ -136,7 +137,7 @@
           prefix_hit: 0, arrived_step: s, arrived_t: null, first_scheduled_step: null,
           first_token_t: null, finish_step: null, finish_reason: null, waiting_reason: null,
           num_draft_tokens: 0, num_accepted_tokens: 0, placeholders: 0, finish_t: null,
-          last_token_t: null, marks: [], segs: [["waiting", s, null, 0, 0]] };
+          last_token_t: null, marks: [], segs: [[SEG.WAITING, s, null, 0, 0]] };
         this.reqs.set(req, row);
         this.order.push(req);
         if (this.order.length > MAX_REQUESTS * 1.1) this._trim();
@@ -175,8 +176,8 @@
         return [{ name: "bs:config", detail: { step: d.step, label: m.label, changes: d.changes } }];
       }
       if (f.type === FRAME.SESSION) {
-        if ("paused" in d) this.paused = !!d.paused;
-        if (d.event === "opened") Object.assign(this.meta, d);
+        if (d.paused !== undefined) this.paused = !!d.paused;
+        if (d.event === SESSION_EVENT.OPENED) Object.assign(this.meta, d);
         return [{ name: "bs:state", detail: { paused: this.paused, event: d.event } }];
       }
       return [];
@@ -191,7 +192,7 @@
         row.priority = det.priority || 0;
         row.arrived_step = d.step;
         row.arrived_t = d.t;
-        if (row.segs.length === 1 && row.segs[0][0] === "waiting") row.segs[0][1] = d.step;
+        if (row.segs.length === 1 && row.segs[0][0] === SEG.WAITING) row.segs[0][1] = d.step;
         this.ganttVersion++;
         return [{ name: "bs:arrived", detail: { req: d.req } }];
       }
@@ -243,7 +244,7 @@
         }
         const segs = row.segs;
         const last = segs[segs.length - 1];
-        if (it.phase === PHASE.DECODE && last && last[0] === PHASE.DECODE && last[2] === step - 1) {
+        if (it.phase === PHASE.DECODE && last && last[0] === SEG.DECODE && last[2] === step - 1) {
           last[2] = step;
           last[3] += it.n;
         } else {
@@ -255,7 +256,7 @@
         row.status = STATUS.PREEMPTED;
         row.num_preemptions++;
         row.num_computed_tokens = 0;
-        row.segs.push(["preempted", step, null, p.tokens_lost, 0]);
+        row.segs.push([SEG.PREEMPTED, step, null, p.tokens_lost, 0]);
       }
       const appended = d.appended || {};
       const tEnd = d.t_start + d.duration;

@@ -95,6 +95,13 @@
       DECODE: "decode",
     }),
     PHASE_LIST: Object.freeze(["prefill", "decode"]),
+    SEGMENT: Object.freeze({
+      WAITING: "waiting",
+      PREFILL: "prefill",
+      DECODE: "decode",
+      PREEMPTED: "preempted",
+    }),
+    SEGMENT_LIST: Object.freeze(["waiting", "prefill", "decode", "preempted"]),
     ROW_COLUMNS: Object.freeze([
       "req", "status", "num_prompt_tokens", "num_tokens", "num_computed_tokens", "max_tokens",
       "priority", "num_preemptions", "prefix_hit", "arrived_step", "arrived_t",

@@ -7,6 +7,7 @@
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
+  const STATUS = BS.protocol.STATUS; // static/js/protocol.js
   const ROW = 22; // px per row (CSS .vtable tr height)
   const OVERSCAN = 8;
   const st = { scroll: null, space: null, body: null, key: "", pending: false, throttle: null };
@@ -60,7 +61,9 @@
     const why = r.waiting_reason ? BS.waitingText(r.req, r.waiting_reason, model.waitingDetail) : "";
     cell(tr, "reason", why, why);
     const act = cell(tr, "", "");
-    if (control && !BS.mode.replay && (status === "running" || status === "waiting" || status === "preempted")) {
+    const live = r.status === STATUS.RUNNING || r.status === STATUS.WAITING ||
+      r.status === STATUS.PREEMPTED;
+    if (control && !BS.mode.replay && live) {
       const b = document.createElement("button");
       b.className = "small abort";
       b.type = "button";

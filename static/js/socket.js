@@ -7,6 +7,9 @@
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
+  // The hello's type (protocol.codes.MessageType.HELLO): this script runs before the
+  // deferred protocol.js, so the page hands it over in the script's data-hello.
+  const HELLO = document.currentScript.dataset.hello;
 
   /** A /ws/live socket; `hello` (optional) travels in its URL, so the server answers as
    * soon as it accepts, not once the page's busy main thread has seen the socket open. */
@@ -20,7 +23,7 @@
    * live). acks: answer the server's pings, so it can tell when this tab falls behind;
    * rows: request rows as columns in snapshots (smaller, faster on big sessions). */
   BS.liveHello = function (session) {
-    return { type: "hello", session: session, last_seq: null, acks: true, rows: "columns" };
+    return { type: HELLO, session: session, last_seq: null, acks: true, rows: "columns" };
   };
 
   // The page's URL says what it shows (app/routes/dashboard.py): `?session=ID` a replay

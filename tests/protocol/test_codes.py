@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from protocol.codes import BlockState, FrameType, RequestMark, WaitingReason
+from protocol.codes import BlockState, FrameType, Phase, RequestMark, SegmentKind, WaitingReason
 from protocol.frames import request_payload
 
 PACKAGE = Path(__file__).resolve().parents[2] / "protocol"
@@ -50,3 +50,8 @@ def test_a_code_is_its_string() -> None:
     assert {"kv_blocks": 1}[WaitingReason.KV_BLOCKS] == 1
     assert f"{BlockState.SHARED}" == "shared" and str(FrameType.GAP) == "gap"
     assert json.loads(json.dumps({WaitingReason.PAUSED: BlockState.FREE})) == {"paused": "free"}
+
+
+def test_a_scheduled_segment_is_its_phase() -> None:
+    # A scheduled row's phase names its Gantt segment (app.protocol.state, static/js/model.js).
+    assert {p.value for p in Phase} <= {k.value for k in SegmentKind}

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from protocol.codes import BlockState, FrameType, WaitingReason
+from protocol.codes import BlockState, FrameType, SegmentKind, WaitingReason
 from protocol.views import ROW_COLUMNS
 from tests.conftest import ROOT
 
@@ -24,7 +24,7 @@ def test_the_committed_protocol_js_is_current() -> None:
 
 def test_it_carries_every_code_and_column() -> None:
     text = TARGET.read_text(encoding="utf-8")
-    for member in (*WaitingReason, *BlockState, *FrameType):
+    for member in (*WaitingReason, *BlockState, *FrameType, *SegmentKind):
         assert f'{member.name}: "{member.value}",' in text
     assert all(f'"{c}"' in text for c in ROW_COLUMNS)
 

@@ -10,6 +10,7 @@ from engine.engine import Engine
 from engine.events import ListSink
 from engine.request import SamplingParams
 from engine.runner.sim import SimRunner
+from protocol.codes import SegmentKind
 from tests.engine.helpers import make_config
 
 
@@ -63,3 +64,25 @@ def test_a_columns_snapshot_keeps_the_latest_plans() -> None:
     full = [h["step"] for h in state.snapshot()["history"] if "plan" in h]
     compact = [h["step"] for h in state.snapshot(columns=True)["history"] if "plan" in h]
     assert len(full) > 64 and compact == full[-64:]
+
+
+def test_every_segment_is_of_a_segment_kind() -> None:
+    # A small KV pool: requests wait, prefill, decode and are preempted.
+    sink = ListSink()
+    engine = Engine(make_config(max_num_seqs=4, num_gpu_blocks=12), SimRunner(), sink)
+    for i in range(8):
+        engine.add_request(f"r{i}", [3 + i] * 12, SamplingParams(max_tokens=16))
+    state = SessionState("s")
+    seq, seen = 0, set()
+    while engine.has_unfinished_requests():
+        engine.step()
+        for kind, data in (event_to_frame(e) for e in sink.events):
+            if kind != "engine_snapshot":
+                seq += 1
+                state.apply(kind, seq, data)
+            if kind == "iteration":
+                kinds = {seg[0] for r in state.requests.values() for seg in r["segments"]}
+                assert kinds <= set(SegmentKind), kinds
+                seen |= kinds
+        sink.events.clear()
+    assert seen == set(SegmentKind)

@@ -7,6 +7,7 @@ from urllib.parse import quote
 
 from bs4 import BeautifulSoup
 
+from protocol.codes import BlockState, MessageType, Phase, RequestStatus, SegmentKind, WaitingReason
 from tests.conftest import LiveServer
 
 
@@ -52,6 +53,31 @@ def test_dashboard_has_the_panels(live_server: LiveServer) -> None:
     assert page.find(id="cfg-prefill_schedule_interval")["value"] == "1"
     scenarios = [li["data-scenario"] for li in page.select("#scenarios li[data-scenario]")]
     assert "seed" in scenarios
+
+
+def test_the_legends_and_filters_list_the_protocols_codes(live_server: LiveServer) -> None:
+    with live_server.client(token=False) as c:
+        page = soup(c.get("/").text)
+
+    def swatches(label: str) -> list[str]:
+        legend = page.find("ul", attrs={"aria-label": label})
+        return [sw["class"][1].removeprefix("sw-") for sw in legend.select("li > .sw")]
+
+    def options(name: str) -> list[str]:
+        return [o["value"] for o in page.select(f'#req-filters [name="{name}"] option')]
+
+    assert swatches("segment kinds")[: len(SegmentKind)] == list(SegmentKind)
+    assert swatches("KV block states") == list(BlockState)
+    assert options("reason") == ["", *WaitingReason]
+    assert options("phase") == ["", *Phase]
+    assert options("status") == [
+        "",
+        "running,waiting,preempted",
+        *(s.lower() for s in RequestStatus),
+    ]
+    # socket.js runs before protocol.js: the page hands it the hello's type.
+    early = page.find("script", src=lambda src: bool(src) and "/js/socket.js" in src)
+    assert early["data-hello"] == MessageType.HELLO
 
 
 def test_controls_are_disabled_without_the_token(live_server: LiveServer) -> None:
