@@ -10,6 +10,8 @@
   const BS = (window.BS = window.BS || {});
   const STATUS = BS.protocol.STATUS, SEG = BS.protocol.SEGMENT; // static/js/protocol.js
   const KINDS = [SEG.WAITING, SEG.PREEMPTED, SEG.PREFILL, SEG.DECODE]; // in paint order
+  const KIND = {}; // segment kind -> its index in KINDS
+  KINDS.forEach((kind, k) => { KIND[kind] = k; });
 
   /** Paint `v` (see GanttView.view()) on `ctx`. Returns the number of rows drawn. */
   BS.paintGantt = function (ctx, v) {
@@ -96,8 +98,7 @@
   // spans are merged (sorted by one packed numeric key) and each union is one 1-px rect:
   // a few thousand fills instead of one per segment (50,000 at 10,000 requests).
   function dense(ctx, v, X, xs, first, last, c) {
-    const p = v.plot, cur = Math.max(v.cur, 0), KIND = {};
-    KINDS.forEach((kind, k) => { KIND[kind] = k; });
+    const p = v.plot, cur = Math.max(v.cur, 0);
     const xa = [], xb = [], keys = [];
     const W = 32768, ROWS = 8192, IDX = 4194304; // 2+13+15+22 bits < 2^53
     for (let i = first; i < last; i++) {
@@ -115,7 +116,6 @@
       }
     }
     const sorted = Float64Array.from(keys).sort();
-    const kinds = KINDS;
     let kind = -1, row = -1, a = 0, b = -1;
     const flush = () => { if (b > a) ctx.fillRect(p.l + a, p.t + row, b - a, 1); };
     for (let j = 0; j < sorted.length; j++) {
@@ -123,7 +123,7 @@
       const idx = key % IDX, rest = Math.floor(key / IDX);
       const k = Math.floor(rest / W / ROWS), r = Math.floor(rest / W) % ROWS;
       const sa = xa[idx], sb = xb[idx];
-      if (k !== kind) { flush(); kind = k; row = -1; ctx.fillStyle = c[kinds[k]]; }
+      if (k !== kind) { flush(); kind = k; row = -1; ctx.fillStyle = c[KINDS[k]]; }
       if (r !== row) { flush(); row = r; a = sa; b = sb; continue; }
       if (sa <= b) { if (sb > b) b = sb; } else { flush(); a = sa; b = sb; }
     }
