@@ -76,7 +76,7 @@ def build(
         "waiting_detail": dict(state.waiting_detail),
     }
     if with_blocks:
-        out["blocks"] = [list(state.blocks[k]) for k in sorted(state.blocks)]
+        out["blocks"] = state.blocks.rows()
     return out
 
 

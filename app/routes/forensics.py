@@ -126,7 +126,7 @@ async def recorded_blocks(
             return {
                 "session": session_id,
                 "step": state.step,
-                "blocks": [state.blocks[k] for k in sorted(state.blocks)],
+                "blocks": state.blocks.rows(),
             }
 
     return await asyncio.to_thread(load)
