@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api_models import BODY_MODELS
+from app.api_bodies import BODY_MODELS
 
 REF = "#/components/schemas/{model}"
 """Where the schema's models live (pydantic's `ref_template`)."""

@@ -181,7 +181,7 @@ def error_response(
     headers: Mapping[str, str] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> Response:
-    """Every error answer (app.api_models.ErrorBody); an htmx action gets the flash (an
+    """Every error answer (app.api_docs.ErrorBody); an htmx action gets the flash (an
     htmx GET keeps the status, so its panel is not swapped for an error)."""
     if request.headers.get("hx-request") == "true" and request.method != "GET":
         return HTMLResponse(render_flash(request, False, detail), headers=headers)
@@ -234,7 +234,7 @@ def _summary(errors: list[dict[str, Any]]) -> str:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """One error body for every 4xx/5xx a route answers (app.api_models.ErrorBody)."""
+    """One error body for every 4xx/5xx a route answers (app.api_docs.ErrorBody)."""
     app.add_exception_handler(NotFound, _not_found)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _invalid)

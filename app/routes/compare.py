@@ -13,14 +13,9 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 
+from app.api_bodies import ReleasePairBody, body_doc
 from app.api_docs import CONTROL_ERRORS, error_responses
-from app.api_models import (
-    Comparison,
-    FirstDifference,
-    ReleasePair,
-    ReleasePairBody,
-    body_doc,
-)
+from app.api_models import Comparison, FirstDifference, ReleasePair
 from app.deps import Control, DbDep, HubDep, RecorderDep, View, json_or_form, not_found_page
 from app.nodes.scenarios import load_named_scenario
 from app.records.compare import compare_sessions

@@ -13,8 +13,9 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.api_bodies import LabSweepBody, body_doc
 from app.api_docs import CONTROL_ERRORS, error_responses
-from app.api_models import Deleted, LabCancel, LabStarted, LabSweepBody, PointSession, body_doc
+from app.api_models import Deleted, LabCancel, LabStarted, PointSession
 from app.db import queries
 from app.deps import Control, DbDep, HubDep, RecorderDep, View, json_or_form
 from app.errors import NotFound

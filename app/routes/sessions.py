@@ -10,17 +10,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
+from app.api_bodies import RenameBody, RerunBody, body_doc
 from app.api_docs import CONTROL_ERRORS, error_responses
-from app.api_models import (
-    Deleted,
-    RenameBody,
-    Renamed,
-    RerunBody,
-    RerunResult,
-    SessionListRow,
-    Snapshot,
-    body_doc,
-)
+from app.api_models import Deleted, Renamed, RerunResult, SessionListRow, Snapshot
 from app.db import queries
 from app.deps import Control, DbDep, HubDep, RecorderDep, View, json_or_form
 from app.edge.bounds import StepQuery
