@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from protocol.wire import Knobs
+
 
 class Message(BaseModel):
     message: str
@@ -23,7 +25,7 @@ class AbortResult(Message):
 
 
 class ConfigResult(Message):
-    config: dict[str, Any]
+    config: Knobs
     config_version: int
 
 
@@ -108,7 +110,7 @@ class RequestRow(BaseModel):
 
 
 class LiveConfig(BaseModel):
-    config: dict[str, Any]
+    config: Knobs
     config_version: int
     workload: WorkloadState | None = Field(description="the local engine's (None: a node)")
 
@@ -140,7 +142,7 @@ class Snapshot(BaseModel):
     seq: int
     step: int
     t: float
-    config: dict[str, Any]
+    config: Knobs
     config_version: int
     paused: bool
     simulated: bool

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.settings import Settings
+from protocol.wire import Knobs
 
 INT_KNOBS = (
     "max_num_batched_tokens",
@@ -121,11 +122,11 @@ RERUN_INT_KNOBS = ("num_gpu_blocks", "block_size", "max_model_len")
 RERUN_BOOL_KNOBS = ("enable_prefix_caching",)
 
 
-def parse_config_changes(data: dict[str, Any], rerun: bool = False) -> dict[str, Any]:
+def parse_config_changes(data: dict[str, Any], rerun: bool = False) -> Knobs:
     """Live knobs; with `rerun`, also the ones fixed for a running engine (pool size...)."""
     int_knobs = INT_KNOBS + (RERUN_INT_KNOBS if rerun else ())
     bool_knobs = BOOL_KNOBS + (RERUN_BOOL_KNOBS if rerun else ())
-    changes: dict[str, Any] = {}
+    changes: Knobs = {}
     for key in int_knobs:
         if key in data and not _blank(data[key]):
             changes[key] = as_int(data, key, 0, KNOB_MAX)
@@ -153,7 +154,7 @@ def parse_config_changes(data: dict[str, Any], rerun: bool = False) -> dict[str,
 
 
 def parse_workload(data: dict[str, Any]) -> dict[str, Any]:
-    changes: dict[str, Any] = {}
+    changes: Knobs = {}
     if "enabled" in data:
         changes["enabled"] = as_bool(data, "enabled")
     if not _blank(data.get("rate")):
@@ -173,7 +174,7 @@ def parse_workload(data: dict[str, Any]) -> dict[str, Any]:
 SESSION_KNOBS = ("async_scheduling", "num_speculative_tokens", "batching")
 
 
-def parse_session_changes(data: dict[str, Any]) -> dict[str, Any]:
+def parse_session_changes(data: dict[str, Any]) -> Knobs:
     """A new session's knobs: any re-run knob, and the engine loop's (may be none)."""
     loop = {k: v for k, v in data.items() if k in SESSION_KNOBS and not _blank(v)}
     rest = {k: v for k, v in data.items() if k not in SESSION_KNOBS}

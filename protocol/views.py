@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from protocol.wire import BlockChange
+from protocol.wire import BlockChange, Knobs
 
 Segment = list[Any]
 """`[phase or waiting|preempted, first step, last step or None, tokens]` of a request row."""
@@ -91,7 +91,7 @@ class ConfigMark(TypedDict):
     """A config change as a snapshot lists it."""
 
     step: int
-    changes: dict[str, Any]
+    changes: Knobs
     version: int
 
 
@@ -130,7 +130,7 @@ class _SnapshotBase(TypedDict):
     seq: int
     step: int
     t: float
-    config: dict[str, Any]
+    config: Knobs
     config_version: int
     config_marks: list[ConfigMark]
     paused: bool

@@ -18,6 +18,12 @@ from typing import Any, TypedDict
 BlockChange = list[Any]
 """`[block_id, state (codes.BlockState), owner request id or None, ref_cnt]`."""
 
+KnobValue = int | float | bool | str | None
+Knobs = dict[str, KnobValue]
+"""An engine's knobs by name (max_num_seqs, policy, vllm_version, ...): a session's
+config, a config frame's changes. Each value a scalar; which knobs a producer has
+depends on it (ours: engine.config.EngineConfig.as_dict; vLLM's: the adapter's)."""
+
 
 class _ScheduledRowBase(TypedDict):
     req: str
@@ -149,8 +155,8 @@ class ConfigData(TypedDict):
 
     step: int
     config_version: int
-    changes: dict[str, Any]
-    config: dict[str, Any]
+    changes: Knobs
+    config: Knobs
 
 
 class SessionMeta(TypedDict, total=False):
@@ -166,7 +172,7 @@ class SessionMeta(TypedDict, total=False):
     simulated: bool
     model: str
     device: str
-    config: dict[str, Any]
+    config: Knobs
     started_at: float
     describe: dict[str, Any]
     """Our runner's own description (local sessions and `engine --push` nodes)."""
@@ -194,7 +200,7 @@ class SessionData(_SessionBase, total=False):
     device: str | None
     simulated: bool | None
     paused: bool | None
-    config: dict[str, Any] | None
+    config: Knobs | None
     describe: dict[str, Any] | None
     started_at: float | None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from protocol.views import ConfigMark, RequestRow, StepSummary
-from protocol.wire import BlockChange, SessionMeta
+from protocol.wire import BlockChange, Knobs, SessionMeta
 
 
 class _CheckpointBase(TypedDict):
@@ -15,7 +15,7 @@ class _CheckpointBase(TypedDict):
     seq: int
     step: int
     t: float
-    config: dict[str, Any]
+    config: Knobs
     config_version: int
     config_marks: list[ConfigMark]
     paused: bool

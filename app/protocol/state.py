@@ -28,7 +28,14 @@ from protocol.views import (
     StepSummary,
     TableRow,
 )
-from protocol.wire import ConfigData, IterationData, RequestMarkData, SessionData, SessionMeta
+from protocol.wire import (
+    ConfigData,
+    IterationData,
+    Knobs,
+    RequestMarkData,
+    SessionData,
+    SessionMeta,
+)
 
 # The codes the fold compares with, as plain strings (see app.protocol.step_fold).
 ITERATION, REQUEST, CONFIG, SESSION = (
@@ -55,7 +62,7 @@ class SessionState:
         self.seq = 0
         self.step = -1
         self.t = 0.0
-        self.config: dict[str, Any] = dict(self.meta.get("config", {}))
+        self.config: Knobs = dict(self.meta.get("config", {}))
         self.config_version = 0
         self.config_marks: list[ConfigMark] = []
         self.paused = False

@@ -32,6 +32,7 @@ from engine.releases import (
 )
 from engine.scenario import Scenario, ScenarioError
 from engine.simulate import run_scenario
+from protocol.wire import Knobs
 
 CONTEXT = 3
 """Steps shown before and after the first difference."""
@@ -136,7 +137,7 @@ def recorded_steps(db: Session, session_id: str) -> Iterator[dict[str, Any]]:
             yield frame["data"]
 
 
-def release_of(config: dict[str, Any]) -> str | None:
+def release_of(config: Knobs) -> str | None:
     value = config.get("vllm_version")
     return str(value) if value in SUPPORTED else None
 
