@@ -184,32 +184,11 @@ class RerunResult(BaseModel):
     """Why that release: as recorded, the node's, the nearest supported one, as asked."""
 
 
-class Comparison(BaseModel):
-    a: dict[str, Any]
-    b: dict[str, Any]
-    diff: dict[str, Any] = Field(description="B - A of every number")
-
-
 class ReleasePair(BaseModel):
     a: str = Field(description="the session run as release a")
     b: str = Field(description="the session run as release b")
     href: str = Field(description="the compare page of the two")
     message: str
-
-
-class FirstDifference(BaseModel):
-    a: dict[str, Any] = Field(description="session, name, vllm_version")
-    b: dict[str, Any]
-    step: int | None = Field(description="the first step whose plans differ; null: none")
-    fields: list[str] = Field(description="what differs at that step")
-    compared: int = Field(description="steps found alike before it (the walk stops at 200,000)")
-    rows: dict[str, list[dict[str, Any]]] = Field(description="each side's steps around it")
-    changes: list[dict[str, Any]] = Field(
-        description="release changes between the two (engine.releases CHANGES), each with "
-        "`explains`: reverting it alone removes the difference at that step (null: not tried)"
-    )
-    explained_by: list[str]
-    explain_note: str = Field(description="why the changes were not tried, if they were not")
 
 
 class HealthCheck(BaseModel):

@@ -7,7 +7,7 @@ steps around it, the summary table with a verdict per metric, the knobs)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict, cast
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, HTTPException, Request
@@ -15,14 +15,17 @@ from fastapi.responses import HTMLResponse, Response
 
 from app.api_bodies import ReleasePairBody, body_doc
 from app.api_docs import CONTROL_ERRORS, error_responses
-from app.api_models import Comparison, FirstDifference, ReleasePair
+from app.api_models import ReleasePair
+from app.compare_models import Comparison, FirstDifference
 from app.deps import Control, DbDep, HubDep, RecorderDep, View, json_or_form, not_found_page
 from app.nodes.scenarios import load_named_scenario
 from app.records.compare import compare_sessions
+from app.records.compare_types import ComparisonData, FirstDifferenceData
 from app.records.first_difference import WALK_MAX_STEPS, first_difference
 from app.records.release_pair import PairError, scenario_pair, session_pair
 from app.records.rerun_process import RerunFailed
 from app.templating import templates
+from protocol.wire import Knobs, KnobValue
 
 router = APIRouter(dependencies=View)
 PairDep = Annotated[ReleasePairBody, Depends(json_or_form(ReleasePairBody))]
@@ -51,12 +54,12 @@ METRICS = (
     responses=error_responses(401, 404),
     summary="Compare two recordings",
 )
-async def compare(a: str, b: str, db: DbDep) -> dict[str, Any]:
+async def compare(a: str, b: str, db: DbDep) -> ComparisonData:
     return await compare_sessions(db, a, b)
 
 
-async def _first_difference(db: DbDep, a: str, b: str) -> dict[str, Any]:
-    def load() -> dict[str, Any]:
+async def _first_difference(db: DbDep, a: str, b: str) -> FirstDifferenceData:
+    def load() -> FirstDifferenceData:
         with db() as s:
             return first_difference(s, a, b, load_named_scenario)
 
@@ -66,11 +69,12 @@ async def _first_difference(db: DbDep, a: str, b: str) -> dict[str, Any]:
 @router.get(
     "/api/compare/first-difference",
     response_model=FirstDifference,
+    response_model_exclude_unset=True,
     tags=["sessions"],
     responses=error_responses(401, 404),
     summary="The first step at which two recordings differ, and the release change behind it",
 )
-async def first_difference_api(a: str, b: str, db: DbDep) -> dict[str, Any]:
+async def first_difference_api(a: str, b: str, db: DbDep) -> FirstDifferenceData:
     return await _first_difference(db, a, b)
 
 
@@ -117,8 +121,28 @@ async def release_pair(
     }
 
 
-def compare_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = []
+class MetricRow(TypedDict):
+    """A metric of the compare page's table: both sides, B - A and whether B is better."""
+
+    key: str
+    label: str
+    kind: str
+    a: object
+    b: object
+    diff: float | None
+    verdict: str
+
+
+class KnobRow(TypedDict):
+    key: str
+    a: KnobValue
+    b: KnobValue
+    differs: bool
+
+
+def compare_rows(result: ComparisonData) -> list[MetricRow]:
+    rows: list[MetricRow] = []
+    a, b = cast(dict[str, object], result["a"]), cast(dict[str, object], result["b"])
     for key, label, kind, direction in METRICS:
         diff = result["diff"].get(key)
         verdict = ""
@@ -129,8 +153,8 @@ def compare_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                 "key": key,
                 "label": label,
                 "kind": kind,
-                "a": result["a"].get(key),
-                "b": result["b"].get(key),
+                "a": a.get(key),
+                "b": b.get(key),
                 "diff": diff,
                 "verdict": verdict,
             }
@@ -138,7 +162,7 @@ def compare_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def config_rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+def config_rows(a: Knobs, b: Knobs) -> list[KnobRow]:
     keys = sorted(set(a) | set(b))
     return [{"key": k, "a": a.get(k), "b": b.get(k), "differs": a.get(k) != b.get(k)} for k in keys]
 
@@ -149,7 +173,7 @@ async def compare_page(request: Request, db: DbDep, a: str = "", b: str = "") ->
         return not_found_page(request, "compare needs two sessions: /compare?a=ID&b=ID")
     result = await compare_sessions(db, a, b)
     difference = await _first_difference(db, a, b)
-    configs = config_rows(result["a"].get("config") or {}, result["b"].get("config") or {})
+    configs = config_rows(result["a"]["config"] or {}, result["b"]["config"] or {})
     return templates.TemplateResponse(
         request,
         "compare.html",
