@@ -4,7 +4,7 @@ shapes for the HTTP API (tests/protocol/test_wire_models.py checks)."""
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing_extensions import TypedDict
 
 from protocol.wire import Knobs
 
