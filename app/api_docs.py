@@ -4,7 +4,7 @@ hook that adds the request bodies routes read themselves (app.deps.json_or_form)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -27,6 +27,14 @@ TAGS = [
 
 
 # ------------------------------------------------------------------- errors
+class FieldErrorData(TypedDict):
+    """A field at fault, as the error handlers build it (FieldError validates it)."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
 class FieldError(BaseModel):
     loc: list[str | int]
     """Where: e.g. ["body", "max_tokens"] or ["query", "step"]."""
