@@ -133,12 +133,65 @@ class LatencySummary(BaseModel):
     steps: int
 
 
+class SessionMeta(BaseModel):
+    """protocol.wire.SessionMeta: the keys read by name; a producer may add its own."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str | None = None
+    source: str | None = None
+    engine: str | None = None
+    runner: str | None = None
+    simulated: bool | None = None
+    model: str | None = None
+    device: str | None = None
+    config: Knobs | None = None
+    started_at: float | None = None
+    describe: dict[str, object] | None = Field(None, description="our runner's own")
+    node: str | None = None
+    served_model_name: str | None = None
+    rerun_of: str | None = None
+    relayed: bool | None = None
+    paused: bool | None = None
+    vllm_version: str | None = None
+
+
+class ConfigMark(BaseModel):
+    step: int
+    changes: Knobs
+    version: int
+
+
+class StepSummary(BaseModel):
+    """A step of the history (protocol.views.StepSummary); only the latest keep their plan."""
+
+    step: int
+    t: float
+    prefill: int
+    decode: int
+    max_tokens: int
+    seqs: int
+    max_seqs: int
+    running: int
+    waiting: int
+    kv_used: int
+    kv_cached: int
+    kv_total: int
+    preempted: int
+    updated_step: int | None
+    spec: int
+    accepted: int
+    padding: int
+    plan: dict[str, int] | None = None
+    finished: list[str] | None = None
+    preempted_ids: list[str] | None = None
+
+
 class Snapshot(BaseModel):
     """A session's whole state (what a late joiner of /ws/live gets first)."""
 
     model_config = ConfigDict(extra="allow")
     session: str
-    meta: dict[str, Any]
+    meta: SessionMeta
     seq: int
     step: int
     t: float
@@ -146,11 +199,11 @@ class Snapshot(BaseModel):
     config_version: int
     paused: bool
     simulated: bool
-    config_marks: list[dict[str, Any]] = Field(default_factory=list)
+    config_marks: list[ConfigMark] = Field(default_factory=list)
     requests: list[dict[str, Any]]
     blocks: list[list[Any]]
-    history: list[dict[str, Any]]
-    totals: dict[str, Any]
+    history: list[StepSummary]
+    totals: dict[str, int]
     waiting_detail: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -107,6 +107,7 @@ async def delete(session_id: str, db: DbDep, hub: HubDep) -> Deleted:
 @router.get(
     "/api/sessions/{session_id}/state",
     response_model=Snapshot,
+    response_model_exclude_unset=True,
     summary="A recording's state at a step (default: its last)",
     dependencies=View,
     tags=TAGS,
