@@ -7,7 +7,7 @@ steps around it, the summary table with a verdict per metric, the knobs)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any, TypedDict, cast
+from typing import Annotated, TypedDict, cast
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, HTTPException, Request
@@ -29,6 +29,16 @@ from protocol.wire import Knobs, KnobValue
 
 router = APIRouter(dependencies=View)
 PairDep = Annotated[ReleasePairBody, Depends(json_or_form(ReleasePairBody))]
+
+
+class ReleasePairData(TypedDict):
+    """Two sessions of one trace, recorded as two releases (app.api_models.ReleasePair)."""
+
+    a: str
+    b: str
+    href: str
+    message: str
+
 
 # (key, label, kind, direction): kind picks the formatting; direction +1 = higher is
 # better, -1 = lower is better, 0 = neither.
@@ -93,7 +103,7 @@ def compare_href(a: str, b: str) -> str:
 )
 async def release_pair(
     db: DbDep, hub: HubDep, recorder: RecorderDep, body: PairDep
-) -> dict[str, Any]:
+) -> ReleasePairData:
     if (body.session is None) == (body.scenario is None):
         raise HTTPException(422, "give one of session (a recording) or scenario (a shipped one)")
     releases: list[str] = [body.a, body.b]
