@@ -204,7 +204,9 @@ class Snapshot(BaseModel):
     blocks: list[list[Any]]
     history: list[StepSummary]
     totals: dict[str, int]
-    waiting_detail: dict[str, Any] = Field(default_factory=dict)
+    waiting_detail: dict[str, str | int | float | bool | None] = Field(
+        default_factory=dict, description="the numbers behind the waiting reasons: `gate`, ..."
+    )
 
 
 class SessionListRow(BaseModel):

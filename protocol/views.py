@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from protocol.wire import BlockChange, Knobs
+from protocol.wire import BlockChange, Knobs, WaitingDetail
 
 Segment = list[Any]
 """`[phase or waiting|preempted, first step, last step or None, tokens]` of a request row."""
@@ -139,7 +139,7 @@ class _SnapshotBase(TypedDict):
     """list[RequestRow], or `{"columns": ROW_COLUMNS, "rows": [[...], ...]}`."""
     history: list[StepSummary]
     totals: dict[str, int]
-    waiting_detail: dict[str, Any]
+    waiting_detail: WaitingDetail
 
 
 class SnapshotData(_SnapshotBase, total=False):

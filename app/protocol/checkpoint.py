@@ -3,10 +3,10 @@ app.db.checkpoint_codec compresses it), typed."""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from protocol.views import ConfigMark, RequestRow, StepSummary
-from protocol.wire import BlockChange, Knobs, SessionMeta
+from protocol.wire import BlockChange, Knobs, SessionMeta, WaitingDetail
 
 
 class _CheckpointBase(TypedDict):
@@ -38,5 +38,5 @@ class Checkpoint(_CheckpointBase, total=False):
 
     done: list[str]
     dropped_rows: int
-    waiting_detail: dict[str, Any]
+    waiting_detail: WaitingDetail
     in_flight: list[str]

@@ -73,7 +73,7 @@ def build(
         "requests": requests,
         "history": history,
         "totals": {**state.totals, "dropped_rows": state.dropped_rows},
-        "waiting_detail": dict(state.waiting_detail),
+        "waiting_detail": state.waiting_detail.copy(),
     }
     if with_blocks:
         out["blocks"] = state.blocks.rows()

@@ -35,6 +35,7 @@ from protocol.wire import (
     RequestMarkData,
     SessionData,
     SessionMeta,
+    WaitingDetail,
 )
 
 # The codes the fold compares with, as plain strings (see app.protocol.step_fold).
@@ -82,7 +83,7 @@ class SessionState:
         self.latencies = Latencies()
         self._done: deque[str] = deque()
         self.dropped_rows = 0
-        self.waiting_detail: dict[str, Any] = {}
+        self.waiting_detail: WaitingDetail = {}
         """The numbers behind the latest step's waiting reasons (engine.waiting)."""
         self.in_flight: set[str] = set()
         """Async scheduling: requests with output placeholders after the latest step."""
@@ -213,7 +214,7 @@ class SessionState:
         latencies.last_token_t = dict(data["last_token_t"])
         state._done.extend(data.get("done", ()))
         state.dropped_rows = int(data.get("dropped_rows", 0))
-        state.waiting_detail = dict(data.get("waiting_detail", {}))
+        state.waiting_detail = data.get("waiting_detail", {}).copy()
         state.in_flight = set(data.get("in_flight", ()))
         latencies.ttft.extend(data["_ttft"])
         latencies.itl.extend(data["_itl"])

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from engine.waiting import WaitingDetail
-from protocol.wire import BlockChange
+from protocol.wire import BlockChange, WaitingDetail
 
 
 class ScheduledStep(TypedDict):
