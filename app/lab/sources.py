@@ -94,7 +94,7 @@ def workload_spec(text: str, seed: int = 0) -> BaseScenario:
     if kind not in ("poisson", "bursty"):
         raise SourceError(f"workload {text!r}: expected {WORKLOAD_HELP}")
     spec: WorkloadSpec = {"kind": kind, "seed": seed}
-    numbers = cast(dict[str, float], spec)
+    numbers = cast(dict[str, float], spec)  # its number keys, checked below (WORKLOAD_KEYS)
     for part in filter(None, (p.strip() for p in rest.split(","))):
         key, sep, value = part.partition("=")
         key = WORKLOAD_ALIASES.get(key.strip(), key.strip())
