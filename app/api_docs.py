@@ -4,13 +4,13 @@ hook that adds the request bodies routes read themselves (app.deps.json_or_form)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api_models import BODY_MODELS
+from app.api_bodies import BODY_MODELS
 
 REF = "#/components/schemas/{model}"
 """Where the schema's models live (pydantic's `ref_template`)."""
@@ -27,6 +27,14 @@ TAGS = [
 
 
 # ------------------------------------------------------------------- errors
+class FieldErrorData(TypedDict):
+    """A field at fault, as the error handlers build it (FieldError validates it)."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
 class FieldError(BaseModel):
     loc: list[str | int]
     """Where: e.g. ["body", "max_tokens"] or ["query", "step"]."""

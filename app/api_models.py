@@ -1,168 +1,16 @@
-"""The typed HTTP API's bodies: what each JSON route takes and answers (the errors, the
-tags and the schema hook: app.api_docs; docs at /docs, schema at /openapi.json).
-
-Request bodies are JSON or form data (the dashboard's htmx forms post forms); both are
-validated against the same model (app.deps.json_or_form). Bounds that depend on the
-server's settings (prompt length, burst size, max_model_len) are checked afterwards by
-app.forms, and fail with the same error body.
+"""The typed HTTP API's response bodies: what each JSON route answers (what it takes:
+app.api_bodies; the errors, the tags and the schema hook: app.api_docs).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from engine.releases import SUPPORTED, normalize_version
-
-Release = Annotated[str, AfterValidator(normalize_version)]
-"""A vLLM release the engine can decide as ('0.27', '0.27.1', 'v0.27' -> '0.27'); any
-other is refused with the range (engine.releases.SUPPORTED)."""
-RELEASES_TEXT = f"{SUPPORTED[0]} to {SUPPORTED[-1]}"
+from protocol.wire import Knobs
 
 
-# ------------------------------------------------------------ request bodies
-# The knobs of later releases, taken live and by a new session alike.
-MaxNumActiveSeqs = Annotated[
-    int | None, Field(ge=0, description="admission cap below max_num_seqs (0: off; vLLM >= 0.31)")
-]
-Watermark = Annotated[
-    float | None,
-    Field(ge=0.0, lt=1.0, description="share of the KV pool kept free (vLLM >= 0.24)"),
-]
-PrefillScheduleInterval = Annotated[
-    int | None, Field(ge=1, description="prefill once every N steps while decoding (vLLM 0.33)")
-]
-ThresholdAdaptive = Annotated[
-    bool | None, Field(description="floor the threshold at budget // requests (vLLM >= 0.31)")
-]
-
-
-class _Body(BaseModel):
-    """A form's empty field means 'not given', as in JSON leaving the key out. NaN and
-    Infinity are refused as such ("a finite number"), never compared with a bound."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _blank_is_none(cls, value: Any) -> Any:
-        return None if isinstance(value, str) and not value.strip() else value
-
-
-class InjectBody(_Body):
-    prompt: str | None = Field(None, description="text (tokenized by the engine's tokenizer)")
-    prompt_len: int | None = Field(None, ge=1, description="random prompt of this length")
-    max_tokens: int | None = Field(None, ge=1, description="default 32")
-    priority: int | None = Field(None, ge=-1000, le=1000, description="lower runs first")
-    shared_prefix: Literal["none", "system", "long"] | None = None
-    count: int | None = Field(None, ge=1, description="a burst of N identical requests")
-    temperature: float | None = Field(None, ge=0.0, le=5.0)
-
-
-class LiveKnobs(_Body):
-    """Knobs an engine takes while running (at least one)."""
-
-    max_num_batched_tokens: int | None = Field(None, ge=0)
-    max_num_seqs: int | None = Field(None, ge=0)
-    long_prefill_token_threshold: int | None = Field(None, ge=0)
-    kv_block_limit: int | None = Field(None, ge=0, description="usable KV blocks (0: all)")
-    enable_chunked_prefill: bool | None = None
-    scheduler_reserve_full_isl: bool | None = None
-    policy: Literal["fcfs", "priority"] | None = None
-    max_num_active_seqs: MaxNumActiveSeqs = None
-    watermark: Watermark = None
-    prefill_schedule_interval: PrefillScheduleInterval = None
-    long_prefill_token_threshold_adaptive: ThresholdAdaptive = None
-
-
-class RerunBody(LiveKnobs):
-    """A re-run of a recording's arrivals: any knob, the pool's size included."""
-
-    num_gpu_blocks: int | None = Field(None, ge=0)
-    block_size: int | None = Field(None, ge=0)
-    max_model_len: int | None = Field(None, ge=0)
-    enable_prefix_caching: bool | None = None
-    runner: Literal["sim", "torch"] | None = Field(None, description="default sim")
-    name: str | None = Field(None, max_length=200)
-    vllm_version: Release | None = Field(
-        None,
-        description=f"the vLLM release to decide as, {RELEASES_TEXT} (default: the recording's)",
-    )
-
-
-class NewSessionBody(_Body):
-    """A new live session of the local engine: its current knobs changed by these (those
-    fixed while running included). Empty: the same knobs, a fresh engine."""
-
-    max_num_batched_tokens: int | None = Field(None, ge=0)
-    max_num_seqs: int | None = Field(None, ge=0)
-    long_prefill_token_threshold: int | None = Field(None, ge=0)
-    enable_chunked_prefill: bool | None = None
-    policy: Literal["fcfs", "priority"] | None = None
-    num_gpu_blocks: int | None = Field(None, ge=0)
-    block_size: int | None = Field(None, ge=0)
-    max_model_len: int | None = Field(None, ge=0)
-    enable_prefix_caching: bool | None = None
-    async_scheduling: bool | None = Field(None, description="vLLM's async scheduling")
-    num_speculative_tokens: int | None = Field(
-        None, ge=0, le=16, description="n-gram drafts per step (sync scheduling only)"
-    )
-    batching: Literal["continuous", "static"] | None = None
-    vllm_version: Release | None = Field(
-        None,
-        description=f"the vLLM release whose scheduling the session follows, {RELEASES_TEXT}",
-    )
-    max_num_active_seqs: MaxNumActiveSeqs = None
-    watermark: Watermark = None
-    prefill_schedule_interval: PrefillScheduleInterval = None
-    long_prefill_token_threshold_adaptive: ThresholdAdaptive = None
-
-
-class WorkloadBody(_Body):
-    enabled: bool | None = None
-    rate: float | None = Field(None, ge=0.01, le=200.0, description="requests per second")
-    prompt_len_mean: int | None = Field(None, ge=1, le=100_000)
-    max_tokens_mean: int | None = Field(None, ge=1, le=100_000)
-
-
-class RenameBody(_Body):
-    name: str = Field(min_length=1, max_length=200)
-
-    @field_validator("name")
-    @classmethod
-    def _stripped(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be blank")
-        return value.strip()
-
-
-BODY_MODELS: tuple[type[BaseModel], ...] = (
-    InjectBody,
-    LiveKnobs,
-    RerunBody,
-    WorkloadBody,
-    RenameBody,
-    NewSessionBody,
-)
-"""Bodies routes read themselves (json_or_form); body_doc references them by name."""
-
-
-def body_doc(model: type[BaseModel]) -> dict[str, Any]:
-    """`openapi_extra` of a route whose body is `model`, as JSON or a form."""
-    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/json": {"schema": ref},
-                "application/x-www-form-urlencoded": {"schema": ref},
-            },
-        }
-    }
-
-
-# ---------------------------------------------------------- response bodies
 class Message(BaseModel):
     message: str
 
@@ -177,7 +25,7 @@ class AbortResult(Message):
 
 
 class ConfigResult(Message):
-    config: dict[str, Any]
+    config: Knobs
     config_version: int
 
 
@@ -262,7 +110,7 @@ class RequestRow(BaseModel):
 
 
 class LiveConfig(BaseModel):
-    config: dict[str, Any]
+    config: Knobs
     config_version: int
     workload: WorkloadState | None = Field(description="the local engine's (None: a node)")
 
@@ -285,25 +133,80 @@ class LatencySummary(BaseModel):
     steps: int
 
 
+class SessionMeta(BaseModel):
+    """protocol.wire.SessionMeta: the keys read by name; a producer may add its own."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str | None = None
+    source: str | None = None
+    engine: str | None = None
+    runner: str | None = None
+    simulated: bool | None = None
+    model: str | None = None
+    device: str | None = None
+    config: Knobs | None = None
+    started_at: float | None = None
+    describe: dict[str, object] | None = Field(None, description="our runner's own")
+    node: str | None = None
+    served_model_name: str | None = None
+    rerun_of: str | None = None
+    relayed: bool | None = None
+    paused: bool | None = None
+    vllm_version: str | None = None
+
+
+class ConfigMark(BaseModel):
+    step: int
+    changes: Knobs
+    version: int
+
+
+class StepSummary(BaseModel):
+    """A step of the history (protocol.views.StepSummary); only the latest keep their plan."""
+
+    step: int
+    t: float
+    prefill: int
+    decode: int
+    max_tokens: int
+    seqs: int
+    max_seqs: int
+    running: int
+    waiting: int
+    kv_used: int
+    kv_cached: int
+    kv_total: int
+    preempted: int
+    updated_step: int | None
+    spec: int
+    accepted: int
+    padding: int
+    plan: dict[str, int] | None = None
+    finished: list[str] | None = None
+    preempted_ids: list[str] | None = None
+
+
 class Snapshot(BaseModel):
     """A session's whole state (what a late joiner of /ws/live gets first)."""
 
     model_config = ConfigDict(extra="allow")
     session: str
-    meta: dict[str, Any]
+    meta: SessionMeta
     seq: int
     step: int
     t: float
-    config: dict[str, Any]
+    config: Knobs
     config_version: int
     paused: bool
     simulated: bool
-    config_marks: list[dict[str, Any]] = Field(default_factory=list)
+    config_marks: list[ConfigMark] = Field(default_factory=list)
     requests: list[dict[str, Any]]
     blocks: list[list[Any]]
-    history: list[dict[str, Any]]
-    totals: dict[str, Any]
-    waiting_detail: dict[str, Any] = Field(default_factory=dict)
+    history: list[StepSummary]
+    totals: dict[str, int]
+    waiting_detail: dict[str, str | int | float | bool | None] = Field(
+        default_factory=dict, description="the numbers behind the waiting reasons: `gate`, ..."
+    )
 
 
 class SessionListRow(BaseModel):
@@ -336,42 +239,11 @@ class RerunResult(BaseModel):
     """Why that release: as recorded, the node's, the nearest supported one, as asked."""
 
 
-class Comparison(BaseModel):
-    a: dict[str, Any]
-    b: dict[str, Any]
-    diff: dict[str, Any] = Field(description="B - A of every number")
-
-
-class ReleasePairBody(_Body):
-    """One trace under two vLLM releases: a recording's arrivals re-run, or a shipped
-    scenario run, once per release (sim runner), recorded as two sessions to compare."""
-
-    session: str | None = Field(None, max_length=128, description="a recording to re-run")
-    scenario: str | None = Field(None, max_length=100, description="a shipped scenario")
-    a: Release = Field("0.20", description=f"the release on the left, {RELEASES_TEXT}")
-    b: Release = Field("0.33", description=f"the release on the right, {RELEASES_TEXT}")
-
-
 class ReleasePair(BaseModel):
     a: str = Field(description="the session run as release a")
     b: str = Field(description="the session run as release b")
     href: str = Field(description="the compare page of the two")
     message: str
-
-
-class FirstDifference(BaseModel):
-    a: dict[str, Any] = Field(description="session, name, vllm_version")
-    b: dict[str, Any]
-    step: int | None = Field(description="the first step whose plans differ; null: none")
-    fields: list[str] = Field(description="what differs at that step")
-    compared: int = Field(description="steps found alike before it (the walk stops at 200,000)")
-    rows: dict[str, list[dict[str, Any]]] = Field(description="each side's steps around it")
-    changes: list[dict[str, Any]] = Field(
-        description="release changes between the two (engine.releases CHANGES), each with "
-        "`explains`: reverting it alone removes the difference at that step (null: not tried)"
-    )
-    explained_by: list[str]
-    explain_note: str = Field(description="why the changes were not tried, if they were not")
 
 
 class HealthCheck(BaseModel):
@@ -384,35 +256,6 @@ class Health(BaseModel):
     status: Literal["ok", "unhealthy"]
     reason: str | None = Field(description="`check: what is wrong` of every failing check")
     checks: dict[str, HealthCheck]
-
-
-class LabSweepBody(_Body):
-    """A sweep from the lab's form: a source, one or two knobs with their values. Fields
-    are loosely typed on purpose: the lab's parser (app.lab.form) checks them and names
-    the knob or value at fault in its 422."""
-
-    source: str | None = Field(
-        None, max_length=20, description="library|workload|session|scenario|trace"
-    )
-    scenario: str | None = Field(None, max_length=200, description="library scenario name")
-    workload: str | None = Field(None, max_length=500, description="e.g. poisson:rate=20,n=200")
-    session: str | None = Field(None, max_length=200, description="a recording's id")
-    scenario_json: str | None = Field(None, max_length=2_000_000)
-    trace_jsonl: str | None = Field(
-        None, max_length=2_000_000, description="source trace: a Mooncake JSONL trace's text"
-    )
-    trace_name: str | None = Field(None, max_length=200, description="the trace's file name")
-    block_tokens: str | int | None = Field(None, description="source trace: tokens per hash id")
-    knob: str | None = Field(None, max_length=100, description="the knob to sweep")
-    values: str | None = Field(None, max_length=2000, description="its values, e.g. 128,256")
-    knob2: str | None = Field(None, max_length=100)
-    values2: str | None = Field(None, max_length=2000)
-    set: str | None = Field(None, max_length=2000, description="fixed knobs NAME=V; ...")
-    repeat: str | int | None = Field(None, description="1..50")
-    seed: str | int | None = Field(None, description="0..2^31-1")
-    runner: str | None = Field(None, max_length=20, description="sim or torch")
-    cost_model: str | None = Field(None, max_length=500)
-    name: str | None = Field(None, max_length=200)
 
 
 class LabStarted(BaseModel):
@@ -429,6 +272,3 @@ class LabCancel(BaseModel):
 class PointSession(BaseModel):
     session: str
     href: str
-
-
-BODY_MODELS = (*BODY_MODELS, LabSweepBody, ReleasePairBody)

@@ -7,7 +7,7 @@ one place `NotFound` becomes a 404.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -17,11 +17,11 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.api_docs import ErrorBody, FieldError
+from app.api_docs import ErrorBody, FieldError, FieldErrorData
 from app.bus.fleet import FleetView
 from app.bus.intake import BusIntake
 from app.errors import NotFound
-from app.forms import FormError
+from app.forms import Form, FormError
 from app.live.health import HealthRegistry
 from app.live.hub import EventHub
 from app.live.metrics import Metrics
@@ -115,7 +115,7 @@ def get_control(
     return target
 
 
-async def get_body(request: Request) -> dict[str, Any]:
+async def get_body(request: Request) -> Form:
     """A control action's body: a JSON object or form data."""
     ctype = request.headers.get("content-type", "")
     try:
@@ -142,7 +142,7 @@ HealthDep = Annotated[HealthRegistry, Depends(get_health)]
 ServiceDep = Annotated[LocalEngine | None, Depends(get_service)]
 LocalEngineDep = Annotated[LocalEngine, Depends(require_service)]
 ControlDep = Annotated[ControlTarget, Depends(get_control)]
-BodyDep = Annotated[dict[str, Any], Depends(get_body)]
+BodyDep = Annotated[Form, Depends(get_body)]
 
 
 def json_or_form(model: type[M]) -> Callable[[Request], Awaitable[M]]:
@@ -161,7 +161,11 @@ def json_or_form(model: type[M]) -> Callable[[Request], Awaitable[M]]:
 
 
 def answer(
-    request: Request, ok: bool, message: str, status: int, payload: dict[str, Any] | None = None
+    request: Request,
+    ok: bool,
+    message: str,
+    status: int,
+    payload: Mapping[str, object] | None = None,
 ) -> Response:
     """A control action's answer: with `HX-Request: true` the #flash fragment, else JSON
     (`message` and `payload` on success; the error body, plus `payload`, on failure)."""
@@ -177,11 +181,11 @@ def error_response(
     request: Request,
     status: int,
     detail: str,
-    errors: list[dict[str, Any]] | None = None,
+    errors: list[FieldErrorData] | None = None,
     headers: Mapping[str, str] | None = None,
-    extra: dict[str, Any] | None = None,
+    extra: Mapping[str, object] | None = None,
 ) -> Response:
-    """Every error answer (app.api_models.ErrorBody); an htmx action gets the flash (an
+    """Every error answer (app.api_docs.ErrorBody); an htmx action gets the flash (an
     htmx GET keeps the status, so its panel is not swapped for an error)."""
     if request.headers.get("hx-request") == "true" and request.method != "GET":
         return HTMLResponse(render_flash(request, False, detail), headers=headers)
@@ -209,7 +213,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 async def _invalid(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
-    errors = [
+    errors: list[FieldErrorData] = [
         {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": e.get("type", "")}
         for e in exc.errors()
     ]
@@ -219,12 +223,12 @@ async def _invalid(request: Request, exc: Exception) -> Response:
 async def _form_error(request: Request, exc: Exception) -> Response:
     """app.forms' messages start with the field: `max_tokens: must be between 1 and 1024`."""
     field, sep, msg = str(exc).partition(": ")
-    loc = ["body", field] if sep and " " not in field else ["body"]
-    error = {"loc": loc, "msg": msg if sep else str(exc), "type": "value_error"}
+    loc: list[str | int] = ["body", field] if sep and " " not in field else ["body"]
+    error: FieldErrorData = {"loc": loc, "msg": msg if sep else str(exc), "type": "value_error"}
     return error_response(request, 422, str(exc), [error])
 
 
-def _summary(errors: list[dict[str, Any]]) -> str:
+def _summary(errors: list[FieldErrorData]) -> str:
     """`field: message; ...`, the sentence a person reads."""
     parts = []
     for e in errors:
@@ -234,7 +238,7 @@ def _summary(errors: list[dict[str, Any]]) -> str:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """One error body for every 4xx/5xx a route answers (app.api_models.ErrorBody)."""
+    """One error body for every 4xx/5xx a route answers (app.api_docs.ErrorBody)."""
     app.add_exception_handler(NotFound, _not_found)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _invalid)

@@ -6,10 +6,13 @@ Every error names the field; nothing here trusts the browser.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+
+from typing_extensions import TypedDict
 
 from app.settings import Settings
+from protocol.wire import Knobs
 
 INT_KNOBS = (
     "max_num_batched_tokens",
@@ -29,8 +32,21 @@ FLOAT_KNOBS = ("watermark",)
 KNOB_MAX = 1 << 20
 
 
+Form = Mapping[str, object]
+"""A body as posted (JSON object or form data): nothing in it is trusted until parsed here."""
+
+
 class FormError(ValueError):
     pass
+
+
+class WorkloadChanges(TypedDict, total=False):
+    """The local engine's Poisson workload, as changed by POST /api/workload."""
+
+    enabled: bool
+    rate: float
+    prompt_len_mean: int
+    max_tokens_mean: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +60,11 @@ class InjectSpec:
     temperature: float
 
 
-def _blank(value: Any) -> bool:
+def _blank(value: object) -> bool:
     return value is None or (isinstance(value, str) and value.strip() == "")
 
 
-def as_int(data: dict[str, Any], key: str, low: int, high: int, default: int | None = None) -> int:
+def as_int(data: Form, key: str, low: int, high: int, default: int | None = None) -> int:
     value = data.get(key)
     if _blank(value):
         if default is None:
@@ -57,7 +73,7 @@ def as_int(data: dict[str, Any], key: str, low: int, high: int, default: int | N
     if isinstance(value, bool):
         raise FormError(f"{key}: must be an integer")
     try:
-        number = int(str(value).strip()) if not isinstance(value, int) else value
+        number = value if isinstance(value, int) else int(str(value).strip())
     except ValueError:
         raise FormError(f"{key}: must be an integer") from None
     if not low <= number <= high:
@@ -65,7 +81,7 @@ def as_int(data: dict[str, Any], key: str, low: int, high: int, default: int | N
     return number
 
 
-def as_float(data: dict[str, Any], key: str, low: float, high: float, default: float) -> float:
+def as_float(data: Form, key: str, low: float, high: float, default: float) -> float:
     value = data.get(key)
     if _blank(value):
         return default
@@ -80,7 +96,7 @@ def as_float(data: dict[str, Any], key: str, low: float, high: float, default: f
     return number
 
 
-def as_bool(data: dict[str, Any], key: str) -> bool:
+def as_bool(data: Form, key: str) -> bool:
     value = data.get(key)
     if isinstance(value, bool):
         return value
@@ -92,7 +108,7 @@ def as_bool(data: dict[str, Any], key: str) -> bool:
     raise FormError(f"{key}: must be true or false")
 
 
-def parse_inject(data: dict[str, Any], settings: Settings) -> InjectSpec:
+def parse_inject(data: Form, settings: Settings) -> InjectSpec:
     prompt = data.get("prompt")
     if _blank(prompt):
         prompt = None
@@ -121,11 +137,11 @@ RERUN_INT_KNOBS = ("num_gpu_blocks", "block_size", "max_model_len")
 RERUN_BOOL_KNOBS = ("enable_prefix_caching",)
 
 
-def parse_config_changes(data: dict[str, Any], rerun: bool = False) -> dict[str, Any]:
+def parse_config_changes(data: Form, rerun: bool = False) -> Knobs:
     """Live knobs; with `rerun`, also the ones fixed for a running engine (pool size...)."""
     int_knobs = INT_KNOBS + (RERUN_INT_KNOBS if rerun else ())
     bool_knobs = BOOL_KNOBS + (RERUN_BOOL_KNOBS if rerun else ())
-    changes: dict[str, Any] = {}
+    changes: Knobs = {}
     for key in int_knobs:
         if key in data and not _blank(data[key]):
             changes[key] = as_int(data, key, 0, KNOB_MAX)
@@ -152,8 +168,8 @@ def parse_config_changes(data: dict[str, Any], rerun: bool = False) -> dict[str,
     return changes
 
 
-def parse_workload(data: dict[str, Any]) -> dict[str, Any]:
-    changes: dict[str, Any] = {}
+def parse_workload(data: Form) -> WorkloadChanges:
+    changes: WorkloadChanges = {}
     if "enabled" in data:
         changes["enabled"] = as_bool(data, "enabled")
     if not _blank(data.get("rate")):
@@ -173,7 +189,7 @@ def parse_workload(data: dict[str, Any]) -> dict[str, Any]:
 SESSION_KNOBS = ("async_scheduling", "num_speculative_tokens", "batching")
 
 
-def parse_session_changes(data: dict[str, Any]) -> dict[str, Any]:
+def parse_session_changes(data: Form) -> Knobs:
     """A new session's knobs: any re-run knob, and the engine loop's (may be none)."""
     loop = {k: v for k, v in data.items() if k in SESSION_KNOBS and not _blank(v)}
     rest = {k: v for k, v in data.items() if k not in SESSION_KNOBS}
@@ -187,5 +203,5 @@ def parse_session_changes(data: dict[str, Any]) -> dict[str, Any]:
     if "batching" in loop:
         if loop["batching"] not in ("continuous", "static"):
             raise FormError("batching: must be continuous or static")
-        changes["batching"] = loop["batching"]
+        changes["batching"] = str(loop["batching"])
     return changes

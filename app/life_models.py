@@ -28,7 +28,9 @@ class WaitSpan(BaseModel):
     to: int
     reason: str
     text: str = Field(description="the reason in words, with the step's numbers")
-    detail: dict[str, Any]
+    detail: dict[str, str | int | float | bool | None] = Field(
+        description="the step's waiting numbers (protocol.wire.WaitingDetail)"
+    )
     last_text: str | None = Field(None, description="merged spans: the last step's words")
     variants: int | None = Field(None, description="merged spans: how many wordings")
 

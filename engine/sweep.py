@@ -16,7 +16,7 @@ import math
 import os
 import random
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, fields
 from multiprocessing import get_context
@@ -116,9 +116,9 @@ def plan_points(knobs: list[Knob], repeat: int) -> list[SweepPoint]:
     return points
 
 
-def point_scenario(base: dict[str, Any], point: SweepPoint) -> dict[str, Any]:
+def point_scenario(base: Mapping[str, Any], point: SweepPoint) -> dict[str, Any]:
     """The base scenario with the point's knob values in its config (validated)."""
-    data = copy.deepcopy(base)
+    data = copy.deepcopy(dict(base))
     data.setdefault("config", {}).update(point.knobs)
     if "workload" in data:
         spec = data.pop("workload")
@@ -197,7 +197,7 @@ class PointResult:
 
 
 def run_point(
-    base: dict[str, Any], point: SweepPoint, runner: str = "sim", cost_model: str | None = None
+    base: Mapping[str, Any], point: SweepPoint, runner: str = "sim", cost_model: str | None = None
 ) -> PointResult:
     """One run (in a worker process): the point's scenario through simulate."""
     from engine.simulate import run_scenario
@@ -223,7 +223,7 @@ def make_point_runner(runner: str, cost_model: str | None, config: Any) -> Any:
 
 
 def _run_point_safely(
-    base: dict[str, Any], point: SweepPoint, runner: str, cost_model: str | None
+    base: Mapping[str, Any], point: SweepPoint, runner: str, cost_model: str | None
 ) -> PointResult:
     try:
         return run_point(base, point, runner, cost_model)
@@ -238,7 +238,7 @@ def _ignore_sigint() -> None:
 
 
 def run_sweep(
-    base: dict[str, Any],
+    base: Mapping[str, Any],
     knobs: list[Knob],
     repeat: int = 1,
     runner: str = "sim",

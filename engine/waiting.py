@@ -8,6 +8,7 @@ and the step's detail into the sentence the dashboard shows (static/js mirrors i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from protocol.codes import WaitingReason
@@ -39,7 +40,7 @@ def token_budget_detail(
     return detail
 
 
-def waiting_text(req_id: str, reason: str, detail: WaitingDetail | None) -> str:
+def waiting_text(req_id: str, reason: str, detail: Mapping[str, Any] | None) -> str:
     """One sentence: why `req_id` waits at this step, with numbers when there are any."""
     d = detail or {}
     head = d.get("head")

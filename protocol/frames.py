@@ -8,7 +8,7 @@ imports it next to vLLM.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from protocol.wire import (
     BlockChange,
@@ -17,6 +17,7 @@ from protocol.wire import (
     ReqReason,
     RequestDetail,
     RequestMarkData,
+    WaitingDetail,
 )
 
 
@@ -130,7 +131,7 @@ def iteration_payload(
     if padding:
         out["padding"] = padding
     if waiting_detail:
-        out["waiting_detail"] = dict(waiting_detail)
+        out["waiting_detail"] = cast(WaitingDetail, dict(waiting_detail))
     return out
 
 

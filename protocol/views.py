@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from protocol.wire import BlockChange
+from protocol.wire import BlockChange, Knobs, WaitingDetail
 
 Segment = list[Any]
 """`[kind (codes.SegmentKind), first step, last step or None, tokens]` of a request row."""
@@ -91,7 +91,7 @@ class ConfigMark(TypedDict):
     """A config change as a snapshot lists it."""
 
     step: int
-    changes: dict[str, Any]
+    changes: Knobs
     version: int
 
 
@@ -130,7 +130,7 @@ class _SnapshotBase(TypedDict):
     seq: int
     step: int
     t: float
-    config: dict[str, Any]
+    config: Knobs
     config_version: int
     config_marks: list[ConfigMark]
     paused: bool
@@ -139,7 +139,7 @@ class _SnapshotBase(TypedDict):
     """list[RequestRow], or `{"columns": ROW_COLUMNS, "rows": [[...], ...]}`."""
     history: list[StepSummary]
     totals: dict[str, int]
-    waiting_detail: dict[str, Any]
+    waiting_detail: WaitingDetail
 
 
 class SnapshotData(_SnapshotBase, total=False):

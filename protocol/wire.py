@@ -18,6 +18,12 @@ from typing import Any, TypedDict
 BlockChange = list[Any]
 """`[block_id, state (codes.BlockState), owner request id or None, ref_cnt]`."""
 
+KnobValue = int | float | bool | str | None
+Knobs = dict[str, KnobValue]
+"""An engine's knobs by name (max_num_seqs, policy, vllm_version, ...): a session's
+config, a config frame's changes. Each value a scalar; which knobs a producer has
+depends on it (ours: engine.config.EngineConfig.as_dict; vLLM's: the adapter's)."""
+
 
 class _ScheduledRowBase(TypedDict):
     req: str
@@ -80,6 +86,50 @@ class KVUse(_KVUseBase, total=False):
     prefix_hits: int
 
 
+class WaitingDetail(TypedDict, total=False):
+    """The numbers behind a step's waiting reasons (engine.waiting, docs/protocol.md):
+    the gate that held the queue, the policy and the head of the queue, and that gate's
+    figures. Read by the dashboard's reason texts (engine.waiting.waiting_text)."""
+
+    gate: str
+    """codes.WaitingReason"""
+    policy: str
+    head: str
+    num_waiting: int
+    # token_budget
+    budget_used: int
+    budget_max: int
+    budget_left: int
+    num_decodes: int
+    decode_tokens: int
+    num_prefill_chunks: int
+    prefill_tokens: int
+    largest_chunk_req: str
+    largest_chunk_tokens: int
+    padded_tokens: int
+    """A decode padded to 1 + K tokens (speculative decoding) that did not fit."""
+    # max_num_seqs, max_num_active_seqs
+    max_num_seqs: int
+    max_num_active_seqs: int
+    num_running: int
+    # kv_blocks, kv_watermark
+    blocks_needed: int
+    blocks_free: int
+    blocks_used: int
+    blocks_usable: int
+    full_sequence: bool
+    watermark_blocks: int
+    # prefill_throttled
+    prefill_schedule_interval: int
+    steps_held: int
+    until_step: int
+    throttled_by_coordinator: bool
+    # no_chunking_fit, preemption_this_step, static_batch
+    tokens_needed: int
+    num_preempted: int
+    batch_size: int
+
+
 class _IterationBase(TypedDict):
     step: int
     t_start: float
@@ -114,8 +164,7 @@ class IterationData(_IterationBase, total=False):
     placeholders: dict[str, int]
     spec_tokens: int
     padding: int
-    waiting_detail: dict[str, Any]
-    """`gate` (the reason code) and that gate's numbers."""
+    waiting_detail: WaitingDetail
 
 
 class RequestDetail(TypedDict, total=False):
@@ -149,8 +198,8 @@ class ConfigData(TypedDict):
 
     step: int
     config_version: int
-    changes: dict[str, Any]
-    config: dict[str, Any]
+    changes: Knobs
+    config: Knobs
 
 
 class SessionMeta(TypedDict, total=False):
@@ -166,7 +215,7 @@ class SessionMeta(TypedDict, total=False):
     simulated: bool
     model: str
     device: str
-    config: dict[str, Any]
+    config: Knobs
     started_at: float
     describe: dict[str, Any]
     """Our runner's own description (local sessions and `engine --push` nodes)."""
@@ -194,7 +243,7 @@ class SessionData(_SessionBase, total=False):
     device: str | None
     simulated: bool | None
     paused: bool | None
-    config: dict[str, Any] | None
+    config: Knobs | None
     describe: dict[str, Any] | None
     started_at: float | None
 

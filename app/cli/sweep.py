@@ -10,9 +10,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from app.cli.common import CliError, add_database_flag, add_vllm_version_flag, open_db
+
+if TYPE_CHECKING:
+    from app.lab.scenario_types import BaseScenario, SweepSource
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,7 +48,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.set_defaults(run=cmd_sweep)
 
 
-def _base(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
+def _base(args: argparse.Namespace) -> tuple[BaseScenario, SweepSource]:
     from app.lab.sources import library_scenario, recording_scenario, scenario_file, trace_file
     from app.lab.sources import workload_spec as parse_workload
     from app.nodes.scenarios import list_scenario_names
@@ -54,7 +57,7 @@ def _base(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
     if len(given) != 1:
         raise CliError("give one source: SOURCE, --session ID, --workload SPEC or --experiment")
     if args.workload:
-        source = {"kind": "workload", "label": args.workload}
+        source: SweepSource = {"kind": "workload", "label": args.workload}
         return parse_workload(args.workload, args.seed), source
     if args.session:
         with open_db(args)() as db:

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import lab_models  # noqa: F401  (the lab's tables join the metadata)
 from app.db.base import Base
+from protocol.wire import Knobs
 
 
 def session_fk() -> ForeignKey:
@@ -25,7 +26,7 @@ class SessionRecord(Base):
     model: Mapped[str] = mapped_column(String(300), default="")
     device: Mapped[str] = mapped_column(String(32), default="")
     simulated: Mapped[bool] = mapped_column(default=False)
-    config: Mapped[dict[str, object]] = mapped_column(JSON, default=dict)
+    config: Mapped[Knobs] = mapped_column(JSON, default=dict)
     meta: Mapped[dict[str, object]] = mapped_column(JSON, default=dict)
     started_at: Mapped[float] = mapped_column(Float)
     ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -159,7 +160,7 @@ class ConfigChangeRecord(Base):
     config_version: Mapped[int] = mapped_column(Integer, primary_key=True)
     step: Mapped[int] = mapped_column(Integer)
     changes: Mapped[dict[str, object]] = mapped_column(JSON)
-    config: Mapped[dict[str, object]] = mapped_column(JSON)
+    config: Mapped[Knobs] = mapped_column(JSON)
 
 
 class CheckpointRecord(Base):

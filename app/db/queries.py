@@ -24,6 +24,7 @@ from app.db.models import (
 )
 from app.errors import NotFound
 from app.protocol.state import SessionState
+from protocol.wire import Knobs
 
 PAGE = 2000
 BLOCK_PAGE = 16
@@ -39,7 +40,7 @@ class SessionRow(TypedDict):
     model: str
     device: str
     simulated: bool
-    config: dict[str, Any]
+    config: Knobs
     started_at: float
     ended_at: float | None
     end_reason: str | None

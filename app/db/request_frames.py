@@ -6,7 +6,7 @@ mention the request, and the waiting numbers of the steps it waited (step_waits)
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from app.db.frame_codec import unpack_frame
 from app.db.models import EventRecord, IterationRecord, RequestRecord, StepWaitRecord
 from app.db.queries import iter_frames
+from protocol.wire import WaitingDetail
 
 STREAM_ROWS = 500
 
@@ -93,7 +94,7 @@ def request_mark_texts(db: Session, session_id: str, first: int, last: int) -> I
 
 def step_waits(
     db: Session, session_id: str, first: int, last: int
-) -> dict[int, dict[str, Any] | None]:
+) -> dict[int, WaitingDetail | None]:
     """{step: waiting detail} of steps first..last that have a row (recordings made
     before the table have none): {} nothing waited, None no numbers in the frame."""
     query = select(StepWaitRecord.step, StepWaitRecord.detail).where(
@@ -101,4 +102,4 @@ def step_waits(
         StepWaitRecord.step >= first,
         StepWaitRecord.step <= last,
     )
-    return {row.step: row.detail for row in db.execute(query)}
+    return {row.step: cast(WaitingDetail | None, row.detail) for row in db.execute(query)}

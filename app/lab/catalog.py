@@ -3,7 +3,7 @@ latency families with p50/p95/p99, and single numbers. +1: higher is better, -1:
 
 from __future__ import annotations
 
-from typing import Any
+from typing_extensions import TypedDict
 
 PERCENTILES = ("p50", "p95", "p99")
 
@@ -37,9 +37,19 @@ SCALARS = (
 )
 
 
-def metric_catalog() -> list[dict[str, Any]]:
+class Metric(TypedDict):
+    """A figure a chart can plot (`direction` +1: higher is better, -1: lower, 0: neither)."""
+
+    key: str
+    label: str
+    unit: str
+    percentiles: bool
+    direction: int
+
+
+def metric_catalog() -> list[Metric]:
     """What a chart can plot: families (with percentiles) first, then single numbers."""
-    out: list[dict[str, Any]] = [
+    out: list[Metric] = [
         {"key": fam, "label": label, "unit": "ms", "percentiles": True, "direction": -1}
         for fam, label in LATENCIES
     ]

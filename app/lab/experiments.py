@@ -14,14 +14,65 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import cast
+
+from typing_extensions import TypedDict
 
 from app.errors import NotFound
+from app.lab.scenario_types import BaseScenario
 from app.lab.sources import library_scenario, workload_spec
-from app.lab.spec import SweepSpec
+from app.lab.spec import KnobRange, SweepSpec
 from engine.sweep import Knob
+from protocol.wire import Knobs
 
 EXPERIMENT_DIR = Path(__file__).resolve().parent / "experiments"
+
+
+class Chart(TypedDict, total=False):
+    """What the sweep's page plots first: a metric family or figure, a second one, and
+    the percentile of a family."""
+
+    metric: str
+    metric2: str
+    percentile: str
+
+
+class ExperimentSource(TypedDict, total=False):
+    kind: str
+    """inline (with `scenario`), library (with `name`) or workload (`spec`, `seed`)."""
+    scenario: BaseScenario
+    name: str
+    spec: str
+    seed: int
+    label: str
+
+
+class ExperimentFile(TypedDict, total=False):
+    """app/lab/experiments/NAME.json."""
+
+    title: str
+    order: int
+    explanation: str
+    source: ExperimentSource
+    set: Knobs
+    knobs: list[KnobRange]
+    repeat: int
+    runner: str
+    cost_model: str | None
+    chart: Chart
+
+
+class ExperimentSummary(TypedDict):
+    name: str
+    title: str
+    explanation: str
+    knobs: list[KnobRange]
+    repeat: int
+    runner: str
+    cost_model: str | None
+    source: str
+    """Its workload, in words."""
+    chart: Chart
 
 
 @dataclass(frozen=True)
@@ -29,15 +80,16 @@ class Experiment:
     name: str
     title: str
     explanation: str
-    chart: dict[str, Any]
-    data: dict[str, Any]
+    chart: Chart
+    data: ExperimentFile
 
     def spec(self) -> SweepSpec:
         """The sweep this experiment runs (resolved now: a library scenario is read)."""
         src = self.data["source"]
         kind = src["kind"]
+        base: BaseScenario
         if kind == "inline":
-            base = dict(src["scenario"])
+            base = {**src["scenario"]}
         elif kind == "library":
             base = library_scenario(src["name"])
         else:
@@ -54,7 +106,7 @@ class Experiment:
             experiment=self.name,
         )
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ExperimentSummary:
         knobs = self.data["knobs"]
         return {
             "name": self.name,
@@ -74,7 +126,7 @@ def experiments() -> tuple[Experiment, ...]:
     """Every shipped experiment, in their `order`."""
     out = []
     for path in EXPERIMENT_DIR.glob("*.json"):
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = cast(ExperimentFile, json.loads(path.read_text(encoding="utf-8")))
         out.append(
             (
                 int(data.get("order", 99)),

@@ -8,11 +8,11 @@ Mooncake trace), knob + values (`128,256` or a list), knob2 + values2
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from sqlalchemy.orm import Session
 
+from app.lab.scenario_types import BaseScenario
 from app.lab.sources import (
     SourceError,
     apply_settings,
@@ -27,8 +27,11 @@ from engine.sweep import Knob, SweepError, parse_knob
 
 SOURCES = ("library", "workload", "session", "scenario", "trace")
 
+Form = Mapping[str, object]
+"""The lab form's fields as posted (JSON or form data): checked here, field by field."""
 
-def _text(data: dict[str, Any], key: str, default: str = "") -> str:
+
+def _text(data: Form, key: str, default: str = "") -> str:
     value = data.get(key, default)
     if value is None:
         return default
@@ -37,7 +40,7 @@ def _text(data: dict[str, Any], key: str, default: str = "") -> str:
     return str(value).strip()
 
 
-def _int(data: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
+def _int(data: Form, key: str, default: int, low: int, high: int) -> int:
     raw = _text(data, key) or str(default)
     try:
         value = int(raw)
@@ -48,7 +51,7 @@ def _int(data: dict[str, Any], key: str, default: int, low: int, high: int) -> i
     return value
 
 
-def _knobs(data: dict[str, Any]) -> list[Knob]:
+def _knobs(data: Form) -> list[Knob]:
     knobs = []
     for name_key, values_key in (("knob", "values"), ("knob2", "values2")):
         name = _text(data, name_key)
@@ -63,7 +66,7 @@ def _knobs(data: dict[str, Any]) -> list[Knob]:
     return knobs
 
 
-def _base(data: dict[str, Any], open_db: Callable[[], Session]) -> tuple[dict[str, Any], str]:
+def _base(data: Form, open_db: Callable[[], Session]) -> tuple[BaseScenario, str]:
     """The base scenario and a label for it."""
     kind = _text(data, "source", "library")
     seed = _int(data, "seed", 0, 0, 2**31 - 1)
@@ -94,7 +97,7 @@ def _base(data: dict[str, Any], open_db: Callable[[], Session]) -> tuple[dict[st
     raise SourceError(f"source: one of {', '.join(SOURCES)}")
 
 
-def spec_from_form(data: dict[str, Any], open_db: Callable[[], Session]) -> SweepSpec:
+def spec_from_form(data: Form, open_db: Callable[[], Session]) -> SweepSpec:
     """Raises SourceError or SweepError (both ValueError) with one sentence."""
     base, label = _base(data, open_db)
     settings = [line for line in _text(data, "set").replace(";", "\n").splitlines() if line]

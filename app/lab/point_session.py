@@ -9,8 +9,8 @@ torch runner it is a fresh run of the same scenario (its step times are measured
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
+from app.lab.scenario_types import BaseScenario
 from app.lab.store import SweepDetail
 from app.live.hub import EventHub
 from app.records.rerun import publish_closed_session
@@ -23,7 +23,7 @@ from protocol.session import session_meta
 
 
 def point_events(
-    base: dict[str, Any], point: SweepPoint, runner: str, cost_model: str | None
+    base: BaseScenario, point: SweepPoint, runner: str, cost_model: str | None
 ) -> tuple[EngineConfig, list[Event]]:
     scenario = parse_scenario(point_scenario(base, point))
     sink = ListSink()

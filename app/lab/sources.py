@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from sqlalchemy.orm import Session
 
 from app.errors import NotFound
+from app.lab.scenario_types import BaseScenario, ScenarioRequest, TraceSource, WorkloadSpec
 from app.nodes.scenarios import SCENARIO_DIR, list_scenario_names
 from app.records.rerun import load_arrivals
 from engine.mooncake import DEFAULT_BLOCK_TOKENS, TraceError, parse_trace, trace_config
@@ -38,17 +39,17 @@ class SourceError(ValueError):
     """A sweep source that cannot be used."""
 
 
-def _checked(data: Any, where: str) -> dict[str, Any]:
+def _checked(data: object, where: str) -> BaseScenario:
     """A scenario object that parses (its knobs are validated again per point)."""
     try:
         parse_scenario(data)
     except ScenarioError as exc:
         raise SourceError(f"{where}: {exc}") from None
     assert isinstance(data, dict)
-    return data
+    return cast(BaseScenario, data)
 
 
-def scenario_text(text: str, where: str) -> dict[str, Any]:
+def scenario_text(text: str, where: str) -> BaseScenario:
     """A scenario given as JSON text (a file's, or pasted into the lab page)."""
     if len(text) > MAX_SCENARIO_BYTES:
         raise SourceError(f"{where}: larger than {MAX_SCENARIO_BYTES >> 20} MiB")
@@ -59,7 +60,7 @@ def scenario_text(text: str, where: str) -> dict[str, Any]:
     return _checked(data, where)
 
 
-def scenario_file(path: str) -> dict[str, Any]:
+def scenario_file(path: str) -> BaseScenario:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
@@ -69,7 +70,7 @@ def scenario_file(path: str) -> dict[str, Any]:
     return scenario_text(text, path)
 
 
-def library_scenario(name: str) -> dict[str, Any]:
+def library_scenario(name: str) -> BaseScenario:
     """scenarios/NAME.json (the scenarios a live session can load)."""
     names = list_scenario_names()
     if name not in names:
@@ -87,12 +88,13 @@ def _number(key: str, text: str) -> float:
     return value
 
 
-def workload_spec(text: str, seed: int = 0) -> dict[str, Any]:
+def workload_spec(text: str, seed: int = 0) -> BaseScenario:
     """`KIND:KEY=V,...` -> a base scenario generating that workload (seed + repeat)."""
     kind, _, rest = text.strip().partition(":")
     if kind not in ("poisson", "bursty"):
         raise SourceError(f"workload {text!r}: expected {WORKLOAD_HELP}")
-    spec: dict[str, Any] = {"kind": kind, "seed": seed}
+    spec: WorkloadSpec = {"kind": kind, "seed": seed}
+    numbers = cast(dict[str, float], spec)  # its number keys, checked below (WORKLOAD_KEYS)
     for part in filter(None, (p.strip() for p in rest.split(","))):
         key, sep, value = part.partition("=")
         key = WORKLOAD_ALIASES.get(key.strip(), key.strip())
@@ -101,7 +103,7 @@ def workload_spec(text: str, seed: int = 0) -> dict[str, Any]:
         if key == "burst" and kind != "bursty":
             raise SourceError("workload burst: only for bursty")
         number = _number(key, value)
-        spec[key] = number if key == "rate" else int(number)
+        numbers[key] = number if key == "rate" else int(number)
     count = spec.get("num_requests", 200)
     if count > MAX_WORKLOAD_REQUESTS:
         raise SourceError(f"workload n: at most {MAX_WORKLOAD_REQUESTS} requests")
@@ -115,7 +117,7 @@ def workload_spec(text: str, seed: int = 0) -> dict[str, Any]:
     }
 
 
-def trace_lines(lines: Iterable[str], where: str, block_tokens: int) -> dict[str, Any]:
+def trace_lines(lines: Iterable[str], where: str, block_tokens: int) -> BaseScenario:
     """A Mooncake JSONL trace as a base scenario: arrivals at their timestamps, knobs with
     room for its longest request (engine/mooncake.py)."""
     try:
@@ -126,11 +128,11 @@ def trace_lines(lines: Iterable[str], where: str, block_tokens: int) -> dict[str
         "name": where,
         "description": f"Mooncake trace {where}: {len(rows)} requests, {block_tokens}-token blocks",
         "config": trace_config(rows),
-        "trace": trace_source(rows, block_tokens),
+        "trace": cast(TraceSource, trace_source(rows, block_tokens)),
     }
 
 
-def trace_file(path: str, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> dict[str, Any]:
+def trace_file(path: str, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> BaseScenario:
     """`trace:FILE` as a sweep source."""
     try:
         with Path(path).open(encoding="utf-8") as fh:
@@ -141,14 +143,14 @@ def trace_file(path: str, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> dict[str,
         raise SourceError(f"{path}: not a UTF-8 text file") from None
 
 
-def trace_text(text: str, where: str, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> dict[str, Any]:
+def trace_text(text: str, where: str, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> BaseScenario:
     """A trace uploaded to the lab page (its text)."""
     if len(text) > MAX_SCENARIO_BYTES:
         raise SourceError(f"{where}: larger than {MAX_SCENARIO_BYTES >> 20} MiB")
     return trace_lines(text.splitlines(), where, block_tokens)
 
 
-def recording_scenario(db: Session, session_id: str) -> dict[str, Any]:
+def recording_scenario(db: Session, session_id: str) -> BaseScenario:
     """A recording's arrivals at their recorded times, under its recorded knobs."""
     try:
         meta, arrivals = load_arrivals(db, session_id)
@@ -157,9 +159,9 @@ def recording_scenario(db: Session, session_id: str) -> dict[str, Any]:
     if not arrivals:
         raise SourceError(f"session {session_id}: no re-runnable arrivals (no prompts recorded)")
     config = {k: v for k, v in (meta["config"] or {}).items() if k in SWEEPABLE}
-    requests = []
+    requests: list[ScenarioRequest] = []
     for a in arrivals:
-        req: dict[str, Any] = {
+        req: ScenarioRequest = {
             "id": a.req_id,
             "arrival_time_ms": round(a.t * 1000.0, 6),
             "prompt_token_ids": a.prompt_token_ids,
@@ -171,7 +173,7 @@ def recording_scenario(db: Session, session_id: str) -> dict[str, Any]:
         if a.params.seed is not None:
             req["seed"] = a.params.seed
         requests.append(req)
-    data = {
+    data: BaseScenario = {
         "name": f"recording {session_id}",
         "description": f"the arrivals of {meta['name'] or session_id} at their recorded times",
         "config": config,
@@ -180,9 +182,10 @@ def recording_scenario(db: Session, session_id: str) -> dict[str, Any]:
     return _checked(data, f"session {session_id}")
 
 
-def apply_settings(base: dict[str, Any], settings: list[str]) -> dict[str, Any]:
+def apply_settings(base: BaseScenario, settings: list[str]) -> BaseScenario:
     """`NAME=VALUE` knobs fixed for every point (on top of the source's config)."""
-    out = {**base, "config": dict(base.get("config", {}))}
+    config = dict(base.get("config", {}))
+    out: BaseScenario = {**base, "config": config}
     for text in settings:
         try:
             knob = parse_knob(text)
@@ -190,5 +193,5 @@ def apply_settings(base: dict[str, Any], settings: list[str]) -> dict[str, Any]:
             raise SourceError(str(exc).replace("--knob", "--set")) from None
         if len(knob.values) != 1:
             raise SourceError(f"--set {text!r}: one value (sweep several with --knob)")
-        out["config"][knob.name] = knob.values[0]
+        config[knob.name] = knob.values[0]
     return out

@@ -6,26 +6,38 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass, field
-from typing import Any
 
+from typing_extensions import TypedDict
+
+from app.lab.scenario_types import BaseScenario, SweepSource
 from engine.runner.cost_model import load_cost_model
 from engine.sweep import Knob, SweepError, SweepPoint, plan_points, point_scenario
+from protocol.wire import KnobValue
 
 RUNNERS = ("sim", "torch")
+
+
+class KnobRange(TypedDict):
+    """A swept knob and its values, as a sweep stores it."""
+
+    name: str
+    values: list[KnobValue]
+
+
 MAX_REPEAT = 50
 
 
 @dataclass(frozen=True)
 class SweepSpec:
-    base: dict[str, Any]
+    base: BaseScenario
     """The base scenario (with `workload` for a generated one)."""
     knobs: list[Knob]
     repeat: int = 1
     runner: str = "sim"
     cost_model: str | None = None
     name: str = ""
-    source: dict[str, Any] = field(default_factory=dict)
-    """For people: {"kind": scenario|library|session|workload|experiment, "label": ...}."""
+    source: SweepSource = field(default_factory=lambda: SweepSource(kind="", label=""))
+    """For people: where the workload came from."""
     experiment: str | None = None
 
     def points(self) -> list[SweepPoint]:
@@ -48,10 +60,10 @@ class SweepSpec:
             point_scenario(self.base, point)
         return points
 
-    def knob_dicts(self) -> list[dict[str, Any]]:
+    def knob_dicts(self) -> list[KnobRange]:
         return [{"name": k.name, "values": list(k.values)} for k in self.knobs]
 
     def title(self) -> str:
         return self.name or " × ".join(k.name for k in self.knobs) + " · " + str(
-            self.source.get("label", "")
+            self.source["label"]
         )

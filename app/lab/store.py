@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -13,17 +13,20 @@ from typing_extensions import TypedDict
 
 from app.db.lab_models import LabPointRecord, LabSweepRecord
 from app.errors import NotFound
-from app.lab.spec import SweepSpec
+from app.lab.scenario_types import BaseScenario, SweepSource
+from app.lab.spec import KnobRange, SweepSpec
 from engine.sweep import PointResult
+from protocol.wire import Knobs
 
 UNFINISHED = ("queued", "running")
 
 
 class PointRow(TypedDict):
     index: int
-    knobs: dict[str, Any]
+    knobs: Knobs
     repeat: int
-    metrics: dict[str, Any]
+    metrics: dict[str, float]
+    """engine.run_metrics: latencies as `<name>_p50/_p95/_p99` in ms, and totals."""
     error: str | None
     session: str | None
 
@@ -32,8 +35,8 @@ class SweepRow(TypedDict):
     id: str
     name: str
     experiment: str | None
-    source: dict[str, Any]
-    knobs: list[Any]
+    source: SweepSource
+    knobs: list[KnobRange]
     repeat: int
     runner: str
     cost_model: str | None
@@ -47,7 +50,7 @@ class SweepRow(TypedDict):
 
 
 class SweepDetail(SweepRow):
-    base: dict[str, Any]
+    base: BaseScenario
     points: list[PointRow]
 
 
@@ -137,7 +140,7 @@ def _row(rec: LabSweepRecord, num_done: int) -> SweepRow:
         "id": rec.id,
         "name": rec.name,
         "experiment": rec.experiment,
-        "source": rec.source,
+        "source": cast(SweepSource, rec.source),
         "knobs": rec.knobs,
         "repeat": rec.repeat,
         "runner": rec.runner,
@@ -181,7 +184,7 @@ def get_sweep(db: sessionmaker[Session], sweep_id: str) -> SweepDetail:
         ).all()
         return {
             **_row(rec, len(points)),
-            "base": rec.base,
+            "base": cast(BaseScenario, rec.base),
             "points": [
                 {
                     "index": p.point_index,

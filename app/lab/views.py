@@ -3,12 +3,14 @@ the template): the overview (/lab) and one sweep (/lab/sweeps/ID)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 from urllib.parse import quote
 
-from app.lab.catalog import SUMMARY, metric_catalog
-from app.lab.experiments import experiments, get_experiment
-from app.lab.store import SweepDetail, SweepRow
+from typing_extensions import TypedDict
+
+from app.lab.catalog import SUMMARY, Metric, metric_catalog
+from app.lab.experiments import Chart, ExperimentSummary, experiments, get_experiment
+from app.lab.store import PointRow, SweepDetail, SweepRow
 from app.nodes.scenarios import list_scenario_names
 from engine.runner.cost_model import preset_names
 from engine.sweep import SWEEPABLE
@@ -31,11 +33,52 @@ SUGGESTED = {
 }
 
 
+class Progress(TypedDict):
+    done: int
+    total: int
+    percent: float
+    finished: bool
+
+
+class ListedSweep(SweepRow):
+    href: str
+    progress: Progress
+
+
+class Overview(TypedDict):
+    experiments: list[ExperimentSummary]
+    sweeps: list[ListedSweep]
+    scenarios: list[str]
+    knobs: list[str]
+    suggested_values: dict[str, str]
+    cost_models: list[str]
+    metrics: list[Metric]
+    worker: dict[str, object]
+
+
+class SweepLinks(TypedDict):
+    api: str
+    csv: str
+    json: str
+
+
+class SweepView(ListedSweep):
+    """A sweep without its base scenario, with its experiment and what its page shows."""
+
+    points: list[PointRow]
+    experiment_info: ExperimentSummary | None
+    chart: Chart
+    knob_names: list[str]
+    summary_columns: list[str]
+    metrics: list[Metric]
+    links: SweepLinks
+
+
 def sweep_href(sweep_id: str) -> str:
     return "/lab/sweeps/" + quote(sweep_id, safe="")
 
 
-def progress(row: SweepRow) -> dict[str, Any]:
+def progress(row: SweepRow) -> Progress:
     total = max(1, row["num_points"])
     return {
         "done": row["num_done"],
@@ -45,11 +88,11 @@ def progress(row: SweepRow) -> dict[str, Any]:
     }
 
 
-def list_view(rows: list[SweepRow]) -> list[dict[str, Any]]:
+def list_view(rows: list[SweepRow]) -> list[ListedSweep]:
     return [{**r, "href": sweep_href(r["id"]), "progress": progress(r)} for r in rows]
 
 
-def overview(rows: list[SweepRow], worker_status: dict[str, object]) -> dict[str, Any]:
+def overview(rows: list[SweepRow], worker_status: dict[str, object]) -> Overview:
     """/lab and /api/lab: the experiments, the form's choices and the stored sweeps."""
     return {
         "experiments": [e.summary() for e in experiments()],
@@ -63,10 +106,9 @@ def overview(rows: list[SweepRow], worker_status: dict[str, object]) -> dict[str
     }
 
 
-def sweep_view(sweep: SweepDetail) -> dict[str, Any]:
+def sweep_view(sweep: SweepDetail) -> SweepView:
     """/lab/sweeps/ID and its twin: the sweep (not its base scenario), its experiment's
     explanation and chart, and where to download it."""
-    out: dict[str, Any] = {k: v for k, v in sweep.items() if k != "base"}
     experiment = None
     if sweep["experiment"]:
         try:
@@ -74,23 +116,23 @@ def sweep_view(sweep: SweepDetail) -> dict[str, Any]:
         except LookupError:
             experiment = None  # an experiment no longer shipped: the sweep stays readable
     api = "/api/lab/sweeps/" + quote(sweep["id"], safe="")
-    chart = dict(experiment["chart"]) if experiment else {}
+    chart: Chart = {**experiment["chart"]} if experiment else {}
     chart.setdefault("metric", "ttft")
     chart.setdefault("percentile", "p50")
-    out.update(
-        {
-            "href": sweep_href(sweep["id"]),
-            "progress": progress(sweep),
-            "experiment_info": experiment,
-            "chart": chart,
-            "knob_names": [k["name"] for k in sweep["knobs"]],
-            "summary_columns": list(SUMMARY),
-            "metrics": metric_catalog(),
-            "links": {
-                "api": api,
-                "csv": api + "/download?format=csv",
-                "json": api + "/download?format=json",
-            },
-        }
-    )
-    return out
+    row = cast(SweepRow, {k: v for k, v in sweep.items() if k not in ("base", "points")})
+    return {
+        **row,
+        "href": sweep_href(sweep["id"]),
+        "progress": progress(sweep),
+        "points": sweep["points"],
+        "experiment_info": experiment,
+        "chart": chart,
+        "knob_names": [k["name"] for k in sweep["knobs"]],
+        "summary_columns": list(SUMMARY),
+        "metrics": metric_catalog(),
+        "links": {
+            "api": api,
+            "csv": api + "/download?format=csv",
+            "json": api + "/download?format=json",
+        },
+    }

@@ -9,6 +9,7 @@ from app.live.hub import EventHub
 from app.nodes.ingest import NodeRegistry, NodeUnavailable
 from engine.request import SamplingParams
 from engine.runner.tokenizer import ByteTokenizer, Tokenizer
+from protocol.wire import Knobs
 
 if TYPE_CHECKING:
     from app.nodes.local_engine import LocalEngine
@@ -45,7 +46,7 @@ class ControlTarget(Protocol):
 
     async def abort(self, req_id: str) -> list[str]: ...
 
-    async def update_config(self, changes: dict[str, Any]) -> dict[str, Any]: ...
+    async def update_config(self, changes: Knobs) -> Knobs: ...
 
     async def pause(self) -> None: ...
 
@@ -87,8 +88,8 @@ class RemoteControl:
         result: list[str] = await self._call("abort", req_id=req_id)
         return result
 
-    async def update_config(self, changes: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = await self._call("update_config", changes=changes)
+    async def update_config(self, changes: Knobs) -> Knobs:
+        result: Knobs = await self._call("update_config", changes=changes)
         return result
 
     async def pause(self) -> None:

@@ -3,10 +3,10 @@ app.db.checkpoint_codec compresses it), typed."""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from protocol.views import ConfigMark, RequestRow, StepSummary
-from protocol.wire import BlockChange, SessionMeta
+from protocol.wire import BlockChange, Knobs, SessionMeta, WaitingDetail
 
 
 class _CheckpointBase(TypedDict):
@@ -15,7 +15,7 @@ class _CheckpointBase(TypedDict):
     seq: int
     step: int
     t: float
-    config: dict[str, Any]
+    config: Knobs
     config_version: int
     config_marks: list[ConfigMark]
     paused: bool
@@ -38,5 +38,5 @@ class Checkpoint(_CheckpointBase, total=False):
 
     done: list[str]
     dropped_rows: int
-    waiting_detail: dict[str, Any]
+    waiting_detail: WaitingDetail
     in_flight: list[str]

@@ -17,7 +17,14 @@ from engine.events import (
 from engine.outputs import ScheduledChunk
 from protocol.codes import FrameType, Phase
 from protocol.frames import iteration_payload, request_payload
-from protocol.wire import BlockChange, ConfigData, IterationData, RequestMarkData, ScheduledRow
+from protocol.wire import (
+    BlockChange,
+    ConfigData,
+    IterationData,
+    Knobs,
+    RequestMarkData,
+    ScheduledRow,
+)
 
 
 def iteration_data(ev: IterationEvent) -> IterationData:
@@ -102,7 +109,7 @@ def config_data(ev: ConfigEvent) -> ConfigData:
 
 class EngineSnapshotData(TypedDict):
     step: int
-    config: dict[str, Any]
+    config: Knobs
     config_version: int
     paused: bool
     simulated: bool

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from protocol.codes import BlockState, FrameType, Phase, RequestMark
+from protocol.wire import Knobs
 
 __all__ = ["FrameType"]
 
@@ -135,8 +136,8 @@ class RequestFrame(_Strict):
 class ConfigFrame(_Strict):
     step: Count
     config_version: Count
-    changes: dict[str, Any]
-    config: dict[str, Any]
+    changes: Knobs
+    config: Knobs
 
 
 class SessionFrame(BaseModel):
@@ -153,7 +154,7 @@ class SessionFrame(BaseModel):
     device: Annotated[str, Field(max_length=32, pattern=NO_NUL)] | None = None
     simulated: bool | None = None
     paused: bool | None = None
-    config: dict[str, Any] | None = None
+    config: Knobs | None = None
     describe: dict[str, Any] | None = None
     started_at: Annotated[float, Field(ge=0, le=1e11)] | None = None
 

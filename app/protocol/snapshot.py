@@ -73,10 +73,10 @@ def build(
         "requests": requests,
         "history": history,
         "totals": {**state.totals, "dropped_rows": state.dropped_rows},
-        "waiting_detail": dict(state.waiting_detail),
+        "waiting_detail": state.waiting_detail.copy(),
     }
     if with_blocks:
-        out["blocks"] = [list(state.blocks[k]) for k in sorted(state.blocks)]
+        out["blocks"] = state.blocks.rows()
     return out
 
 

@@ -5,23 +5,53 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import cast
 
 from sqlalchemy.orm import Session, sessionmaker
+from typing_extensions import TypedDict
 
 from app.db import queries
 from app.live.hub import EventHub
+from protocol.wire import Knobs
+
+
+class _ListedBase(TypedDict):
+    id: str
+    name: str
+    source: str
+    live: bool
+    steps: int
+    requests: int
+    started_at: float
+
+
+class ListedSession(_ListedBase, total=False):
+    """A session of the list: a recording (queries.SessionRow's keys) or a live one not
+    recorded yet (only the base keys); the sessions page adds its links."""
+
+    runner: str
+    model: str
+    device: str
+    simulated: bool
+    config: Knobs
+    ended_at: float | None
+    end_reason: str | None
+    last_seq: int
+    href: str
+    replay_href: str
 
 
 async def list_sessions(
     db: sessionmaker[Session], hub: EventHub, q: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[ListedSession]:
     """Rows of `queries.list_sessions`, each with `live`, plus the live sessions that
     match `q` (id, name or source) and are not recorded yet."""
 
-    def load() -> list[dict[str, Any]]:
+    def load() -> list[ListedSession]:
         with db() as s:
-            return [dict(row) for row in queries.list_sessions(s, q)]
+            return [
+                cast(ListedSession, {**row, "live": False}) for row in queries.list_sessions(s, q)
+            ]
 
     rows = await asyncio.to_thread(load)
     known = {r["id"] for r in rows}
@@ -41,7 +71,7 @@ async def list_sessions(
                     "source": info.meta.get("source", ""),
                     "steps": info.state.step + 1,
                     "requests": len(info.state.requests),
-                    "started_at": info.meta.get("started_at", time.time()),
+                    "started_at": float(info.meta.get("started_at", time.time())),
                 },
             )
     return rows

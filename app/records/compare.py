@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import cast
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import queries
 from app.protocol.state import SessionState
+from app.records.compare_types import ComparisonData, SessionSummary
 
 
-def summary(meta: queries.SessionRow, state: SessionState) -> dict[str, Any]:
+def summary(meta: queries.SessionRow, state: SessionState) -> SessionSummary:
     lat = state.latency_summary()
     return {
         "session": meta["id"],
@@ -31,13 +32,13 @@ def summary(meta: queries.SessionRow, state: SessionState) -> dict[str, Any]:
     }
 
 
-def _delta(a: Any, b: Any) -> Any:
-    if a is None or b is None:
+def _delta(a: float, b: object) -> float | None:
+    if not isinstance(b, int | float):
         return None
     return round(b - a, 6)
 
 
-async def compare_sessions(db: sessionmaker[Session], a: str, b: str) -> dict[str, Any]:
+async def compare_sessions(db: sessionmaker[Session], a: str, b: str) -> ComparisonData:
     """`{a, b, diff}`: the summaries and B - A of every number. Raises NotFound."""
 
     def load(session_id: str) -> tuple[queries.SessionRow, SessionState]:
@@ -47,5 +48,6 @@ async def compare_sessions(db: sessionmaker[Session], a: str, b: str) -> dict[st
 
     (ma, sa), (mb, sb) = await asyncio.to_thread(load, a), await asyncio.to_thread(load, b)
     left, right = summary(ma, sa), summary(mb, sb)
-    diff = {k: _delta(left[k], right[k]) for k in left if isinstance(left[k], int | float)}
+    lv, rv = cast(dict[str, object], left), cast(dict[str, object], right)
+    diff = {k: _delta(v, rv[k]) for k, v in lv.items() if isinstance(v, int | float)}
     return {"a": left, "b": right, "diff": diff}

@@ -13,13 +13,19 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy.orm import Session
 
 from app.db import queries
 from app.db.models import SessionRecord
 from app.protocol.convert import iteration_data
+from app.records.compare_types import (
+    FirstDifferenceData,
+    ReleaseChangeRow,
+    StepLine,
+    StepSignature,
+)
 from app.records.rerun import load_arrivals, rerun_events
 from engine.config import ConfigError, EngineConfig
 from engine.events import ListSink
@@ -32,6 +38,7 @@ from engine.releases import (
 )
 from engine.scenario import Scenario, ScenarioError
 from engine.simulate import run_scenario
+from protocol.wire import IterationData, Knobs
 
 CONTEXT = 3
 """Steps shown before and after the first difference."""
@@ -44,30 +51,30 @@ DECISIVE = ("decision", "loop")
 """Kinds of change that can move a plan (stats, knobs at their defaults and validation
 cannot)."""
 
-Run = Callable[[EngineConfig, ReleaseFeatures | None, int], list[dict[str, Any]]]
+Run = Callable[[EngineConfig, ReleaseFeatures | None, int], list[IterationData]]
 """(config, features or None for the release's own, steps) -> iteration frame data."""
 
 
-def signature(data: dict[str, Any]) -> dict[str, Any]:
+def signature(data: IterationData) -> StepSignature:
     """What a step decided, from its `iteration` frame data (times, waiting reasons and
     block ids left out: they differ without a plan differing)."""
     q = data["queues"]
     return {
         "scheduled": [
-            [m["req"], m["n"], m["start"], m.get("prefix_hit", 0)] for m in data["scheduled"]
+            (m["req"], m["n"], m["start"], m.get("prefix_hit", 0)) for m in data["scheduled"]
         ],
         "new": list(data["new"]),
         "resumed": list(data["resumed"]),
         "preempted": [p["req"] for p in data["preempted"]],
         "finished": [f["req"] for f in data["finished"]],
-        "queues": [q["running"], q["waiting"], q["running_end"], q["waiting_end"]],
-        "kv_used": [data["kv"]["used"], data["kv"]["used_end"]],
+        "queues": (q["running"], q["waiting"], q["running_end"], q["waiting_end"]),
+        "kv_used": (data["kv"]["used"], data["kv"]["used_end"]),
         "spec": data.get("spec_tokens", 0),
         "accepted": data.get("accepted", {}),
     }
 
 
-def step_row(data: dict[str, Any]) -> dict[str, Any]:
+def step_row(data: IterationData) -> StepLine:
     """One side's step, for the step tables."""
     return {
         "step": data["step"],
@@ -87,16 +94,16 @@ class Walk:
 
     step: int | None = None
     fields: list[str] = field(default_factory=list)
-    rows: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"a": [], "b": []})
-    before: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
+    rows: dict[str, list[StepLine]] = field(default_factory=lambda: {"a": [], "b": []})
+    before: list[tuple[StepSignature, StepSignature]] = field(default_factory=list)
     """Signatures of the equal steps before `step` (kept only up to EXPLAIN_MAX_STEPS)."""
     compared: int = 0
     """Steps found equal (WALK_MAX_STEPS at most: then the walk stopped there)."""
 
 
-def walk(steps_a: Iterable[dict[str, Any]], steps_b: Iterable[dict[str, Any]]) -> Walk:
+def walk(steps_a: Iterable[IterationData], steps_b: Iterable[IterationData]) -> Walk:
     out = Walk()
-    recent: deque[tuple[dict[str, Any] | None, dict[str, Any] | None]] = deque(maxlen=CONTEXT)
+    recent: deque[tuple[IterationData | None, IterationData | None]] = deque(maxlen=CONTEXT)
     pairs: Iterator[tuple[Any, Any]] = zip_longest(steps_a, steps_b)
     for da, db in pairs:
         sa = signature(da) if da is not None else None
@@ -113,7 +120,8 @@ def walk(steps_a: Iterable[dict[str, Any]], steps_b: Iterable[dict[str, Any]]) -
         if sa is None or sb is None:
             out.fields = ["steps"]  # one run ended while the other went on
         else:
-            out.fields = [k for k in sa if sa[k] != sb[k]]
+            a_items, b_items = cast(dict[str, object], sa), cast(dict[str, object], sb)
+            out.fields = [k for k in a_items if a_items[k] != b_items[k]]
         after = [(da, db)] + [p for _, p in zip(range(CONTEXT), pairs, strict=False)]
         for xa, xb in [*recent, *after]:
             out.rows["a"].append(step_row(xa) if xa is not None else {"step": None})
@@ -122,21 +130,21 @@ def walk(steps_a: Iterable[dict[str, Any]], steps_b: Iterable[dict[str, Any]]) -
     return out
 
 
-def first_step_apart(run_a: list[dict[str, Any]], run_b: list[dict[str, Any]]) -> int | None:
+def first_step_apart(run_a: list[IterationData], run_b: list[IterationData]) -> int | None:
     for da, db in zip_longest(run_a, run_b):
         if da is None or db is None or signature(da) != signature(db):
             return int((da or db)["step"])
     return None
 
 
-def recorded_steps(db: Session, session_id: str) -> Iterator[dict[str, Any]]:
+def recorded_steps(db: Session, session_id: str) -> Iterator[IterationData]:
     for _, text in queries.iter_frames(db, session_id):
         frame = json.loads(text)
         if frame.get("type") == "iteration":
-            yield frame["data"]
+            yield cast(IterationData, frame["data"])
 
 
-def release_of(config: dict[str, Any]) -> str | None:
+def release_of(config: Knobs) -> str | None:
     value = config.get("vllm_version")
     return str(value) if value in SUPPORTED else None
 
@@ -172,7 +180,9 @@ def arrivals_run(db: Session, session_id: str) -> Run | None:
     if not arrivals:
         return None
 
-    def run(config: EngineConfig, features: ReleaseFeatures | None, steps: int) -> list[Any]:
+    def run(
+        config: EngineConfig, features: ReleaseFeatures | None, steps: int
+    ) -> list[IterationData]:
         sink = ListSink()
         rerun_events(config, arrivals, "sim", sink, features, steps)
         return [iteration_data(ev) for ev in sink.iterations()]
@@ -181,7 +191,9 @@ def arrivals_run(db: Session, session_id: str) -> Run | None:
 
 
 def scenario_run(scenario: Scenario) -> Run:
-    def run(config: EngineConfig, features: ReleaseFeatures | None, steps: int) -> list[Any]:
+    def run(
+        config: EngineConfig, features: ReleaseFeatures | None, steps: int
+    ) -> list[IterationData]:
         sink = ListSink()
         run_scenario(replace(scenario, config=config, max_steps=steps), None, sink, features)
         return [iteration_data(ev) for ev in sink.iterations()]
@@ -191,7 +203,7 @@ def scenario_run(scenario: Scenario) -> Run:
 
 def first_difference(
     db: Session, a: str, b: str, scenario_of: Callable[[str], Scenario] | None = None
-) -> dict[str, Any]:
+) -> FirstDifferenceData:
     """The first step at which recordings `a` and `b` differ (None: they never do), both
     sides' steps around it, and the release changes between them. Raises NotFound."""
     meta_a, meta_b = queries.get_session(db, a), queries.get_session(db, b)
@@ -215,7 +227,7 @@ def first_difference(
                 explained = explain(run, cfg_a, cfg_b, walked.step, walked)
                 if explained is None:
                     why = "re-running the trace does not reproduce both recordings"
-    changes = []
+    changes: list[ReleaseChangeRow] = []
     if rel_a and rel_b and rel_a != rel_b:
         for c in changes_between(rel_a, rel_b):
             explains = None if explained is None else explained.get(c.flag, False)

@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable
 from typing import Any, TypedDict
 
-from protocol.wire import BlockChange, PreemptedRow, ReqReason, ScheduledRow
+from protocol.wire import BlockChange, PreemptedRow, ReqReason, ScheduledRow, WaitingDetail
 
 _DECODER = json.JSONDecoder()
 _scan: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
@@ -47,7 +47,7 @@ class StepSlice(_StepSliceBase, total=False):
     accepted: dict[str, int]
     appended: dict[str, int]
     placeholders: dict[str, int]
-    waiting_detail: dict[str, Any]
+    waiting_detail: WaitingDetail
     updated_step: int | None
 
 
@@ -95,7 +95,7 @@ def request_slice(text: str, req: str, needle: str) -> StepSlice | None:
         "accepted": _value(text, '"accepted":{', tail) or {},
         "appended": _value(text, '"appended":{', tail) or {},
         "placeholders": _value(text, '"placeholders":{', tail) or {},
-        "waiting_detail": _value(text, '"waiting_detail":{', tail) or {},
+        "waiting_detail": _value(text, '"waiting_detail":{', tail) or WaitingDetail(),
     }
     if text.find('"updated_step":', tail) >= 0:  # absent in recordings made before it
         out["updated_step"] = _value(text, '"updated_step":', tail)

@@ -23,9 +23,9 @@ from app.records.life_types import (
     ScheduledStep,
     WaitSpan,
 )
-from engine.waiting import WaitingDetail, waiting_text
+from engine.waiting import waiting_text
 from protocol.codes import BlockState, RequestMark, RequestStatus
-from protocol.wire import BlockChange, PreemptedRow, RequestMarkData, ScheduledRow
+from protocol.wire import BlockChange, PreemptedRow, RequestMarkData, ScheduledRow, WaitingDetail
 
 HELD = (BlockState.USED.value, BlockState.SHARED.value)
 MAX_WAIT_ROWS = 400

@@ -15,9 +15,9 @@ that the producer follows that rule, and a wait is read from frames when it does
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from app.records.life_types import Mark
+from protocol.wire import WaitingDetail
 
 HEAD_GATES = ("kv_blocks", "no_chunking_fit")
 LATE_STEPS = 2
@@ -32,7 +32,7 @@ class ReadPlan:
     waiting: list[Range] = field(default_factory=list)
 
 
-def reason_at(req: str, detail: dict[str, Any]) -> str:
+def reason_at(req: str, detail: WaitingDetail) -> str:
     """The reason the engine gives `req`, waiting at a step with these numbers."""
     gate = str(detail.get("gate") or "token_budget")
     if gate in HEAD_GATES:
@@ -83,7 +83,7 @@ def merged(ranges: list[Range]) -> list[Range]:
     return out
 
 
-def frame_ranges(plan: ReadPlan, waits: dict[int, dict[str, Any] | None], last: int) -> list[Range]:
+def frame_ranges(plan: ReadPlan, waits: dict[int, WaitingDetail | None], last: int) -> list[Range]:
     """The steps whose frames are read: ran, just after a preemption, the first of each
     wait (the check), and any waited step without numbers."""
     ranges = list(plan.running)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from engine.waiting import WaitingDetail
+from protocol.wire import BlockChange, WaitingDetail
 
 
 class ScheduledStep(TypedDict):
@@ -81,6 +81,14 @@ class Mark(TypedDict):
     step: int
     t: float
     detail: dict[str, Any]
+
+
+class BlockMapData(TypedDict):
+    """A recording's KV block map after a step (app.life_models.BlockMap)."""
+
+    session: str
+    step: int
+    blocks: list[BlockChange]
 
 
 class Finish(TypedDict):

@@ -26,7 +26,7 @@ from engine.events import Event
 from engine.request import SamplingParams
 from protocol.envelope import encode, envelope, split_frame
 from protocol.session import new_session_id, session_meta
-from protocol.wire import SessionMeta
+from protocol.wire import KnobValue, SessionMeta
 
 BATCH_FRAMES = 2000
 LINE_LIMIT = 64 << 20
@@ -104,7 +104,7 @@ async def rerun_session(
     source: SessionRow,
     arrivals: list[Arrival],
     config: EngineConfig,
-    changes: dict[str, Any],
+    changes: Mapping[str, KnobValue],
     runner_kind: str,
     name: str = "",
 ) -> tuple[str, str, int]:

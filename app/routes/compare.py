@@ -7,30 +7,38 @@ steps around it, the summary table with a verdict per metric, the knobs)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated, TypedDict, cast
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 
+from app.api_bodies import ReleasePairBody, body_doc
 from app.api_docs import CONTROL_ERRORS, error_responses
-from app.api_models import (
-    Comparison,
-    FirstDifference,
-    ReleasePair,
-    ReleasePairBody,
-    body_doc,
-)
+from app.api_models import ReleasePair
+from app.compare_models import Comparison, FirstDifference
 from app.deps import Control, DbDep, HubDep, RecorderDep, View, json_or_form, not_found_page
 from app.nodes.scenarios import load_named_scenario
 from app.records.compare import compare_sessions
+from app.records.compare_types import ComparisonData, FirstDifferenceData
 from app.records.first_difference import WALK_MAX_STEPS, first_difference
 from app.records.release_pair import PairError, scenario_pair, session_pair
 from app.records.rerun_process import RerunFailed
 from app.templating import templates
+from protocol.wire import Knobs, KnobValue
 
 router = APIRouter(dependencies=View)
 PairDep = Annotated[ReleasePairBody, Depends(json_or_form(ReleasePairBody))]
+
+
+class ReleasePairData(TypedDict):
+    """Two sessions of one trace, recorded as two releases (app.api_models.ReleasePair)."""
+
+    a: str
+    b: str
+    href: str
+    message: str
+
 
 # (key, label, kind, direction): kind picks the formatting; direction +1 = higher is
 # better, -1 = lower is better, 0 = neither.
@@ -56,12 +64,12 @@ METRICS = (
     responses=error_responses(401, 404),
     summary="Compare two recordings",
 )
-async def compare(a: str, b: str, db: DbDep) -> dict[str, Any]:
+async def compare(a: str, b: str, db: DbDep) -> ComparisonData:
     return await compare_sessions(db, a, b)
 
 
-async def _first_difference(db: DbDep, a: str, b: str) -> dict[str, Any]:
-    def load() -> dict[str, Any]:
+async def _first_difference(db: DbDep, a: str, b: str) -> FirstDifferenceData:
+    def load() -> FirstDifferenceData:
         with db() as s:
             return first_difference(s, a, b, load_named_scenario)
 
@@ -71,11 +79,12 @@ async def _first_difference(db: DbDep, a: str, b: str) -> dict[str, Any]:
 @router.get(
     "/api/compare/first-difference",
     response_model=FirstDifference,
+    response_model_exclude_unset=True,
     tags=["sessions"],
     responses=error_responses(401, 404),
     summary="The first step at which two recordings differ, and the release change behind it",
 )
-async def first_difference_api(a: str, b: str, db: DbDep) -> dict[str, Any]:
+async def first_difference_api(a: str, b: str, db: DbDep) -> FirstDifferenceData:
     return await _first_difference(db, a, b)
 
 
@@ -94,7 +103,7 @@ def compare_href(a: str, b: str) -> str:
 )
 async def release_pair(
     db: DbDep, hub: HubDep, recorder: RecorderDep, body: PairDep
-) -> dict[str, Any]:
+) -> ReleasePairData:
     if (body.session is None) == (body.scenario is None):
         raise HTTPException(422, "give one of session (a recording) or scenario (a shipped one)")
     releases: list[str] = [body.a, body.b]
@@ -122,8 +131,28 @@ async def release_pair(
     }
 
 
-def compare_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = []
+class MetricRow(TypedDict):
+    """A metric of the compare page's table: both sides, B - A and whether B is better."""
+
+    key: str
+    label: str
+    kind: str
+    a: object
+    b: object
+    diff: float | None
+    verdict: str
+
+
+class KnobRow(TypedDict):
+    key: str
+    a: KnobValue
+    b: KnobValue
+    differs: bool
+
+
+def compare_rows(result: ComparisonData) -> list[MetricRow]:
+    rows: list[MetricRow] = []
+    a, b = cast(dict[str, object], result["a"]), cast(dict[str, object], result["b"])
     for key, label, kind, direction in METRICS:
         diff = result["diff"].get(key)
         verdict = ""
@@ -134,8 +163,8 @@ def compare_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                 "key": key,
                 "label": label,
                 "kind": kind,
-                "a": result["a"].get(key),
-                "b": result["b"].get(key),
+                "a": a.get(key),
+                "b": b.get(key),
                 "diff": diff,
                 "verdict": verdict,
             }
@@ -143,7 +172,7 @@ def compare_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def config_rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+def config_rows(a: Knobs, b: Knobs) -> list[KnobRow]:
     keys = sorted(set(a) | set(b))
     return [{"key": k, "a": a.get(k), "b": b.get(k), "differs": a.get(k) != b.get(k)} for k in keys]
 
@@ -154,7 +183,7 @@ async def compare_page(request: Request, db: DbDep, a: str = "", b: str = "") ->
         return not_found_page(request, "compare needs two sessions: /compare?a=ID&b=ID")
     result = await compare_sessions(db, a, b)
     difference = await _first_difference(db, a, b)
-    configs = config_rows(result["a"].get("config") or {}, result["b"].get("config") or {})
+    configs = config_rows(result["a"]["config"] or {}, result["b"]["config"] or {})
     return templates.TemplateResponse(
         request,
         "compare.html",

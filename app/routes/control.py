@@ -13,18 +13,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
+from app.api_bodies import InjectBody, LiveKnobs, WorkloadBody, body_doc
 from app.api_docs import CONTROL_ERRORS, error_responses
-from app.api_models import (
-    AbortResult,
-    ConfigResult,
-    InjectBody,
-    InjectResult,
-    LiveKnobs,
-    Message,
-    WorkloadBody,
-    WorkloadResult,
-    body_doc,
-)
+from app.api_models import AbortResult, ConfigResult, InjectResult, Message, WorkloadResult
 from app.deps import (
     Control,
     ControlDep,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, TypedDict
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request
@@ -26,6 +26,7 @@ from app.protocol.state import SessionState
 from app.security import has_control
 from app.templating import templates
 from protocol.views import LatencySummary
+from protocol.wire import Knobs
 
 router = APIRouter(dependencies=View, include_in_schema=False)
 
@@ -45,7 +46,31 @@ KNOBS = (
 )
 
 
-def _header(state: SessionState | None) -> dict[str, Any]:
+class _HeaderBase(TypedDict):
+    session: str | None
+    step: int
+    config: Knobs
+    paused: bool
+    simulated: bool
+
+
+class Header(_HeaderBase, total=False):
+    """What the page renders before its socket's snapshot arrives."""
+
+    meta: dict[str, str]
+    """The session's `name`."""
+    num_requests: int
+
+
+class Mode(TypedDict):
+    """Template context that points the htmx panels at the session on screen."""
+
+    replay: str | None
+    follow: str | None
+    panel_query: str
+
+
+def _header(state: SessionState | None) -> Header:
     """What the page renders before its socket's snapshot arrives (the rows come with
     the snapshot: a 10,000-request page is not rendered twice)."""
     if state is None:
@@ -87,7 +112,7 @@ class Panel:
     template context that points the panel's next refresh at the same session."""
 
     state: SessionState | None
-    mode: dict[str, Any]
+    mode: Mode
 
 
 async def panel(
@@ -109,7 +134,7 @@ async def panel(
 PanelDep = Annotated[Panel, Depends(panel)]
 
 
-def _mode(replay: str | None, live: str | None) -> dict[str, Any]:
+def _mode(replay: str | None, live: str | None) -> Mode:
     """Template context that points the htmx panels at the session on screen."""
     return {"replay": replay, "follow": live, "panel_query": _panel_query(replay, live)}
 

@@ -9,8 +9,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
+from app.api_bodies import NewSessionBody, body_doc
 from app.api_docs import CONTROL_ERRORS, error_responses
-from app.api_models import EngineProcess, NewSessionBody, ScenarioLoaded, body_doc
+from app.api_models import EngineProcess, ScenarioLoaded
 from app.deps import Control, LocalEngineDep, View, answer, json_or_form
 from app.forms import parse_session_changes
 from app.nodes.control import EngineBusy

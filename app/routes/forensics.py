@@ -19,7 +19,7 @@ from app.deps import DbDep, HubDep, RecorderDep, View
 from app.errors import NotFound
 from app.life_models import BlockMap, RequestLife
 from app.live.hub import EventHub
-from app.records.life_types import RequestLifeData
+from app.records.life_types import BlockMapData, RequestLifeData
 from app.records.recorder import Recorder
 from app.records.request_life import request_life
 from app.request_table import (
@@ -112,12 +112,12 @@ async def recorded_rows(
 )
 async def recorded_blocks(
     session_id: str, db: DbDep, hub: HubDep, recorder: RecorderDep, step: int | None = None
-) -> dict[str, Any]:
+) -> BlockMapData:
     """The KV block map after `step` (default: the last recorded step):
     `{session, step, blocks: [[block_id, state, owner, ref_cnt], ...]}`."""
     await _settled(hub, recorder, session_id)
 
-    def load() -> dict[str, Any]:
+    def load() -> BlockMapData:
         with db() as s:
             meta = queries.get_session(s, session_id)
             last = meta["steps"] - 1
@@ -126,7 +126,7 @@ async def recorded_blocks(
             return {
                 "session": session_id,
                 "step": state.step,
-                "blocks": [state.blocks[k] for k in sorted(state.blocks)],
+                "blocks": state.blocks.rows(),
             }
 
     return await asyncio.to_thread(load)

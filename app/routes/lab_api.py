@@ -13,8 +13,9 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.api_bodies import LabSweepBody, body_doc
 from app.api_docs import CONTROL_ERRORS, error_responses
-from app.api_models import Deleted, LabCancel, LabStarted, LabSweepBody, PointSession, body_doc
+from app.api_models import Deleted, LabCancel, LabStarted, PointSession
 from app.db import queries
 from app.deps import Control, DbDep, HubDep, RecorderDep, View, json_or_form
 from app.errors import NotFound
@@ -25,7 +26,7 @@ from app.lab.export import csv_text, results_of, sweep_json
 from app.lab.form import spec_from_form
 from app.lab.point_session import record_point
 from app.lab.spec import SweepSpec
-from app.lab.views import overview, sweep_href, sweep_view
+from app.lab.views import Overview, SweepView, overview, sweep_href, sweep_view
 from app.routes.links import replay_href
 from engine.sweep import SweepPoint
 
@@ -38,7 +39,7 @@ STARTED: dict[int | str, dict[str, Any]] = {201: {"model": LabStarted, "descript
 
 
 @router.get("", dependencies=View, tags=TAGS, responses=VIEW_ERRORS)
-async def lab(db: DbDep, lab: LabDep) -> dict[str, Any]:
+async def lab(db: DbDep, lab: LabDep) -> Overview:
     rows = await asyncio.to_thread(store.list_sweeps, db)
     return overview(rows, lab.status())
 
@@ -95,7 +96,7 @@ async def run_experiment(experiment: str, request: Request, lab: LabDep) -> Resp
 
 
 @router.get("/sweeps/{sweep_id}", dependencies=View, tags=TAGS, responses=VIEW_ERRORS)
-async def sweep(sweep_id: str, db: DbDep) -> dict[str, Any]:
+async def sweep(sweep_id: str, db: DbDep) -> SweepView:
     return sweep_view(await asyncio.to_thread(store.get_sweep, db, sweep_id))
 
 

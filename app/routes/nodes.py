@@ -3,8 +3,6 @@ table partial it refreshes every 2 s."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
@@ -24,12 +22,17 @@ async def nodes(registry: NodesDep) -> list[NodeView]:
     return registry.views()
 
 
-def node_rows(registry: NodesDep, hub: HubDep) -> list[dict[str, Any]]:
-    rows = []
+class NodeRow(NodeView):
+    """A producer on the nodes page, with the link to its session."""
+
+    href: str
+
+
+def node_rows(registry: NodesDep, hub: HubDep) -> list[NodeRow]:
+    rows: list[NodeRow] = []
     for view in sorted(registry.views(), key=lambda v: v["node"]):
-        row: dict[str, Any] = dict(view)
-        row["href"] = session_href(hub, row["session"], row["state"] == "live")
-        rows.append(row)
+        href = session_href(hub, view["session"], view["state"] == "live")
+        rows.append({**view, "href": href})
     return rows
 
 

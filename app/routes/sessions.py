@@ -5,28 +5,20 @@ from __future__ import annotations
 
 import asyncio
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
+from app.api_bodies import RenameBody, RerunBody, body_doc
 from app.api_docs import CONTROL_ERRORS, error_responses
-from app.api_models import (
-    Deleted,
-    RenameBody,
-    Renamed,
-    RerunBody,
-    RerunResult,
-    SessionListRow,
-    Snapshot,
-    body_doc,
-)
+from app.api_models import Deleted, Renamed, RerunResult, SessionListRow, Snapshot
 from app.db import queries
 from app.deps import Control, DbDep, HubDep, RecorderDep, View, json_or_form
 from app.edge.bounds import StepQuery
 from app.forms import parse_config_changes
 from app.live.hub import EventHub
-from app.records.catalog import list_sessions
+from app.records.catalog import ListedSession, list_sessions
 from app.records.rerun import Arrival, load_arrivals, recorded_release
 from app.records.rerun_process import RerunFailed, rerun_session
 from app.routes.links import replay_href, session_href
@@ -51,7 +43,7 @@ RerunDep = Annotated[RerunBody, Depends(json_or_form(RerunBody))]
     tags=TAGS,
     responses=VIEW_ERRORS,
 )
-async def sessions_json(db: DbDep, hub: HubDep, q: str | None = None) -> list[dict[str, Any]]:
+async def sessions_json(db: DbDep, hub: HubDep, q: str | None = None) -> list[ListedSession]:
     """Live sessions not recorded yet first, then the recordings, newest first; `q`
     filters by id, name or source."""
     return await list_sessions(db, hub, q)
@@ -115,6 +107,7 @@ async def delete(session_id: str, db: DbDep, hub: HubDep) -> Deleted:
 @router.get(
     "/api/sessions/{session_id}/state",
     response_model=Snapshot,
+    response_model_exclude_unset=True,
     summary="A recording's state at a step (default: its last)",
     dependencies=View,
     tags=TAGS,
@@ -178,7 +171,7 @@ async def rerun(session_id: str, db: DbDep, recorder: RecorderDep, body: RerunDe
 
 
 # ---------------------------------------------------------------- the page
-async def _page_rows(db: DbDep, hub: EventHub, q: str | None) -> list[dict[str, Any]]:
+async def _page_rows(db: DbDep, hub: EventHub, q: str | None) -> list[ListedSession]:
     text = (q or "").strip()
     rows = await list_sessions(db, hub, text or None)
     if text:

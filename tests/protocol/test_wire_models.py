@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any, Union, get_args, get_origin, get_type_hints, is_typeddict
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import pytest
 from pydantic import BaseModel
+from typing_extensions import is_typeddict
 
-from app import api_models, life_models
+from app import api_models, compare_models, life_models
 from app.protocol import models
-from app.records import life_types
+from app.records import compare_types, life_types
 from protocol import views, wire
 
 Tree = dict[str, tuple[bool, Any]]
@@ -94,6 +95,37 @@ def test_the_apis_snapshot_and_table_row_are_the_wire_types() -> None:
     assert set(get_type_hints(views.TableRow)) - set(views.ROW_COLUMNS) == {
         "ttft", "itl", "e2e", "num_output_tokens", "phase", "waiting_text"
     }  # fmt: skip
+
+
+SNAPSHOT_PAIRS = [
+    (wire.SessionMeta, api_models.SessionMeta),
+    (views.ConfigMark, api_models.ConfigMark),
+    (views.StepSummary, api_models.StepSummary),
+]
+
+
+@pytest.mark.parametrize(
+    ("typed", "model"), SNAPSHOT_PAIRS, ids=[m.__name__ for _, m in SNAPSHOT_PAIRS]
+)
+def test_a_snapshots_parts_are_the_models(typed: Any, model: type[BaseModel]) -> None:
+    assert same(tree(typed), tree(model)) == []
+
+
+COMPARE_PAIRS = [
+    (compare_types.SessionSummary, compare_models.SessionSummary),
+    (compare_types.ComparisonData, compare_models.Comparison),
+    (compare_types.StepLine, compare_models.StepLine),
+    (compare_types.Side, compare_models.Side),
+    (compare_types.ReleaseChangeRow, compare_models.ReleaseChange),
+    (compare_types.FirstDifferenceData, compare_models.FirstDifference),
+]
+
+
+@pytest.mark.parametrize(
+    ("typed", "model"), COMPARE_PAIRS, ids=[m.__name__ for _, m in COMPARE_PAIRS]
+)
+def test_a_comparisons_parts_are_the_models(typed: Any, model: type[BaseModel]) -> None:
+    assert same(tree(typed), tree(model)) == []
 
 
 def _keys(model: type[BaseModel]) -> set[str]:

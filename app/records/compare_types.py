@@ -1,0 +1,95 @@
+"""Two recordings compared, typed: each one's summary (app.records.compare) and where
+their plans first part (app.records.first_difference). app.api_models describes the same
+shapes for the HTTP API (tests/protocol/test_wire_models.py checks)."""
+
+from __future__ import annotations
+
+from typing_extensions import TypedDict
+
+from protocol.wire import Knobs
+
+
+class SessionSummary(TypedDict):
+    """A recording at its last step: latency quantiles (seconds) and totals."""
+
+    session: str
+    name: str
+    steps: int
+    finished: int
+    throughput_tok_s: float
+    ttft_p50: float | None
+    ttft_p99: float | None
+    itl_p50: float | None
+    itl_p99: float | None
+    e2e_p50: float | None
+    e2e_p99: float | None
+    preemptions: int
+    kv_peak: int
+    config: Knobs
+
+
+class ComparisonData(TypedDict):
+    a: SessionSummary
+    b: SessionSummary
+    diff: dict[str, float | None]
+    """B - A of every number of the summaries."""
+
+
+class StepSignature(TypedDict):
+    """What a step decided (times, waiting reasons and block ids left out)."""
+
+    scheduled: list[tuple[str, int, int, int]]
+    """(req, n, start, prefix_hit) of each scheduled request."""
+    new: list[str]
+    resumed: list[str]
+    preempted: list[str]
+    finished: list[str]
+    queues: tuple[int, int, int, int]
+    kv_used: tuple[int, int]
+    spec: int
+    accepted: dict[str, int]
+
+
+class _StepLineBase(TypedDict):
+    step: int | None
+    """None: that side had ended."""
+
+
+class StepLine(_StepLineBase, total=False):
+    """One side's step in the tables around the first difference."""
+
+    plan: str
+    tokens: int
+    preempted: list[str]
+    finished: list[str]
+    running: int
+    waiting: int
+    kv_used: int
+
+
+class Side(TypedDict):
+    session: str
+    name: str
+    vllm_version: str | None
+
+
+class ReleaseChangeRow(TypedDict):
+    flag: str
+    since: str
+    kind: str
+    summary: str
+    source: str
+    explains: bool | None
+    """Reverting it alone removes the difference (None: not tried)."""
+
+
+class FirstDifferenceData(TypedDict):
+    a: Side
+    b: Side
+    step: int | None
+    fields: list[str]
+    compared: int
+    rows: dict[str, list[StepLine]]
+    changes: list[ReleaseChangeRow]
+    explained_by: list[str]
+    explain_note: str
