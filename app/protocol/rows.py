@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.codes import RequestStatus
+from protocol.codes import RequestStatus, SegmentKind
 from protocol.views import RequestRow
 
 
@@ -30,7 +30,7 @@ def new_row(req: str, step: int, t: float) -> RequestRow:
         "num_draft_tokens": 0,
         "num_accepted_tokens": 0,
         "placeholders": 0,
-        "segments": [["waiting", step, None, 0]],
+        "segments": [[SegmentKind.WAITING.value, step, None, 0]],
     }
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from app.protocol.rows import close_open
-from protocol.codes import Phase, RequestStatus
+from protocol.codes import Phase, RequestStatus, SegmentKind
 from protocol.views import StepSummary
 from protocol.wire import IterationData
 
@@ -20,6 +20,7 @@ RUNNING, PREEMPTED, FINISHED = (
     RequestStatus.RUNNING.value, RequestStatus.PREEMPTED.value, RequestStatus.FINISHED.value
 )  # fmt: skip
 DECODE = Phase.DECODE.value
+SEG_PREEMPTED = SegmentKind.PREEMPTED.value
 
 PLAN_STEPS = 256
 """Only the latest steps keep their full plan ({req: n}) in the history (the step table)."""
@@ -65,7 +66,7 @@ def fold_iteration(state: SessionState, d: IterationData) -> None:
         row["status"] = PREEMPTED
         row["num_preemptions"] += 1
         row["num_computed_tokens"] = 0
-        row["segments"].append(["preempted", step, None, p["tokens_lost"]])
+        row["segments"].append([SEG_PREEMPTED, step, None, p["tokens_lost"]])
         totals["preemptions"] += 1
     appended = d.get("appended", {})
     latencies = state.latencies
