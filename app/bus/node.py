@@ -21,14 +21,13 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from app.bus.flight import FlightRecorder
 from app.bus.subjects import FIRST_CONNECT_S, connect, ensure_streams
 from app.nodes.producer import Producer, QueueSink
 from engine.engine import Engine
 from engine.engine_core import EngineCore
 from protocol.bus import MAX_MSG_BYTES, frames_message, step_summary, subject
 from protocol.control import Reply
-from protocol.envelope import encode, envelope
+from protocol.envelope import encode
 
 log = logging.getLogger("batchscope.engine")
 
@@ -54,8 +53,9 @@ class BusNode(Producer):
         max_age_s: float = 3600.0,
         max_bytes: int = 1 << 30,
     ) -> None:
-        super().__init__(engine, sink, url, "", node, announce, buffer_frames=100, core=core)
-        self.flight = FlightRecorder(flight_frames, flight_s)
+        super().__init__(
+            engine, sink, url, "", node, announce, flight_frames, core, buffer_s=flight_s
+        )
         self.detail = detail
         self.lease_until = float("inf") if detail == "always" else 0.0
         self.stop_at = 0
@@ -71,15 +71,12 @@ class BusNode(Producer):
 
     # ------------------------------------------------------------ engine side
     def _collect(self) -> None:
-        """Frames from the engine thread into the flight recorder; summaries aside."""
+        """Frames from the engine thread into the flight recorder (the producer core's
+        history, bounded by count and age); summaries aside."""
         now = time.time()
+        add = self.frames.add
         for frame_type, data in self.sink.drain():
-            self.seq += 1
-            text = envelope(frame_type, self.session, self.seq, encode(data))
-            before = len(self.flight)
-            self.flight.append(self.seq, text, now)
-            if len(self.flight) <= before and self.flight.oldest > self.cursor + 1:
-                self.stats.dropped += 1
+            add(frame_type, encode(data), now)
             self.stats.produced += 1
             if frame_type == "iteration":
                 self.summaries.append(step_summary(data, now))
@@ -110,9 +107,9 @@ class BusNode(Producer):
             log.info(
                 "node %s stopped: last seq %d, stored through %d, dropped %d",
                 self.node,
-                self.seq,
-                self.cursor,
-                self.stats.dropped,
+                self.frames.seq,
+                self.frames.sent,
+                self.frames.dropped,
             )
             with contextlib.suppress(Exception):
                 await self.nc.drain()
@@ -144,7 +141,7 @@ class BusNode(Producer):
         body = {
             "node": self.node,
             "session": self.session,
-            "seq": self.seq,
+            "seq": self.frames.seq,
             "steps": rows,
             "stats": self._stats(),
         }
@@ -155,15 +152,16 @@ class BusNode(Producer):
             log.debug("summaries lost: %s", exc)
 
     def _stats(self) -> dict[str, int]:
+        frames = self.frames
         return {
-            "buffered": self.seq - self.cursor,
-            "dropped": self.stats.dropped,
+            "buffered": frames.seq - frames.sent,
+            "dropped": frames.dropped,
             "summaries_lost": self.summaries_lost,
-            "flight_frames": len(self.flight),
+            "flight_frames": len(frames),
         }
 
     def _detailing(self) -> bool:
-        return time.time() < self.lease_until or self.cursor < self.stop_at
+        return time.time() < self.lease_until or self.frames.sent < self.stop_at
 
     async def _frames_forever(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -175,7 +173,7 @@ class BusNode(Producer):
     async def _flush_frames(self, deadline: float) -> None:
         """Publish stored frames after the cursor until none is left or `deadline`."""
         while self.js is not None and self._detailing() and time.monotonic() < deadline:
-            batch = self.flight.after(self.cursor, MAX_MSG_BYTES)
+            batch = self.frames.pending(MAX_MSG_BYTES)
             if not batch:
                 return
             first, last = batch[0][0], batch[-1][0]
@@ -190,7 +188,8 @@ class BusNode(Producer):
                 log.debug("frames %d-%d not stored yet: %s", first, last, exc)
                 await asyncio.sleep(0.2)
                 return
-            self.cursor = self.prev_stored = last
+            self.frames.mark_sent(last)
+            self.prev_stored = last
             self.stats.sent += len(batch)
 
     # ---------------------------------------------------------------- control
@@ -212,6 +211,7 @@ class BusNode(Producer):
         if kind not in ("detail", "window"):
             return {"type": "error", "detail": f"control: unknown type {kind!r}"}
         self._collect()
+        frames = self.frames
         after = req.get("after_seq", 0)
         after = after if isinstance(after, int) and after >= 0 else 0
         if kind == "detail":
@@ -221,19 +221,19 @@ class BusNode(Producer):
             was = self._detailing()
             if self.detail != "always":
                 self.lease_until = max(self.lease_until, time.time() + float(seconds))
-            self.cursor = min(self.cursor, after) if was else after
+            frames.sent = min(frames.sent, after) if was else after
         else:
             seconds = req.get("seconds", 60)
             if not isinstance(seconds, int | float) or seconds <= 0:
                 return {"type": "error", "detail": "window: seconds must be > 0"}
-            start = self.flight.first_at(time.time() - float(seconds))
-            self.cursor = max(after, start - 1) if start else self.seq
-            self.stop_at = self.seq
+            start = frames.first_at(time.time() - float(seconds))
+            frames.sent = max(after, start - 1) if start else frames.seq
+            self.stop_at = frames.seq
         return {
             "type": "detail",
             "session": self.session,
-            "from_seq": max(self.cursor + 1, self.flight.oldest),
-            "oldest_seq": self.flight.oldest,
-            "last_seq": self.seq,
+            "from_seq": max(frames.sent + 1, frames.oldest),
+            "oldest_seq": frames.oldest,
+            "last_seq": frames.seq,
             "lease_s": max(0.0, min(self.lease_until - time.time(), MAX_LEASE_S)),
         }
