@@ -1,9 +1,9 @@
 """The sender over a NATS JetStream fleet bus (BATCHSCOPE_BUS=nats://HOST:PORT; docs/fleet.md).
 
 The same sender thread as over a websocket (sender.py: the engine thread only appends to
-its intake; this thread builds frames, numbers them and keeps the history, bounded in
-bytes), with another transport, run by an asyncio loop of this thread's own, so vLLM's
-engine loop never waits on NATS:
+its intake; this thread builds frames and hands them to the producer core, which numbers
+them and keeps the history, bounded in bytes), with another transport, run by an asyncio
+loop of this thread's own, so vLLM's engine loop never waits on NATS:
 - every step's summary (protocol.bus) goes out on `batchscope.<node>.summary`, every
   0.25 s, fire and forget (what the client cannot take is counted as lost);
 - full frames stay in the history, which is this node's flight recorder, and are published
@@ -18,12 +18,10 @@ Needs nats-py (`pip install './packaging/batchscope-vllm[bus]'`).
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import json
 import logging
 import time
-from collections import deque
 from typing import Any
 
 import nats
@@ -33,6 +31,7 @@ from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
 
 from batchscope_vllm.sender import REFUSAL, SEND_INTERVAL_S, Sender
+from protocol import control
 from protocol.bus import MAX_MSG_BYTES, frames_message, step_summary, stream_fields, subject
 
 log = logging.getLogger("batchscope_vllm")
@@ -47,9 +46,6 @@ MAX_SUMMARIES = 20_000
 class BusSender(Sender):
     def __init__(self, url: str, node: str, announce: dict[str, Any], detail: str = "on-demand",
                  **kwargs: Any) -> None:  # fmt: skip
-        self.times: deque[float] = deque()
-        """The wall time each frame in the history was made (for incident windows)."""
-        self.seqs: deque[int] = deque()
         self.summaries: list[list[float | int]] = []
         self.summaries_lost = 0
         self.summaries_sent = 0
@@ -69,16 +65,9 @@ class BusSender(Sender):
 
     # ------------------------------------------------------------ frames
     def _add(self, frame_type: str, data: dict[str, Any]) -> None:
-        now = time.time()
         super()._add(frame_type, data)
-        self.seqs.append(self.seq)
-        self.times.append(now)
-        oldest = self.history[0][0]
-        while self.seqs and self.seqs[0] < oldest:
-            self.seqs.popleft()
-            self.times.popleft()
         if frame_type == "iteration":
-            self.summaries.append(step_summary(data, now))
+            self.summaries.append(step_summary(data, self.frames.times[-1]))
             if len(self.summaries) > MAX_SUMMARIES:
                 del self.summaries[0]
                 self.summaries_lost += 1
@@ -87,7 +76,8 @@ class BusSender(Sender):
         return time.time() < self.lease_until or self.cursor < self.stop_at
 
     def delivered(self) -> bool:
-        return not self.queue and self._ended and not self.summaries and self.sent_seq >= self.seq
+        sent_all = self.frames.sent >= self.frames.seq
+        return not self.queue and self._ended and not self.summaries and sent_all
 
     # ------------------------------------------------------------ transport
     def _loop(self) -> None:
@@ -147,7 +137,7 @@ class BusSender(Sender):
                 await nc.close()
             raise
         self.nc, self.js = nc, js
-        self.connects += 1  # (`connected` stays False: it feeds the websocket's outbox)
+        self.frames.connects += 1  # (`connected` stays False: it is the websocket's)
         self._last_problem = ""
         log.info("batchscope: publishing session %s to the bus %s", self.session, self.url)
 
@@ -193,15 +183,7 @@ class BusSender(Sender):
         if self.js is None:
             return  # (never on the bus: nothing is delivered)
         while self._detailing() and time.monotonic() < deadline:
-            batch: list[tuple[int, str]] = []
-            size = 0
-            for seq, text in self.history:  # (a few thousand at most past the cursor)
-                if seq <= self.cursor:
-                    continue
-                if batch and size + len(text) > MAX_MSG_BYTES:
-                    break
-                batch.append((seq, text))
-                size += len(text) + 1
+            batch = self.frames.after(self.cursor, MAX_MSG_BYTES)
             if not batch:  # all sent: what is left after the cursor are holes
                 self.cursor = self.seq
                 break
@@ -219,7 +201,7 @@ class BusSender(Sender):
                 return
             self.cursor = self.prev_stored = last
         if not self._detailing() or self.cursor >= self.seq:
-            self.sent_seq = self.seq  # nothing more is owed to the bus now
+            self.frames.mark_sent(self.seq)  # nothing more is owed to the bus now
 
     # ------------------------------------------------------------ control
     async def _on_control(self, msg: Msg) -> None:
@@ -236,7 +218,7 @@ class BusSender(Sender):
     def _control(self, req: dict[str, Any]) -> dict[str, Any]:
         kind = req.get("type")
         if kind == "command":
-            return {"type": "reply", "id": req.get("id"), "ok": False, "detail": REFUSAL}
+            return dict(control.reply_error(req.get("id"), REFUSAL))
         if kind not in ("detail", "window"):
             return {"type": "error", "detail": f"control: unknown type {kind!r}"}
         self._pump(0)
@@ -255,12 +237,11 @@ class BusSender(Sender):
             seconds = req.get("seconds", 60)
             if not isinstance(seconds, int | float) or seconds <= 0:
                 return {"type": "error", "detail": "window: seconds must be > 0"}
-            i = bisect.bisect_left(self.times, time.time() - float(seconds))
-            start = self.seqs[i] if i < len(self.seqs) else 0
+            start = self.frames.first_at(time.time() - float(seconds))
             self.cursor = max(after, start - 1) if start else self.seq
             self.prev_stored = min(self.prev_stored, self.cursor)
             self.stop_at = self.seq
-        oldest = self.history[0][0] if self.history else 0
+        oldest = self.frames.oldest
         return {
             "type": "detail",
             "session": self.session,
