@@ -32,13 +32,19 @@ from nats.js.errors import NotFoundError
 
 from batchscope_vllm.sender import REFUSAL, SEND_INTERVAL_S, Sender
 from protocol import control
-from protocol.bus import MAX_MSG_BYTES, frames_message, step_summary, stream_fields, subject
+from protocol.bus import (
+    MAX_MSG_BYTES,
+    Detail,
+    frames_message,
+    step_summary,
+    stream_fields,
+    subject,
+)
 
 log = logging.getLogger("batchscope_vllm")
 
 SUMMARY_INTERVAL_S = 0.25
 PUBLISH_TIMEOUT_S = 2.0
-MAX_LEASE_S = 3600.0
 MAX_SUMMARIES = 20_000
 """Summary rows kept while the bus is away; past it the oldest are dropped (counted)."""
 
@@ -50,16 +56,8 @@ class BusSender(Sender):
         self.summaries_lost = 0
         self.summaries_sent = 0
         super().__init__(url, "", node, announce, **kwargs)
-        self.always = detail == "always"
-        self.lease_until = float("inf") if self.always else 0.0
-        self.stop_at = 0
-        """With no lease: publish frames up to this seq (an incident window), then stop."""
-        self.cursor = 0
-        """Frames up to this seq are stored on the bus or owed to nobody (a new lease starts
-        after the seq the asking dashboard has; holes left by drops are skipped)."""
-        self.prev_stored = 0
-        """The last seq of the last frames message stored: each message names it as
-        `prev`, so a dashboard tells a message that overtook another from a real gap."""
+        self.detail = Detail(always=detail == "always")
+        """Who is owed the full frames, and through which seq the bus has them."""
         self.nc: Client | None = None
         self.js: JetStreamContext | None = None
 
@@ -73,7 +71,7 @@ class BusSender(Sender):
                 self.summaries_lost += 1
 
     def _detailing(self) -> bool:
-        return time.time() < self.lease_until or self.cursor < self.stop_at
+        return self.detail.detailing(time.time())
 
     def delivered(self) -> bool:
         sent_all = self.frames.sent >= self.frames.seq
@@ -148,8 +146,8 @@ class BusSender(Sender):
         """The session's end: its last summaries, and its last frames wherever a
         dashboard has followed it; then the connection drains."""
         self._pump(0)
-        if self.cursor > 0:
-            self.stop_at = self.seq
+        if self.detail.cursor > 0:
+            self.detail.stop_at = self.seq
         await self._publish_summaries()
         await self._flush_frames(self._deadline)
         if self.delivered():
@@ -160,7 +158,7 @@ class BusSender(Sender):
 
     def _bus_stats(self) -> dict[str, int]:
         return {
-            "buffered": self.seq - self.cursor,
+            "buffered": self.seq - self.detail.cursor,
             "dropped": self.dropped,
             "summaries_lost": self.summaries_lost,
             "observer_errors": self.observer_errors,
@@ -182,14 +180,15 @@ class BusSender(Sender):
         """Publish the history after the cursor while detailing (until `deadline`)."""
         if self.js is None:
             return  # (never on the bus: nothing is delivered)
+        detail = self.detail
         while self._detailing() and time.monotonic() < deadline:
-            batch = self.frames.after(self.cursor, MAX_MSG_BYTES)
+            batch = self.frames.after(detail.cursor, MAX_MSG_BYTES)
             if not batch:  # all sent: what is left after the cursor are holes
-                self.cursor = self.seq
+                detail.cursor = self.seq
                 break
             last = batch[-1][0]
             body, msg_id = frames_message(
-                self.node, self.session, self.prev_stored, batch, self._bus_stats()
+                self.node, self.session, detail.prev_stored, batch, self._bus_stats()
             )
             try:
                 await self.js.publish(
@@ -199,8 +198,8 @@ class BusSender(Sender):
                 self._problem(f"frames not stored on the bus ({type(exc).__name__}: {exc})")
                 await asyncio.sleep(0.2)
                 return
-            self.cursor = self.prev_stored = last
-        if not self._detailing() or self.cursor >= self.seq:
+            detail.stored(last)
+        if not self._detailing() or detail.cursor >= self.seq:
             self.frames.mark_sent(self.seq)  # nothing more is owed to the bus now
 
     # ------------------------------------------------------------ control
@@ -219,37 +218,8 @@ class BusSender(Sender):
         kind = req.get("type")
         if kind == "command":
             return dict(control.reply_error(req.get("id"), REFUSAL))
-        if kind not in ("detail", "window"):
-            return {"type": "error", "detail": f"control: unknown type {kind!r}"}
         self._pump(0)
-        after = req.get("after_seq", 0)
-        after = after if isinstance(after, int) and after >= 0 else 0
-        if kind == "detail":
-            seconds = req.get("for_s", 60)
-            if not isinstance(seconds, int | float) or not 0 <= seconds <= MAX_LEASE_S:
-                return {"type": "error", "detail": f"detail: for_s must be 0-{MAX_LEASE_S:g}"}
-            was = self._detailing()
-            if not self.always:
-                self.lease_until = max(self.lease_until, time.time() + float(seconds))
-            self.cursor = min(self.cursor, after) if was else after
-            self.prev_stored = min(self.prev_stored, self.cursor)
-        else:
-            seconds = req.get("seconds", 60)
-            if not isinstance(seconds, int | float) or seconds <= 0:
-                return {"type": "error", "detail": "window: seconds must be > 0"}
-            start = self.frames.first_at(time.time() - float(seconds))
-            self.cursor = max(after, start - 1) if start else self.seq
-            self.prev_stored = min(self.prev_stored, self.cursor)
-            self.stop_at = self.seq
-        oldest = self.frames.oldest
-        return {
-            "type": "detail",
-            "session": self.session,
-            "from_seq": max(self.cursor + 1, oldest),
-            "oldest_seq": oldest,
-            "last_seq": self.seq,
-            "lease_s": max(0.0, min(self.lease_until - time.time(), MAX_LEASE_S)),
-        }
+        return self.detail.answer(req, self.frames, time.time())
 
 
 async def _ensure_streams(js: JetStreamContext) -> None:
