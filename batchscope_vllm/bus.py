@@ -135,7 +135,7 @@ class BusSender(Sender):
                 await nc.close()
             raise
         self.nc, self.js = nc, js
-        self.frames.connects += 1  # (`connected` stays False: it is the websocket's)
+        self.frames.connects += 1
         self._last_problem = ""
         log.info("batchscope: publishing session %s to the bus %s", self.session, self.url)
 

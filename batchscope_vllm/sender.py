@@ -82,7 +82,6 @@ class Sender:
         )
         self._last_item = time.monotonic()
         self.errors = 0
-        self.connected = False
         self.observer_errors = 0
         self.failed: str | None = None  # where observing failed: the session is closed
         self.on_failure: Any = None  # called when the sender thread fails: the hooks stop
@@ -280,7 +279,6 @@ class Sender:
                 backoff = 0.2
             except (OSError, WebSocketException, TimeoutError, ValueError) as exc:
                 self._problem(f"dashboard unreachable ({type(exc).__name__}: {exc})")
-            self.connected = False
             until = time.monotonic() + backoff
             while time.monotonic() < until and not self._done():
                 self._pump(SEND_INTERVAL_S)
@@ -294,7 +292,6 @@ class Sender:
             ws.send(json.dumps(self.frames.hello(self.announce)))
             # Resends what the dashboard lacks of the history from the next flush on.
             self.frames.welcome(json.loads(ws.recv(timeout=10)))
-            self.connected = True
             self._last_problem = ""
             log.info("batchscope: streaming session %s to %s", self.session, self.url)
             last_stats = 0.0
