@@ -1,9 +1,9 @@
 """The sender over a NATS JetStream fleet bus (BATCHSCOPE_BUS=nats://HOST:PORT; docs/fleet.md).
 
 The same sender thread as over a websocket (sender.py: the engine thread only appends to
-its intake; this thread builds frames, numbers them and keeps the history, bounded in
-bytes), with another transport, run by an asyncio loop of this thread's own, so vLLM's
-engine loop never waits on NATS:
+its intake; this thread builds frames and hands them to the producer core, which numbers
+them and keeps the history, bounded in bytes), with another transport, run by an asyncio
+loop of this thread's own, so vLLM's engine loop never waits on NATS:
 - every step's summary (protocol.bus) goes out on `batchscope.<node>.summary`, every
   0.25 s, fire and forget (what the client cannot take is counted as lost);
 - full frames stay in the history, which is this node's flight recorder, and are published
@@ -18,12 +18,10 @@ Needs nats-py (`pip install './packaging/batchscope-vllm[bus]'`).
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import json
 import logging
 import time
-from collections import deque
 from typing import Any
 
 import nats
@@ -33,13 +31,20 @@ from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
 
 from batchscope_vllm.sender import REFUSAL, SEND_INTERVAL_S, Sender
-from protocol.bus import MAX_MSG_BYTES, frames_message, step_summary, stream_fields, subject
+from protocol import control
+from protocol.bus import (
+    MAX_MSG_BYTES,
+    Detail,
+    frames_message,
+    step_summary,
+    stream_fields,
+    subject,
+)
 
 log = logging.getLogger("batchscope_vllm")
 
 SUMMARY_INTERVAL_S = 0.25
 PUBLISH_TIMEOUT_S = 2.0
-MAX_LEASE_S = 3600.0
 MAX_SUMMARIES = 20_000
 """Summary rows kept while the bus is away; past it the oldest are dropped (counted)."""
 
@@ -47,47 +52,30 @@ MAX_SUMMARIES = 20_000
 class BusSender(Sender):
     def __init__(self, url: str, node: str, announce: dict[str, Any], detail: str = "on-demand",
                  **kwargs: Any) -> None:  # fmt: skip
-        self.times: deque[float] = deque()
-        """The wall time each frame in the history was made (for incident windows)."""
-        self.seqs: deque[int] = deque()
         self.summaries: list[list[float | int]] = []
         self.summaries_lost = 0
         self.summaries_sent = 0
         super().__init__(url, "", node, announce, **kwargs)
-        self.always = detail == "always"
-        self.lease_until = float("inf") if self.always else 0.0
-        self.stop_at = 0
-        """With no lease: publish frames up to this seq (an incident window), then stop."""
-        self.cursor = 0
-        """Frames up to this seq are stored on the bus or owed to nobody (a new lease starts
-        after the seq the asking dashboard has; holes left by drops are skipped)."""
-        self.prev_stored = 0
-        """The last seq of the last frames message stored: each message names it as
-        `prev`, so a dashboard tells a message that overtook another from a real gap."""
+        self.detail = Detail(always=detail == "always")
+        """Who is owed the full frames, and through which seq the bus has them."""
         self.nc: Client | None = None
         self.js: JetStreamContext | None = None
 
     # ------------------------------------------------------------ frames
     def _add(self, frame_type: str, data: dict[str, Any]) -> None:
-        now = time.time()
         super()._add(frame_type, data)
-        self.seqs.append(self.seq)
-        self.times.append(now)
-        oldest = self.history[0][0]
-        while self.seqs and self.seqs[0] < oldest:
-            self.seqs.popleft()
-            self.times.popleft()
         if frame_type == "iteration":
-            self.summaries.append(step_summary(data, now))
+            self.summaries.append(step_summary(data, self.frames.times[-1]))
             if len(self.summaries) > MAX_SUMMARIES:
                 del self.summaries[0]
                 self.summaries_lost += 1
 
     def _detailing(self) -> bool:
-        return time.time() < self.lease_until or self.cursor < self.stop_at
+        return self.detail.detailing(time.time())
 
     def delivered(self) -> bool:
-        return not self.queue and self._ended and not self.summaries and self.sent_seq >= self.seq
+        sent_all = self.frames.sent >= self.frames.seq
+        return not self.queue and self._ended and not self.summaries and sent_all
 
     # ------------------------------------------------------------ transport
     def _loop(self) -> None:
@@ -147,7 +135,7 @@ class BusSender(Sender):
                 await nc.close()
             raise
         self.nc, self.js = nc, js
-        self.connects += 1  # (`connected` stays False: it feeds the websocket's outbox)
+        self.frames.connects += 1
         self._last_problem = ""
         log.info("batchscope: publishing session %s to the bus %s", self.session, self.url)
 
@@ -158,8 +146,8 @@ class BusSender(Sender):
         """The session's end: its last summaries, and its last frames wherever a
         dashboard has followed it; then the connection drains."""
         self._pump(0)
-        if self.cursor > 0:
-            self.stop_at = self.seq
+        if self.detail.cursor > 0:
+            self.detail.stop_at = self.seq
         await self._publish_summaries()
         await self._flush_frames(self._deadline)
         if self.delivered():
@@ -170,7 +158,7 @@ class BusSender(Sender):
 
     def _bus_stats(self) -> dict[str, int]:
         return {
-            "buffered": self.seq - self.cursor,
+            "buffered": self.seq - self.detail.cursor,
             "dropped": self.dropped,
             "summaries_lost": self.summaries_lost,
             "observer_errors": self.observer_errors,
@@ -192,22 +180,15 @@ class BusSender(Sender):
         """Publish the history after the cursor while detailing (until `deadline`)."""
         if self.js is None:
             return  # (never on the bus: nothing is delivered)
+        detail = self.detail
         while self._detailing() and time.monotonic() < deadline:
-            batch: list[tuple[int, str]] = []
-            size = 0
-            for seq, text in self.history:  # (a few thousand at most past the cursor)
-                if seq <= self.cursor:
-                    continue
-                if batch and size + len(text) > MAX_MSG_BYTES:
-                    break
-                batch.append((seq, text))
-                size += len(text) + 1
+            batch = self.frames.after(detail.cursor, MAX_MSG_BYTES)
             if not batch:  # all sent: what is left after the cursor are holes
-                self.cursor = self.seq
+                detail.cursor = self.seq
                 break
             last = batch[-1][0]
             body, msg_id = frames_message(
-                self.node, self.session, self.prev_stored, batch, self._bus_stats()
+                self.node, self.session, detail.prev_stored, batch, self._bus_stats()
             )
             try:
                 await self.js.publish(
@@ -217,9 +198,9 @@ class BusSender(Sender):
                 self._problem(f"frames not stored on the bus ({type(exc).__name__}: {exc})")
                 await asyncio.sleep(0.2)
                 return
-            self.cursor = self.prev_stored = last
-        if not self._detailing() or self.cursor >= self.seq:
-            self.sent_seq = self.seq  # nothing more is owed to the bus now
+            detail.stored(last)
+        if not self._detailing() or detail.cursor >= self.seq:
+            self.frames.mark_sent(self.seq)  # nothing more is owed to the bus now
 
     # ------------------------------------------------------------ control
     async def _on_control(self, msg: Msg) -> None:
@@ -236,39 +217,9 @@ class BusSender(Sender):
     def _control(self, req: dict[str, Any]) -> dict[str, Any]:
         kind = req.get("type")
         if kind == "command":
-            return {"type": "reply", "id": req.get("id"), "ok": False, "detail": REFUSAL}
-        if kind not in ("detail", "window"):
-            return {"type": "error", "detail": f"control: unknown type {kind!r}"}
+            return dict(control.reply_error(req.get("id"), REFUSAL))
         self._pump(0)
-        after = req.get("after_seq", 0)
-        after = after if isinstance(after, int) and after >= 0 else 0
-        if kind == "detail":
-            seconds = req.get("for_s", 60)
-            if not isinstance(seconds, int | float) or not 0 <= seconds <= MAX_LEASE_S:
-                return {"type": "error", "detail": f"detail: for_s must be 0-{MAX_LEASE_S:g}"}
-            was = self._detailing()
-            if not self.always:
-                self.lease_until = max(self.lease_until, time.time() + float(seconds))
-            self.cursor = min(self.cursor, after) if was else after
-            self.prev_stored = min(self.prev_stored, self.cursor)
-        else:
-            seconds = req.get("seconds", 60)
-            if not isinstance(seconds, int | float) or seconds <= 0:
-                return {"type": "error", "detail": "window: seconds must be > 0"}
-            i = bisect.bisect_left(self.times, time.time() - float(seconds))
-            start = self.seqs[i] if i < len(self.seqs) else 0
-            self.cursor = max(after, start - 1) if start else self.seq
-            self.prev_stored = min(self.prev_stored, self.cursor)
-            self.stop_at = self.seq
-        oldest = self.history[0][0] if self.history else 0
-        return {
-            "type": "detail",
-            "session": self.session,
-            "from_seq": max(self.cursor + 1, oldest),
-            "oldest_seq": oldest,
-            "last_seq": self.seq,
-            "lease_s": max(0.0, min(self.lease_until - time.time(), MAX_LEASE_S)),
-        }
+        return self.detail.answer(req, self.frames, time.time())
 
 
 async def _ensure_streams(js: JetStreamContext) -> None:

@@ -25,6 +25,7 @@ from batchscope_vllm.rows import Req, Rows, encode_data, read_batch
 from batchscope_vllm.steps import Scheduled, Step, StepAssembler, Updated
 from batchscope_vllm.waiting import Capture, Limits, StepFacts, reasons
 from protocol.frames import iteration_payload, request_payload
+from protocol.lifecycle import step_marks
 
 Frame = tuple[str, dict[str, Any]]
 __all__ = ["Frame", "FrameBuilder", "encode_data"]
@@ -242,23 +243,13 @@ class FrameBuilder:
         preempted: list[tuple[str, int, str]],
         first: list[str],
     ) -> list[Frame]:
-        """The request marks of one step, in our engine's order."""
-        frames: list[Frame] = [
-            ("request", request_payload(r, "scheduled", step, t_start)) for r in it["new"]
-        ]
-        frames += [("request", request_payload(r, "resumed", step, t_start)) for r in it["resumed"]]
-        for req_id, lost, _ in preempted:
+        """The request marks of one step (protocol.lifecycle, as our engine's)."""
+        for req_id, _, _ in preempted:
             rec = self.reqs.get(req_id)
             if rec is not None:
                 rec.preempted = True
                 rec.num_preemptions += 1
-            frames.append(
-                (
-                    "request",
-                    request_payload(req_id, "preempted", step, t_end, {"tokens_lost": lost}),
-                )
-            )
-        frames += [("request", request_payload(r, "first_token", step, t_end)) for r in first]
+        ends: list[tuple[str, dict[str, Any]]] = []
         for f in it["finished"]:
             req_id = f["req"]
             self.reported_finished.add(req_id)
@@ -270,5 +261,15 @@ class FrameBuilder:
                 "num_cached_tokens": rec.cached or 0,
                 "output_token_ids": rec.output_ids,
             }
-            frames.append(("request", request_payload(req_id, "finished", step, t_end, detail)))
-        return frames
+            ends.append((req_id, detail))
+        marks = step_marks(
+            step,
+            t_start,
+            t_end,
+            scheduled=it["new"],
+            resumed=it["resumed"],
+            preempted=[(req_id, lost) for req_id, lost, _ in preempted],
+            first_token=first,
+            finished=ends,
+        )
+        return [("request", request_payload(*mark)) for mark in marks]

@@ -1,8 +1,8 @@
 """The sender thread: frames out to a dashboard's /ws/ingest (docs/protocol.md).
 
-It drains the scheduler's bounded intake in batches, builds frames (frames.py), numbers
-and encodes them, keeps a history bounded in bytes, and streams them over a synchronous
-websocket:
+It drains the scheduler's bounded intake in batches, builds frames (frames.py), and hands
+them to the producer core (protocol.producer: numbering, encoding, a history bounded in
+bytes, the handshake), whose frames it streams over a synchronous websocket:
 announce -> welcome(last_seq) -> JSON arrays of envelopes, resending everything after
 `last_seq` on every (re)connect. While the dashboard is away it keeps building into the
 history; what falls out of it unsent, and what the full queue refused, is counted as
@@ -37,7 +37,8 @@ from websockets.sync.client import ClientConnection, connect
 
 from batchscope_vllm.frames import FrameBuilder, encode_data
 from batchscope_vllm.waiting import Limits
-from protocol.envelope import envelope
+from protocol import control
+from protocol.producer import ProducerCore
 from protocol.session import new_session_id, node_opened
 
 log = logging.getLogger("batchscope_vllm")
@@ -68,28 +69,19 @@ class Sender:
     ) -> None:
         self.url, self.token, self.node = url, token, node
         self.announce = announce
-        self.session = new_session_id()
-        self.resume_key: str | None = None
-        """Issued by the dashboard with the first welcome: resuming the session needs it."""
+        self.frames = ProducerCore(new_session_id(), node, max_chars=history_bytes)
+        """The session's seq, its history (bounded in bytes), what left it unsent, and the
+        handshake; this thread's alone."""
         self.queue: deque[tuple[Any, ...]] = deque()
         """The intake: the engine thread appends (offer), this thread pops."""
         self.queue_size = queue_size
         self.dropped_in_queue = 0  # incremented by the engine thread only
-        self.dropped_in_history = 0
         config = announce.get("config") or {}
         self.builder = FrameBuilder(
             max_tokens, max_seqs, total_blocks, bool(config.get("async_scheduling")), limits
         )
         self._last_item = time.monotonic()
-        self.history: deque[tuple[int, str]] = deque()
-        self.history_limit = history_bytes
-        self.history_size = 0  # characters (= bytes: the JSON is ASCII)
-        self.outbox: list[tuple[int, str]] = []
-        self.seq = 0
-        self.sent_seq = 0
-        self.connects = 0
         self.errors = 0
-        self.connected = False
         self.observer_errors = 0
         self.failed: str | None = None  # where observing failed: the session is closed
         self.on_failure: Any = None  # called when the sender thread fails: the hooks stop
@@ -171,11 +163,26 @@ class Sender:
         self._wake()
 
     def delivered(self) -> bool:
-        return not self.queue and self._ended and self.sent_seq >= self.seq
+        return not self.queue and self._ended and self.frames.sent >= self.frames.seq
+
+    @property
+    def session(self) -> str:
+        return self.frames.session
+
+    @property
+    def seq(self) -> int:
+        """The newest seq of the session (holes included)."""
+        return self.frames.seq
+
+    @property
+    def connects(self) -> int:
+        return self.frames.connects
 
     @property
     def dropped(self) -> int:
-        return self.dropped_in_queue + self.dropped_in_history
+        """Items the full intake refused (counted at once, by the engine thread) and frames
+        that left the history unsent."""
+        return self.dropped_in_queue + self.frames.lost_in_history
 
     def _done(self) -> bool:
         if self._stop_requested and not self._closing.is_set():
@@ -197,17 +204,7 @@ class Sender:
 
     # ------------------------------------------------------------ frames
     def _add(self, frame_type: str, data: dict[str, Any]) -> None:
-        self.seq += 1
-        text = envelope(frame_type, self.session, self.seq, encode_data(data))
-        self.history.append((self.seq, text))
-        self.history_size += len(text)
-        while self.history_size > self.history_limit and len(self.history) > 1:
-            old_seq, old = self.history.popleft()
-            self.history_size -= len(old)
-            if old_seq > self.sent_seq:
-                self.dropped_in_history += 1
-        if self.connected:
-            self.outbox.append((self.seq, text))
+        self.frames.add(frame_type, encode_data(data), time.time())
 
     def _pump(self, wait: float) -> None:
         """Build frames from the queued items (at most MAX_ITEMS_PER_PUMP), first waiting
@@ -233,9 +230,11 @@ class Sender:
                 item = items.popleft()
             except IndexError:
                 return
-            if self.dropped_in_queue != self._seen_drops:
-                self._seen_drops = self.dropped_in_queue
-                self.seq += 1  # a hole: the dashboard records a visible gap here
+            drops = self.dropped_in_queue
+            if drops != self._seen_drops:
+                # A hole: the dashboard records a visible gap here.
+                self.frames.hole(drops - self._seen_drops)
+                self._seen_drops = drops
             self._build(build, item)
             if self.failed is not None:
                 self._discard()
@@ -280,8 +279,6 @@ class Sender:
                 backoff = 0.2
             except (OSError, WebSocketException, TimeoutError, ValueError) as exc:
                 self._problem(f"dashboard unreachable ({type(exc).__name__}: {exc})")
-            self.connected = False
-            self.outbox.clear()
             until = time.monotonic() + backoff
             while time.monotonic() < until and not self._done():
                 self._pump(SEND_INTERVAL_S)
@@ -292,18 +289,9 @@ class Sender:
         with connect(
             self.url, additional_headers=headers, open_timeout=5, close_timeout=2, max_size=None
         ) as ws:
-            hello = {"type": "announce", "session": self.session, "node": self.node}
-            if self.resume_key:
-                hello["resume_key"] = self.resume_key
-            ws.send(json.dumps({**self.announce, **hello}))
-            welcome = json.loads(ws.recv(timeout=10))
-            if not isinstance(welcome, dict) or welcome.get("type") != "welcome":
-                raise ValueError(f"dashboard refused: {welcome}")
-            self.sent_seq = int(welcome.get("last_seq") or 0)
-            self.resume_key = welcome.get("resume_key") or self.resume_key
-            self.outbox = [(s, text) for s, text in self.history if s > self.sent_seq]
-            self.connected = True
-            self.connects += 1
+            ws.send(json.dumps(self.frames.hello(self.announce)))
+            # Resends what the dashboard lacks of the history from the next flush on.
+            self.frames.welcome(json.loads(ws.recv(timeout=10)))
             self._last_problem = ""
             log.info("batchscope: streaming session %s to %s", self.session, self.url)
             last_stats = 0.0
@@ -319,23 +307,16 @@ class Sender:
             self._stats(ws)
 
     def _stats(self, ws: ClientConnection) -> None:
-        stats = {"type": "stats", "buffered": self.seq - self.sent_seq, "dropped": self.dropped}
+        stats = {**self.frames.stats(), "dropped": self.dropped}
         ws.send(json.dumps({**stats, "observer_errors": self.observer_errors}))
 
     def _flush(self, ws: ClientConnection) -> None:
-        """Send the outbox as JSON arrays of at most ~MAX_MESSAGE_CHARS."""
-        while self.outbox:
-            size, count = 0, 0
-            for _, text in self.outbox:
-                if count and size + len(text) > MAX_MESSAGE_CHARS:
-                    break
-                size += len(text) + 1
-                count += 1
-            batch = self.outbox[:count]
+        """Send what the history holds unsent as JSON arrays of at most ~MAX_MESSAGE_CHARS."""
+        frames = self.frames
+        while batch := frames.pending(MAX_MESSAGE_CHARS):
             ws.send("[" + ",".join(text for _, text in batch) + "]")
-            self.sent_seq = batch[-1][0]
-            del self.outbox[:count]
-        self.sent_seq = self.seq  # includes the holes left for dropped items
+            frames.mark_sent(batch[-1][0])
+        frames.mark_sent(frames.seq)  # includes the holes left for dropped items
         if self._ended:
             self._flushed.set()
 
@@ -353,8 +334,7 @@ class Sender:
             if not isinstance(msg, dict):
                 continue
             if msg.get("type") == "command":
-                reply = {"type": "reply", "id": msg.get("id"), "ok": False, "detail": REFUSAL}
-                ws.send(json.dumps(reply))
+                ws.send(json.dumps(control.reply_error(msg.get("id"), REFUSAL)))
             elif msg.get("type") == "error":
                 self.errors += 1
                 log.warning("batchscope: the dashboard says: %s", msg.get("detail"))

@@ -29,6 +29,7 @@ from engine.releases import ReleaseFeatures
 from engine.request import Request, RequestStatus, SamplingParams
 from engine.runner.base import ChecksTokenIds, Drafter, HasTokenizer, ModelRunner
 from engine.schedulers import create_scheduler
+from protocol.lifecycle import step_marks
 
 Clock = Callable[[], float]
 
@@ -269,19 +270,13 @@ class Engine:
         return event
 
     def _emit_lifecycle(self, event: IterationEvent, finished: list[Request]) -> None:
-        emit = self.sink.emit
-        step, t = event.step, event.t_start + event.duration
-        for req_id in event.new_req_ids:
-            emit(RequestEvent(req_id, "scheduled", step, event.t_start))
-        for req_id in event.resumed_req_ids:
-            emit(RequestEvent(req_id, "resumed", step, event.t_start))
-        for p in event.preempted:
-            emit(RequestEvent(p.req_id, "preempted", step, t, {"tokens_lost": p.tokens_lost}))
         seen = self._first_token_seen
+        first: list[str] = []
         for req_id in event.sampled_req_ids:
             if req_id not in seen:
                 seen.add(req_id)
-                emit(RequestEvent(req_id, "first_token", step, t))
+                first.append(req_id)
+        ends: list[tuple[str, dict[str, Any]]] = []
         for request in finished:
             seen.discard(request.request_id)
             detail = {
@@ -292,7 +287,20 @@ class Engine:
                 "output_token_ids": request.output_token_ids,
                 **self._text("output_text", request.output_token_ids),
             }
-            emit(RequestEvent(request.request_id, "finished", step, t, detail))
+            ends.append((request.request_id, detail))
+        marks = step_marks(
+            event.step,
+            event.t_start,
+            event.t_start + event.duration,
+            scheduled=event.new_req_ids,
+            resumed=event.resumed_req_ids,
+            preempted=[(p.req_id, p.tokens_lost) for p in event.preempted],
+            first_token=first,
+            finished=ends,
+        )
+        emit = self.sink.emit
+        for mark in marks:
+            emit(RequestEvent(mark.req, mark.kind, mark.step, mark.t, mark.detail))
 
     # ------------------------------------------------------------ snapshot
     def snapshot(self) -> EngineSnapshot:

@@ -15,13 +15,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from protocol import control
+from protocol.producer import ProducerCore
 
 PREFIX = "batchscope"
 STREAM = "BATCHSCOPE"
 NODES_STREAM = "BATCHSCOPE_NODES"
 MAX_MSG_BYTES = 512 * 1024
 """A frames message stays under this (NATS's default max payload is 1 MB)."""
+MAX_LEASE_S = 3600.0
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -52,6 +57,71 @@ def frames_message(
         + f",{json.dumps({'type': 'stats', **stats})}]}}"
     )
     return body.encode(), f"{session}:{batch[0][0]}-{batch[-1][0]}"
+
+
+@dataclass(slots=True)
+class Detail:
+    """Who a node owes its full frames on the bus (`.frames`), sans I/O: a dashboard's
+    detail lease (until `lease_until`), an incident window (through `stop_at`), or everyone
+    (`always`). Our engine's bus node (app.bus.node) and the vLLM adapter's
+    (batchscope_vllm.bus) both keep one and answer `.control` requests with it."""
+
+    always: bool
+    lease_until: float = 0.0
+    stop_at: int = 0
+    """With no lease: publish frames up to this seq (an incident window), then stop."""
+    cursor: int = 0
+    """Frames up to this seq are stored on the bus or owed to nobody (a new lease starts
+    after the seq the asking dashboard has; holes left by drops are skipped)."""
+    prev_stored: int = 0
+    """The last seq of the last frames message stored: each message names it as `prev`,
+    so a dashboard tells a message that overtook another from a real gap."""
+
+    def __post_init__(self) -> None:
+        if self.always:
+            self.lease_until = float("inf")
+
+    def detailing(self, now: float) -> bool:
+        """`now`: wall-clock time (time.time())."""
+        return now < self.lease_until or self.cursor < self.stop_at
+
+    def stored(self, last: int) -> None:
+        """The bus stored a frames message ending with seq `last`."""
+        self.cursor = self.prev_stored = last
+
+    def answer(self, req: Mapping[str, Any], frames: ProducerCore, now: float) -> dict[str, Any]:
+        """The reply to a `detail` (a lease for `for_s` s) or `window` (the last `seconds`
+        s, once) request from a dashboard that has this session through `after_seq`:
+        where the frames it gets start, or an error."""
+        kind = req.get("type")
+        if kind not in ("detail", "window"):
+            return dict(control.error(f"control: unknown type {kind!r}"))
+        after = req.get("after_seq", 0)
+        after = after if isinstance(after, int) and after >= 0 else 0
+        if kind == "detail":
+            seconds = req.get("for_s", 60)
+            if not isinstance(seconds, int | float) or not 0 <= seconds <= MAX_LEASE_S:
+                return dict(control.error(f"detail: for_s must be 0-{MAX_LEASE_S:g}"))
+            was = self.detailing(now)
+            if not self.always:
+                self.lease_until = max(self.lease_until, now + float(seconds))
+            self.cursor = min(self.cursor, after) if was else after
+        else:
+            seconds = req.get("seconds", 60)
+            if not isinstance(seconds, int | float) or seconds <= 0:
+                return dict(control.error("window: seconds must be > 0"))
+            start = frames.first_at(now - float(seconds))
+            self.cursor = max(after, start - 1) if start else frames.seq
+            self.stop_at = frames.seq
+        self.prev_stored = min(self.prev_stored, self.cursor)
+        return {
+            "type": "detail",
+            "session": frames.session,
+            "from_seq": max(self.cursor + 1, frames.oldest),
+            "oldest_seq": frames.oldest,
+            "last_seq": frames.seq,
+            "lease_s": max(0.0, min(self.lease_until - now, MAX_LEASE_S)),
+        }
 
 
 def stream_fields(max_age_s: float, max_bytes: int) -> list[tuple[str, dict[str, Any]]]:

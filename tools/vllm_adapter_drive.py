@@ -67,7 +67,7 @@ def run_one(path: Path, use_async: bool, close_timeout: float) -> dict[str, Any]
     result["observer"] = {
         "session": sender.session,
         "last_seq": sender.seq,
-        "frames": len(sender.history),
+        "frames": len(sender.frames.history),
         "dropped": sender.dropped,
         "errors": sender.errors,
         "observer_errors": sched.observer_errors,

@@ -118,7 +118,7 @@ def run_case(scenario: Scenario, hook: str, use_async: bool) -> dict[str, Any]:
         delivered = sched.close(20.0)
     finally:
         log.removeHandler(records)
-    last = json.loads(sender.history[-1][1]) if sender.history else {}
+    last = json.loads(sender.frames.history[-1][1]) if sender.frames.history else {}
     return {
         "hook": hook,
         "async": use_async,

@@ -83,7 +83,7 @@ def run() -> dict[str, Any]:
     status = str(sched.requests[STRUCTURED].status)
     sender = sched.batchscope
     sched.close(1.0)
-    frames = [json.loads(text) for _, text in sender.history]
+    frames = [json.loads(text) for _, text in sender.frames.history]
     return {
         "structured": STRUCTURED,
         "structured_status": status,

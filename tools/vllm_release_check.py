@@ -86,7 +86,7 @@ def inner() -> int:
         result = drive(sched, scenario)
         sender = sched.batchscope
         sched.close(0.5)
-        frames = [json.loads(text) for _, text in sender.history]
+        frames = [json.loads(text) for _, text in sender.frames.history]
         its = [f["data"] for f in frames if f["type"] == "iteration"]
         why = _mismatch(_observer_steps(result["steps"]), its)
         if why or sched.observer_errors:

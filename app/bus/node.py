@@ -21,22 +21,20 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from app.bus.flight import FlightRecorder
 from app.bus.subjects import FIRST_CONNECT_S, connect, ensure_streams
 from app.nodes.producer import Producer, QueueSink
 from engine.engine import Engine
 from engine.engine_core import EngineCore
-from protocol.bus import MAX_MSG_BYTES, frames_message, step_summary, subject
+from protocol.bus import MAX_MSG_BYTES, Detail, frames_message, step_summary, subject
 from protocol.control import Reply
-from protocol.envelope import encode, envelope
+from protocol.envelope import encode
 
 log = logging.getLogger("batchscope.engine")
 
 SUMMARY_INTERVAL_S = 0.25
 FRAMES_INTERVAL_S = 0.05
 PUBLISH_TIMEOUT_S = 2.0
-MAX_LEASE_S = 3600.0
-Detail = Literal["always", "on-demand"]
+DetailMode = Literal["always", "on-demand"]
 
 
 class BusNode(Producer):
@@ -48,21 +46,17 @@ class BusNode(Producer):
         node: str,
         announce: dict[str, Any],
         core: EngineCore,
-        detail: Detail = "on-demand",
+        detail: DetailMode = "on-demand",
         flight_frames: int = 50_000,
         flight_s: float = 300.0,
         max_age_s: float = 3600.0,
         max_bytes: int = 1 << 30,
     ) -> None:
-        super().__init__(engine, sink, url, "", node, announce, buffer_frames=100, core=core)
-        self.flight = FlightRecorder(flight_frames, flight_s)
-        self.detail = detail
-        self.lease_until = float("inf") if detail == "always" else 0.0
-        self.stop_at = 0
-        """With no lease: publish frames up to this seq (an incident window), then stop."""
-        self.prev_stored = 0
-        """The last seq of the last frames message the bus stored (each message names it as
-        `prev`, so a dashboard tells a message that overtook another from a real gap)."""
+        super().__init__(
+            engine, sink, url, "", node, announce, flight_frames, core, buffer_s=flight_s
+        )
+        self.detail = Detail(always=detail == "always")
+        """Who is owed the full frames, and through which seq the bus has them."""
         self.summaries: list[list[float | int]] = []
         self.summaries_lost = 0
         self.limits = (max_age_s, max_bytes)
@@ -71,15 +65,12 @@ class BusNode(Producer):
 
     # ------------------------------------------------------------ engine side
     def _collect(self) -> None:
-        """Frames from the engine thread into the flight recorder; summaries aside."""
+        """Frames from the engine thread into the flight recorder (the producer core's
+        history, bounded by count and age); summaries aside."""
         now = time.time()
+        add = self.frames.add
         for frame_type, data in self.sink.drain():
-            self.seq += 1
-            text = envelope(frame_type, self.session, self.seq, encode(data))
-            before = len(self.flight)
-            self.flight.append(self.seq, text, now)
-            if len(self.flight) <= before and self.flight.oldest > self.cursor + 1:
-                self.stats.dropped += 1
+            add(frame_type, encode(data), now)
             self.stats.produced += 1
             if frame_type == "iteration":
                 self.summaries.append(step_summary(data, now))
@@ -110,9 +101,9 @@ class BusNode(Producer):
             log.info(
                 "node %s stopped: last seq %d, stored through %d, dropped %d",
                 self.node,
-                self.seq,
-                self.cursor,
-                self.stats.dropped,
+                self.frames.seq,
+                self.detail.cursor,
+                self.frames.dropped,
             )
             with contextlib.suppress(Exception):
                 await self.nc.drain()
@@ -144,7 +135,7 @@ class BusNode(Producer):
         body = {
             "node": self.node,
             "session": self.session,
-            "seq": self.seq,
+            "seq": self.frames.seq,
             "steps": rows,
             "stats": self._stats(),
         }
@@ -155,32 +146,34 @@ class BusNode(Producer):
             log.debug("summaries lost: %s", exc)
 
     def _stats(self) -> dict[str, int]:
+        frames = self.frames
         return {
-            "buffered": self.seq - self.cursor,
-            "dropped": self.stats.dropped,
+            "buffered": frames.seq - self.detail.cursor,
+            "dropped": frames.dropped,
             "summaries_lost": self.summaries_lost,
-            "flight_frames": len(self.flight),
+            "flight_frames": len(frames),
         }
 
     def _detailing(self) -> bool:
-        return time.time() < self.lease_until or self.cursor < self.stop_at
+        return self.detail.detailing(time.time())
 
     async def _frames_forever(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             self._collect()
-            if self._detailing():
-                await self._flush_frames(deadline=time.monotonic() + 1.0)
+            await self._flush_frames(deadline=time.monotonic() + 1.0)
             await asyncio.sleep(FRAMES_INTERVAL_S)
 
     async def _flush_frames(self, deadline: float) -> None:
-        """Publish stored frames after the cursor until none is left or `deadline`."""
+        """Publish stored frames after the cursor while detailing, until none is left or
+        `deadline`."""
+        detail, frames = self.detail, self.frames
         while self.js is not None and self._detailing() and time.monotonic() < deadline:
-            batch = self.flight.after(self.cursor, MAX_MSG_BYTES)
+            batch = frames.after(detail.cursor, MAX_MSG_BYTES)
             if not batch:
-                return
+                break
             first, last = batch[0][0], batch[-1][0]
             body, msg_id = frames_message(
-                self.node, self.session, self.prev_stored, batch, self._stats()
+                self.node, self.session, detail.prev_stored, batch, self._stats()
             )
             try:
                 await self.js.publish(
@@ -190,8 +183,10 @@ class BusNode(Producer):
                 log.debug("frames %d-%d not stored yet: %s", first, last, exc)
                 await asyncio.sleep(0.2)
                 return
-            self.cursor = self.prev_stored = last
+            detail.stored(last)
             self.stats.sent += len(batch)
+        if not self._detailing() or detail.cursor >= frames.seq:
+            frames.mark_sent(frames.seq)  # nothing more is owed to the bus now
 
     # ---------------------------------------------------------------- control
     async def _on_control(self, msg: Msg) -> None:
@@ -209,31 +204,5 @@ class BusNode(Producer):
         kind = req.get("type")
         if kind == "command":
             return await self._command(req)
-        if kind not in ("detail", "window"):
-            return {"type": "error", "detail": f"control: unknown type {kind!r}"}
         self._collect()
-        after = req.get("after_seq", 0)
-        after = after if isinstance(after, int) and after >= 0 else 0
-        if kind == "detail":
-            seconds = req.get("for_s", 60)
-            if not isinstance(seconds, int | float) or not 0 <= seconds <= MAX_LEASE_S:
-                return {"type": "error", "detail": f"detail: for_s must be 0-{MAX_LEASE_S:g}"}
-            was = self._detailing()
-            if self.detail != "always":
-                self.lease_until = max(self.lease_until, time.time() + float(seconds))
-            self.cursor = min(self.cursor, after) if was else after
-        else:
-            seconds = req.get("seconds", 60)
-            if not isinstance(seconds, int | float) or seconds <= 0:
-                return {"type": "error", "detail": "window: seconds must be > 0"}
-            start = self.flight.first_at(time.time() - float(seconds))
-            self.cursor = max(after, start - 1) if start else self.seq
-            self.stop_at = self.seq
-        return {
-            "type": "detail",
-            "session": self.session,
-            "from_seq": max(self.cursor + 1, self.flight.oldest),
-            "oldest_seq": self.flight.oldest,
-            "last_seq": self.seq,
-            "lease_s": max(0.0, min(self.lease_until - time.time(), MAX_LEASE_S)),
-        }
+        return self.detail.answer(req, self.frames, time.time())

@@ -22,7 +22,6 @@ import itertools
 import json
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
@@ -40,7 +39,8 @@ from engine.scenario import Scenario
 from engine.workload import PoissonWorkload
 from protocol import control
 from protocol.codes import MessageType
-from protocol.envelope import encode, envelope
+from protocol.envelope import encode
+from protocol.producer import ProducerCore
 from protocol.session import engine_fields, new_session_id, session_meta
 
 log = logging.getLogger("batchscope.engine")
@@ -82,13 +82,11 @@ class EngineHost:
         self.core: EngineCore | None = None
         self.sink = QueueSink()
         self.workload: PoissonWorkload | None = None
-        self.seq = 0
+        self.frames = ProducerCore("", NODE, keep_sent=False)
+        """The session's seq and its outbox: frames not written to the link yet (`sent`:
+        the newest seq written), the holes of what the outbox could not take."""
         self.acked = 0
         """The newest seq of this session the dashboard has folded (its last ack)."""
-        self.sent = 0
-        """The newest seq written to the link."""
-        self.dropped = 0
-        self.outbox: deque[tuple[int, str]] = deque()
         self._req_ids = itertools.count(1)
         self._switching = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -123,16 +121,17 @@ class EngineHost:
                     self.settings.workload_spec(), next_id=self._next_req_id
                 )
                 hook = self.workload
-            self.session, self.seq, self.dropped = session, 0, 0
-            self.acked = self.sent = 0
-            self.outbox.clear()
-            announce = {
-                **control.announce(session, NODE),
-                "meta": meta,
-                "workload": self.workload_spec(),
-                "scenario": scenario.name if scenario else None,
-                "tokenizer": _tokenizer_info(runner),
-            }
+            self.session = session
+            self.frames = ProducerCore(session, NODE, keep_sent=False)
+            self.acked = 0
+            announce = self.frames.hello(
+                {
+                    "meta": meta,
+                    "workload": self.workload_spec(),
+                    "scenario": scenario.name if scenario else None,
+                    "tokenizer": _tokenizer_info(runner),
+                }
+            )
             await self.link.send_text(encode(announce))
             self._queue_frame("session", {"event": "opened", **meta})
             s = self.settings
@@ -151,12 +150,13 @@ class EngineHost:
 
     def _backlogged(self) -> bool:
         """(Engine thread) frames are waiting for the link beyond a few steps' worth."""
-        waiting = self.sink.queue.qsize() + len(self.outbox)
-        return waiting > BACKLOG_FRAMES or self.sent - self.acked >= WINDOW_FRAMES
+        frames = self.frames
+        waiting = self.sink.queue.qsize() + len(frames)
+        return waiting > BACKLOG_FRAMES or frames.sent - self.acked >= WINDOW_FRAMES
 
     def window_left(self) -> int:
         """Frames the link may take now without overrunning the dashboard."""
-        return WINDOW_FRAMES - (self.sent - self.acked)
+        return WINDOW_FRAMES - (self.frames.sent - self.acked)
 
     def workload_spec(self) -> dict[str, Any] | None:
         return asdict(self.workload.spec) if self.workload else None
@@ -166,40 +166,39 @@ class EngineHost:
 
     # -------------------------------------------------------------- frames
     def _queue_frame(self, frame_type: str, data: Mapping[str, Any]) -> None:
-        self.seq += 1
-        if len(self.outbox) >= MAX_OUTBOX:
-            self.dropped += 1  # the dashboard sees the seq jump and marks the gap
-            return
-        self.outbox.append((self.seq, envelope(frame_type, self.session, self.seq, encode(data))))
+        frames = self.frames
+        if len(frames) >= MAX_OUTBOX:
+            frames.hole()  # the dashboard sees the seq jump and marks the gap
+        else:
+            frames.add(frame_type, encode(data))
 
     def _collect(self) -> None:
         for frame_type, data in self.sink.drain():
             self._queue_frame(frame_type, data)
             if self.tap is not None and self.session is not None:
-                self.tap(self.session, self.seq, frame_type, data)
+                self.tap(self.session, self.frames.seq, frame_type, data)
 
     async def flush(self, window: bool = True) -> None:
         """Send what waits, as far as the window allows (all of it at a session's end)."""
         self._collect()
-        n = min(len(self.outbox), self.window_left()) if window else len(self.outbox)
-        if n > 0:
-            outbox = self.outbox
-            batch = [outbox.popleft() for _ in range(n)]
-            self.sent = batch[-1][0]
+        frames = self.frames
+        batch = frames.pending(limit=self.window_left() if window else None)
+        if batch:
+            frames.mark_sent(batch[-1][0])
             await self.link.send_lines([text for _, text in batch])
 
     async def flush_through(self, seq: int, timeout: float = COMMAND_FLUSH_S) -> None:
         """Send every frame up to `seq` (a command's own frames), as acks make room."""
         deadline = time.monotonic() + timeout
         await self.flush()
-        while self.outbox and self.outbox[0][0] <= seq and time.monotonic() < deadline:
+        while self.frames and self.frames.oldest <= seq and time.monotonic() < deadline:
             await asyncio.sleep(ACK_POLL_S)
             await self.flush()
 
     def on_ack(self, msg: Mapping[str, Any]) -> None:
         seq = msg.get("seq")
         if msg.get("session") == self.session and isinstance(seq, int) and seq > self.acked:
-            self.acked = min(seq, self.sent)
+            self.acked = min(seq, self.frames.sent)
 
     async def _send_forever(self) -> None:
         last_stats = 0.0
@@ -207,7 +206,7 @@ class EngineHost:
             await self.flush()
             now = time.monotonic()
             if now - last_stats >= STATS_INTERVAL_S:
-                stats = control.stats(len(self.outbox), self.dropped)
+                stats = self.frames.stats()
                 stats["step"] = self.core.engine.step_index if self.core else 0
                 await self.link.send_text(encode(stats))
                 last_stats = now
@@ -219,7 +218,7 @@ class EngineHost:
             msg = json.loads(await self.link.recv())
             if msg.get("type") == MessageType.ACK:
                 self.on_ack(msg)
-                if self.outbox:
+                if self.frames:
                     await self.flush()
             elif msg.get("type") == MessageType.COMMAND:
                 task = asyncio.create_task(self._answer(msg))
@@ -239,7 +238,7 @@ class EngineHost:
             # reply: whoever awaited the reply then sees it in the session. The window
             # keeps what is ahead of it short.
             self._collect()
-            await self.flush_through(self.seq)
+            await self.flush_through(self.frames.seq)
             await self.link.send_text(encode(reply))
 
     async def _command(self, kind: object, args: Mapping[str, Any]) -> Any:

@@ -213,8 +213,19 @@ class NodeRegistry:
         self.by_session[session] = node
         return node
 
-    def receive(self, node: RemoteNode, msg: dict[str, Any]) -> Mapping[str, Any] | None:
-        """Handle one producer message; returns an error reply or None."""
+    def receive(
+        self,
+        node: RemoteNode,
+        msg: dict[str, Any],
+        *,
+        trusted: bool = False,
+        data_json: str | None = None,
+    ) -> Mapping[str, Any] | None:
+        """Handle one producer message (a node's socket, the fleet bus, or the dashboard's
+        own engine process on its link: every frame comes in here); returns an error reply
+        or None. `trusted`: the engine link, whose frames our own converter made from typed
+        events: their data is not validated again, and `data_json` (the data as that
+        process encoded it) is forwarded as is."""
         kind = msg.get("type")
         if kind == "reply":
             cid = msg.get("id")
@@ -248,14 +259,18 @@ class NodeRegistry:
             return {"type": "error", "seq": seq, "detail": "session: not this connection's"}
         if seq <= node.last_seq:
             return None  # a resend after reconnecting: already have it
-        try:
-            clean = validate_frame(kind, msg.get("data"))
-        except (ValidationError, ValueError) as exc:
-            node.invalid += 1
-            return {"type": "error", "seq": seq, "detail": f"{kind} frame: {_first_error(exc)}"}
-        return self.accept(node, kind, seq, clean)
+        if trusted:
+            clean: dict[str, Any] = msg["data"]
+        else:
+            try:
+                clean = validate_frame(kind, msg.get("data"))
+            except (ValidationError, ValueError) as exc:
+                node.invalid += 1
+                detail = f"{kind} frame: {_first_error(exc)}"
+                return {"type": "error", "seq": seq, "detail": detail}
+        return self._accept(node, kind, seq, clean, data_json)
 
-    def accept(
+    def _accept(
         self,
         node: RemoteNode,
         kind: str,
@@ -263,8 +278,8 @@ class NodeRegistry:
         clean: dict[str, Any],
         data_json: str | None = None,
     ) -> dict[str, Any] | None:
-        """A frame that passed validation (or came from our own engine process, which
-        encoded `data_json` once): numbering and step checks, gap marks, publish."""
+        """A frame that passed validation (or came over the trusted link, which encoded
+        `data_json` once): step checks, gap marks, publish."""
         last_step = self.hub.sessions[node.session].state.step
         if kind == "iteration" and clean["step"] <= last_step:
             # Whatever is accepted must be storable: a step is recorded once.

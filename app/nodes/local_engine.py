@@ -198,7 +198,7 @@ class LocalEngine:
             # Our own process encoded the frame once: forward its data's text as is.
             parts = split_frame(line)
             data_json = parts.data_json if parts else None
-            self.registry.accept(self.node, kind, int(msg["seq"]), msg["data"], data_json)
+            self.registry.receive(self.node, msg, trusted=True, data_json=data_json)
         elif kind == MessageType.STATS and self.node is not None:
             self.registry.receive(self.node, msg)
             step = msg.get("step")

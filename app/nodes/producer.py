@@ -15,7 +15,6 @@ import json
 import logging
 import queue
 import time
-from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +28,8 @@ from engine.engine_core import EngineCore
 from engine.events import Event
 from protocol import control
 from protocol.codes import MessageType
-from protocol.envelope import encode, envelope
+from protocol.envelope import encode
+from protocol.producer import ProducerCore
 from protocol.session import new_session_id, node_opened
 
 log = logging.getLogger("batchscope.engine")
@@ -62,8 +62,6 @@ class QueueSink:
 class ProducerStats:
     produced: int = 0
     sent: int = 0
-    dropped: int = 0
-    connects: int = 0
 
 
 class Producer:
@@ -77,6 +75,7 @@ class Producer:
         announce: Mapping[str, Any],
         buffer_frames: int = 20_000,
         core: EngineCore | None = None,
+        buffer_s: float | None = None,
     ) -> None:
         self.engine = engine
         self.sink = sink
@@ -84,26 +83,26 @@ class Producer:
         self.token = token
         self.node = node
         self.announce = announce
-        self.session = new_session_id()
-        self.resume_key: str | None = None
-        """Issued by the dashboard with the first welcome: resuming the session needs it."""
+        self.frames = ProducerCore(
+            new_session_id(), node, max_frames=buffer_frames, max_age_s=buffer_s
+        )
+        """The session's seq, its recent frames (the last `buffer_frames`, and with
+        `buffer_s` no older than that), what was lost, and the handshake."""
         self.core = core or EngineCore(engine)
-        self.history: deque[tuple[int, str]] = deque(maxlen=buffer_frames)
-        self.seq = 0
-        self.cursor = 0
         self.stats = ProducerStats()
         self._req_ids = itertools.count(1)
         # The session's first frame, as a local session's: who we are and our knobs.
         self.sink.queue.put(("session", node_opened(node, announce)))
 
+    @property
+    def session(self) -> str:
+        return self.frames.session
+
     def _collect(self) -> None:
         """Move new frames from the engine thread into the bounded history."""
+        add = self.frames.add
         for frame_type, data in self.sink.drain():
-            self.seq += 1
-            if len(self.history) == self.history.maxlen:
-                self.stats.dropped += 1
-            text = envelope(frame_type, self.session, self.seq, encode(data))
-            self.history.append((self.seq, text))
+            add(frame_type, encode(data))
             self.stats.produced += 1
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -119,7 +118,7 @@ class Producer:
                     log.warning(
                         "dashboard unreachable (%s); buffering %d frames",
                         exc,
-                        self.seq - self.cursor,
+                        self.frames.buffered,
                     )
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), backoff)
@@ -136,21 +135,13 @@ class Producer:
     async def _session(self, stop: asyncio.Event) -> None:
         headers = {"Authorization": f"Bearer {self.token}"}
         async with websockets.connect(self.url, additional_headers=headers, max_size=8 << 20) as ws:
-            hello = control.announce(self.session, self.node)
-            if self.resume_key:
-                hello["resume_key"] = self.resume_key
-            await ws.send(json.dumps({**self.announce, **hello}))
-            welcome = json.loads(await asyncio.wait_for(ws.recv(), 10))
-            if welcome.get("type") != MessageType.WELCOME:
-                raise OSError(f"dashboard refused: {welcome}")
-            self.cursor = int(welcome.get("last_seq") or 0)
-            self.resume_key = welcome.get("resume_key") or self.resume_key
-            self.stats.connects += 1
+            await ws.send(json.dumps(self.frames.hello(self.announce)))
+            self.frames.welcome(json.loads(await asyncio.wait_for(ws.recv(), 10)))
             log.info(
                 "pushing session %s to %s (resuming after seq %d)",
                 self.session,
                 self.url,
-                self.cursor,
+                self.frames.sent,
             )
             receiver = asyncio.create_task(self._receive(ws))
             try:
@@ -162,15 +153,14 @@ class Producer:
         last_stats = 0.0
         while not stop.is_set() and not receiver.done():
             self._collect()
-            batch = [text for seq, text in self.history if seq > self.cursor]
+            batch = self.frames.pending()
             if batch:
-                await ws.send("[" + ",".join(batch) + "]")
-                self.cursor = self.history[-1][0]
+                await ws.send("[" + ",".join(text for _, text in batch) + "]")
+                self.frames.mark_sent(batch[-1][0])
                 self.stats.sent += len(batch)
             now = time.monotonic()
             if now - last_stats >= STATS_INTERVAL_S:
-                stats = control.stats(self.seq - self.cursor, self.stats.dropped)
-                await ws.send(json.dumps(stats))
+                await ws.send(json.dumps(self.frames.stats()))
                 last_stats = now
             await asyncio.sleep(SEND_INTERVAL_S)
         if receiver.done() and receiver.exception():

@@ -1,30 +1,16 @@
-"""The bus's pieces on their own: the flight recorder's bounds, the per-step summary of a
-real engine's frames, and the fleet view's rows (rates, stalls, missed steps)."""
+"""The bus's pieces on their own: the per-step summary of a real engine's frames and the
+fleet view's rows (rates, stalls, missed steps). The flight recorder's bounds (the producer
+core's history): tests/protocol/test_producer.py."""
 
 from __future__ import annotations
 
 from app.bus.fleet import FleetView
-from app.bus.flight import FlightRecorder
 from app.nodes.producer import QueueSink
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig
 from engine.engine import Engine
 from engine.request import SamplingParams
 from engine.runner.sim import SimRunner
 from protocol.bus import SUMMARY_FIELDS, as_dict, node_of, step_summary, subject, token
-
-
-def test_flight_recorder_keeps_the_last_frames_by_count_and_age() -> None:
-    rec = FlightRecorder(max_frames=5, max_age_s=10.0)
-    for seq in range(1, 9):
-        rec.append(seq, f"f{seq}", now=100.0 + seq)
-    assert len(rec) == 5 and rec.oldest == 4
-    assert [s for s, _ in rec.after(5, 1 << 20)] == [6, 7, 8]
-    assert [s for s, _ in rec.after(0, 1 << 20)] == [4, 5, 6, 7, 8]  # older ones are gone
-    assert [s for s, _ in rec.after(0, 3)] == [4]  # a byte cap still gives one frame
-    assert rec.after(8, 1 << 20) == []
-    assert rec.first_at(106.0) == 6 and rec.first_at(200.0) == 0
-    rec.append(9, "f9", now=115.5)  # 4..5 are older than 10 s now
-    assert rec.oldest == 6
 
 
 def test_summary_of_real_engine_steps() -> None:

@@ -1,0 +1,48 @@
+"""The request marks of one engine step (docs/protocol.md, `request` frames), derived once:
+our engine (engine.engine) and the vLLM adapter (batchscope_vllm.frames) both call
+`step_marks`, so which marks a step makes, in which order and at which time is the same
+for both. Each producer says what happened in the step; this says what that means.
+Standard library only: the vLLM adapter imports it next to vLLM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from protocol.codes import RequestMark
+
+
+class Mark(NamedTuple):
+    """One lifecycle mark: request `req` reached `kind` at `step`, `t` seconds in."""
+
+    req: str
+    kind: RequestMark
+    step: int
+    t: float
+    detail: dict[str, Any]
+
+
+def step_marks(
+    step: int,
+    t_start: float,
+    t_end: float,
+    *,
+    scheduled: Iterable[str],
+    resumed: Iterable[str],
+    preempted: Iterable[tuple[str, int]],
+    first_token: Iterable[str],
+    finished: Iterable[tuple[str, Mapping[str, Any]]],
+) -> list[Mark]:
+    """The marks of step `step` (which started at `t_start` and ended at `t_end`), in this
+    order: `scheduled` for the first time and `resumed` (after a preemption) at the start;
+    `preempted` (request, tokens lost), the requests' `first_token` and `finished`
+    (request, what its mark tells: reason, token counts...) at the end."""
+    marks = [Mark(r, RequestMark.SCHEDULED, step, t_start, {}) for r in scheduled]
+    marks += [Mark(r, RequestMark.RESUMED, step, t_start, {}) for r in resumed]
+    marks += [
+        Mark(r, RequestMark.PREEMPTED, step, t_end, {"tokens_lost": lost}) for r, lost in preempted
+    ]
+    marks += [Mark(r, RequestMark.FIRST_TOKEN, step, t_end, {}) for r in first_token]
+    marks += [Mark(r, RequestMark.FINISHED, step, t_end, dict(d)) for r, d in finished]
+    return marks
