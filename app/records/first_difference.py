@@ -20,7 +20,12 @@ from sqlalchemy.orm import Session
 from app.db import queries
 from app.db.models import SessionRecord
 from app.protocol.convert import iteration_data
-from app.records.rerun import load_arrivals, rerun_events
+from app.records.rerun import (
+    load_arrivals,
+    load_knob_changes,
+    replayed_knob_changes,
+    rerun_events,
+)
 from engine.config import ConfigError, EngineConfig
 from engine.events import ListSink
 from engine.releases import (
@@ -167,14 +172,20 @@ def explain(
 
 
 def arrivals_run(db: Session, session_id: str) -> Run | None:
-    """The trace of a recording (its arrivals, on the re-run's virtual clock), or None."""
+    """The trace of a recording (its arrivals and knob changes, on the re-run's virtual
+    clock), or None."""
     _, arrivals = load_arrivals(db, session_id)
     if not arrivals:
         return None
+    recorded = load_knob_changes(db, session_id)
 
     def run(config: EngineConfig, features: ReleaseFeatures | None, steps: int) -> list[Any]:
+        try:
+            knobs = replayed_knob_changes(config, recorded, ["vllm_version"])
+        except ConfigError:  # (not under this release's knobs: the arrivals alone)
+            knobs = []
         sink = ListSink()
-        rerun_events(config, arrivals, "sim", sink, features, steps)
+        rerun_events(config, arrivals, "sim", sink, features, steps, knobs)
         return [iteration_data(ev) for ev in sink.iterations()]
 
     return run
