@@ -2,11 +2,13 @@
 
 Runs on the sender thread only. It reads vLLM objects the engine no longer changes: a
 SchedulerOutput once schedule() returned it, the EngineCoreOutputs and ModelRunnerOutput
-update_from_output() got or returned. Per request it keeps the little it needs to tell
-prefill from decode and to fill the lifecycle marks (TTFT, ITL, finished details); a
-request is forgotten when it finishes. The hooks are grouped into engine steps by
-steps.StepAssembler, in the loop vLLM runs (sync, or async scheduling's batch queue):
-each frame is one step, with the batch it scheduled and the output it applied
+update_from_output() got or returned, a new request's prompt token ids (a streaming-input
+session only appends to them later: the first `num_prompt_tokens` are hashed into the
+arrival's `prompt_block_hashes`, protocol.blocks). Per request it keeps the little it
+needs to tell prefill from decode and to fill the lifecycle marks (TTFT, ITL, finished
+details); a request is forgotten when it finishes. The hooks are grouped into engine
+steps by steps.StepAssembler, in the loop vLLM runs (sync, or async scheduling's batch
+queue): each frame is one step, with the batch it scheduled and the output it applied
 (`updated_step`), like our own engine's.
 
 The payloads are laid out by protocol.frames, as our own engine's are (that module
@@ -24,8 +26,10 @@ from typing import Any
 from batchscope_vllm.rows import Req, Rows, encode_data, read_batch
 from batchscope_vllm.steps import Scheduled, Step, StepAssembler, Updated
 from batchscope_vllm.waiting import Capture, Limits, StepFacts, reasons
+from protocol.blocks import PROMPT_BLOCK_TOKENS, prompt_block_hashes
 from protocol.frames import iteration_payload, request_payload
 from protocol.lifecycle import step_marks
+from protocol.wire import RequestDetail
 
 Frame = tuple[str, dict[str, Any]]
 __all__ = ["Frame", "FrameBuilder", "encode_data"]
@@ -82,11 +86,21 @@ class FrameBuilder:
         return frames
 
     def _arrival(self, item: tuple[Any, ...]) -> list[Frame]:
-        _, req_id, num_prompt, max_tokens, priority, t, _step = item
+        _, req_id, num_prompt, max_tokens, priority, t, _step, prompt = item
         step = self.steps.arrival_step(req_id)
         quoted = json.dumps(req_id)
         self.reqs[req_id] = Req(num_prompt, quoted, '{"req":' + quoted + ',"n":1,"start":')
-        detail = {"num_prompt_tokens": num_prompt, "max_tokens": max_tokens, "priority": priority}
+        detail: RequestDetail = {
+            "num_prompt_tokens": num_prompt,
+            "max_tokens": max_tokens,
+            "priority": priority,
+        }
+        if prompt is not None:  # (None: a prompt given as embeddings)
+            # The prompt itself is not sent, its blocks' content keys are (a Mooncake
+            # export's hash ids). Only the first num_prompt tokens: a streaming-input
+            # session's later updates extend the same list.
+            detail["prompt_block_hashes"] = prompt_block_hashes(prompt, num_tokens=num_prompt)
+            detail["prompt_block_tokens"] = PROMPT_BLOCK_TOKENS
         return [("request", request_payload(req_id, "arrived", step, t - self.t0, detail))]
 
     def _frames(self, step: Step) -> list[Frame]:

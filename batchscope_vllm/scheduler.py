@@ -18,10 +18,11 @@ vLLM serves on. The release differences the hooks need are found once, by featur
 detection (compat.py).
 
 The hooks run on vLLM's engine thread and never wait: they take references and cheap ints
-(the SchedulerOutput, the returned EngineCoreOutputs, copies of the waiting queues, free KV
-blocks, timestamps) and append one tuple per call to the sender's bounded intake
-(`Sender.offer`: a deque append, no lock and no wake-up; a full intake counts a drop).
-The sender thread (`sender.py`) builds and ships the frames, in batches.
+(the SchedulerOutput, the returned EngineCoreOutputs, a new request's prompt token ids,
+copies of the waiting queues, free KV blocks, timestamps) and append one tuple per call
+to the sender's bounded intake (`Sender.offer`: a deque append, no lock and no wake-up;
+a full intake counts a drop). The sender thread (`sender.py`) builds and ships the
+frames, in batches.
 
 A stop signal (SIGINT/SIGTERM) to vLLM's engine-core process ends the session at once
 (stop.py; in drain mode once vLLM's last request is done); `shutdown()` does too, if the
@@ -222,6 +223,7 @@ class ObserverMixin:
                 request.priority,
                 _perf(),
                 self._bs_step,
+                request.prompt_token_ids,  # a reference: hashed on the sender thread
             )
             self._bs_offer(item)
 

@@ -23,6 +23,10 @@ settings:
 
 `hooks only` and `forward gap` step the two schedulers in turn; `back to back` alternates
 runs of `--steps`.
+
+`--arrivals K` (back to back only): before each step K new requests of `--arrival-tokens`
+tokens arrive, and are aborted after it (the running set stays the same), so the sender
+also builds arrivals, with their prompts' block hashes (protocol.blocks), and aborts.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from vllm.sampling_params import SamplingParams  # noqa: E402
 from vllm.utils.hashing import sha256  # noqa: E402
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher  # noqa: E402
 from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
-from vllm.v1.request import Request  # noqa: E402
+from vllm.v1.request import Request, RequestStatus  # noqa: E402
 
 from batchscope_vllm import ObservedScheduler  # noqa: E402
 from batchscope_vllm.sender import Sender  # noqa: E402
@@ -123,12 +127,44 @@ def interleaved(
     return medians(a), medians(b)
 
 
-def back_to_back(sched: Scheduler, steps: int) -> tuple[tuple[float, float], float]:
+class Arrivals:
+    """K requests of `tokens` prompt tokens added before a step, aborted after it."""
+
+    def __init__(self, per_step: int, tokens: int) -> None:
+        self.per_step, self.tokens = per_step, tokens
+        self.count = 0
+
+    def step(self, sched: Scheduler) -> tuple[float, float]:
+        ids = []
+        for _ in range(self.per_step):
+            self.count += 1
+            req_id = f"a{self.count}"
+            params = SamplingParams(max_tokens=16, temperature=0.0)
+            sched.add_request(
+                Request(
+                    request_id=req_id,
+                    prompt_token_ids=prompt_tokens(self.count, self.tokens),
+                    sampling_params=params,
+                    pooling_params=None,
+                    arrival_time=time.time(),
+                )
+            )
+            ids.append(req_id)
+        timed = step(sched, 0.0)
+        if ids:
+            sched.finish_requests(ids, RequestStatus.FINISHED_ABORTED)
+        return timed
+
+
+def back_to_back(
+    sched: Scheduler, steps: int, arrivals: Arrivals | None = None
+) -> tuple[tuple[float, float], float]:
     """(medians, CPU µs per step off the engine thread) over `steps` consecutive steps."""
+    one = arrivals.step if arrivals is not None else (lambda s: step(s, 0.0))
     for _ in range(10):
-        step(sched, 0.0)
+        one(sched)
     cpu0, main0 = time.process_time(), time.thread_time()
-    samples = [step(sched, 0.0) for _ in range(steps)]
+    samples = [one(sched) for _ in range(steps)]
     time.sleep(0.2)  # let the sender finish this run's frames
     other = (time.process_time() - cpu0) - (time.thread_time() - main0)
     return medians(samples), max(other, 0.0) / steps * 1e6
@@ -168,6 +204,8 @@ def main() -> int:
         help="observe through the fleet bus sender (BATCHSCOPE_BUS; batchscope_vllm/bus.py) "
         "publishing to this NATS server, not the websocket sender to a dead URL",
     )
+    parser.add_argument("--arrivals", type=int, default=0, metavar="K")
+    parser.add_argument("--arrival-tokens", type=int, default=2048, metavar="N")
     args = parser.parse_args()
     if args.bus:
         os.environ["BATCHSCOPE_BUS"] = args.bus
@@ -180,9 +218,12 @@ def main() -> int:
     observed = make(ObservedScheduler, n)
     report(f"live, gap {args.gap_ms:g} ms", *interleaved(plain, observed, steps, args.gap_ms / 1e3))
     base, obs, cpu = [], [], []
+    arrivals = Arrivals(args.arrivals, args.arrival_tokens) if args.arrivals else None
+    if arrivals is not None:
+        print(f"back to back: {args.arrivals} arrivals of {args.arrival_tokens} tokens a step")
     for _ in range(args.rounds):  # alternate runs to share drift (clock, cache) fairly
-        base.append(back_to_back(plain, args.steps)[0])
-        medians_obs, sender_us = back_to_back(observed, args.steps)
+        base.append(back_to_back(plain, args.steps, arrivals)[0])
+        medians_obs, sender_us = back_to_back(observed, args.steps, arrivals)
         obs.append(medians_obs)
         cpu.append(sender_us)
     report("live, back to back", _median_of(base), _median_of(obs))

@@ -10,19 +10,18 @@ tokens past the ids' blocks unique to the request, and `output_length` as `max_t
 (EOS never stops a request here, so each produces that many).
 
 Out (`BlockNumbering`): hash ids from a prompt's blocks, the key of a block being a chain
-hash of its parent's key and its tokens (equal content after an equal prefix, equal id),
-numbered 0, 1, ... in order of first appearance. A trace whose ids mean one content each
+hash of its parent's key and its tokens (protocol.blocks: equal content after an equal
+prefix, equal id), numbered 0, 1, ... in order of first appearance; or from such keys
+recorded without the prompt (a vLLM node's). A trace whose ids mean one content each
 (a partial last block with an id of its own), numbered in order of first appearance and
 covering whole prompts, comes back from import -> run -> export unchanged.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import random
-from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from engine.config import EngineConfig
 from engine.request import SamplingParams
 from engine.scenario import Scenario, ScenarioRequest
 from engine.workload import TOKEN_LOW
+from protocol.blocks import block_keys
 
 DEFAULT_BLOCK_TOKENS = 512
 MAX_TRACE_REQUESTS = 200_000
@@ -224,14 +224,12 @@ class BlockNumbering:
         self._ids: dict[bytes, int] = {}
 
     def ids(self, prompt: Sequence[int]) -> list[int]:
-        out: list[int] = []
-        parent = b""
-        size = self.block_tokens
-        for start in range(0, len(prompt), size):
-            block = array("q", prompt[start : start + size]).tobytes()
-            parent = hashlib.blake2b(parent + block, digest_size=16).digest()
-            out.append(self._ids.setdefault(parent, len(self._ids)))
-        return out
+        return self.keyed(block_keys(prompt, self.block_tokens))
+
+    def keyed(self, keys: Iterable[bytes]) -> list[int]:
+        """Ids for blocks known by their keys (protocol.blocks: a vLLM node's prompts)."""
+        ids = self._ids
+        return [ids.setdefault(k, len(ids)) for k in keys]
 
     def fresh(self, num_tokens: int) -> list[int]:
         """Ids for a prompt whose tokens are not known (all new: nothing known shared)."""

@@ -177,6 +177,10 @@ class RequestDetail(TypedDict, total=False):
     num_cached_tokens: int | None
     reason: str | None
     prompt_token_ids: list[int] | None
+    prompt_block_hashes: list[str] | None
+    """Arrivals of a producer that sends no prompt (a vLLM node): the chain keys of the
+    prompt's `prompt_block_tokens`-token blocks, 16 hex digits each (protocol.blocks)."""
+    prompt_block_tokens: int | None
 
 
 class _RequestMarkBase(TypedDict):

@@ -76,14 +76,18 @@ def cmd_export(args: argparse.Namespace) -> int:
             get_session(db, args.session)
         except NotFound as exc:
             raise CliError(str(exc)) from None
+        lines: Iterator[str] = iter(())
+        if args.format == "mooncake":
+            try:
+                lines = mooncake_lines(db, args.session, args.block_tokens)
+            except ValueError as exc:  # a block size this recording cannot give
+                raise CliError(str(exc).replace("block_tokens", "--block-tokens", 1)) from None
         with _output(args.out) as fh:
             if args.format == "jsonl":
                 frames = export_jsonl(db, args.session, fh)
             elif args.format == "mooncake":
                 frames = 0
-                for frames, line in enumerate(  # noqa: B007
-                    mooncake_lines(db, args.session, args.block_tokens), start=1
-                ):
+                for frames, line in enumerate(lines, start=1):  # noqa: B007
                     fh.write(line)
             else:
                 trace = perfetto_trace(db, args.session)

@@ -123,6 +123,10 @@ class RequestDetail(BaseModel):
     num_cached_tokens: Count | None = None
     reason: Annotated[str, Field(max_length=2000, pattern=NO_NUL)] | None = None
     prompt_token_ids: list[Count] | None = None
+    prompt_block_hashes: (
+        list[Annotated[str, Field(min_length=16, max_length=16, pattern=r"^[0-9a-f]{16}$")]] | None
+    ) = None
+    prompt_block_tokens: Annotated[int, Field(ge=1, le=1 << 20)] | None = None
 
 
 class RequestFrame(_Strict):

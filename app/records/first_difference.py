@@ -26,7 +26,12 @@ from app.records.compare_types import (
     StepLine,
     StepSignature,
 )
-from app.records.rerun import load_arrivals, rerun_events
+from app.records.rerun import (
+    load_arrivals,
+    load_knob_changes,
+    replayed_knob_changes,
+    rerun_events,
+)
 from engine.config import ConfigError, EngineConfig
 from engine.events import ListSink
 from engine.releases import (
@@ -175,16 +180,22 @@ def explain(
 
 
 def arrivals_run(db: Session, session_id: str) -> Run | None:
-    """The trace of a recording (its arrivals, on the re-run's virtual clock), or None."""
+    """The trace of a recording (its arrivals and knob changes, on the re-run's virtual
+    clock), or None."""
     _, arrivals = load_arrivals(db, session_id)
     if not arrivals:
         return None
+    recorded = load_knob_changes(db, session_id)
 
     def run(
         config: EngineConfig, features: ReleaseFeatures | None, steps: int
     ) -> list[IterationData]:
+        try:
+            knobs = replayed_knob_changes(config, recorded, ["vllm_version"])
+        except ConfigError:  # (not under this release's knobs: the arrivals alone)
+            knobs = []
         sink = ListSink()
-        rerun_events(config, arrivals, "sim", sink, features, steps)
+        rerun_events(config, arrivals, "sim", sink, features, steps, knobs)
         return [iteration_data(ev) for ev in sink.iterations()]
 
     return run

@@ -31,6 +31,8 @@ HELD = (BlockState.USED.value, BlockState.SHARED.value)
 MAX_WAIT_ROWS = 400
 """Wait intervals listed with their own numbers; past this, same-reason runs merge."""
 TEXT_KEYS = ("prompt_text", "prompt_token_ids", "output_text", "output_token_ids")
+HIDDEN_KEYS = (*TEXT_KEYS, "prompt_block_hashes")
+"""Kept out of a mark's detail (the text is shown apart; block hashes are for exports)."""
 
 
 class LifeFold:
@@ -119,7 +121,7 @@ class LifeFold:
         for key in TEXT_KEYS:
             if key in detail:
                 self.text[key] = detail[key]
-        light = {k: v for k, v in detail.items() if k not in TEXT_KEYS}
+        light = {k: v for k, v in detail.items() if k not in HIDDEN_KEYS}
         self.marks.append({"kind": d["kind"], "step": d["step"], "t": d["t"], "detail": light})
 
     def _waits(self) -> list[WaitSpan]:

@@ -4,14 +4,18 @@ recording: ours, a re-run, or a vLLM node's.
 One line a request, in arrival order: `timestamp` (ms from the session's start),
 `input_length`, `output_length` (the tokens it produced when it finished by a stop or
 its length, else the `max_tokens` it asked for) and `hash_ids` from its prompt's blocks
-(equal content after an equal prefix, equal id). A producer that did not record prompts
-(a vLLM node) gets fresh ids for every block: nothing is known to be shared.
+(equal content after an equal prefix, equal id), numbered in order of first appearance.
+A vLLM node's arrivals carry no prompt but its blocks' keys (`prompt_block_hashes`, over
+`prompt_block_tokens`-token blocks: protocol.blocks), which serve at that block size or
+any multiple of it (another is a ValueError). An arrival with neither (a producer that
+sent no prompt) gets fresh ids for every block: nothing is known to be shared.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -20,6 +24,7 @@ from app.db.frame_codec import unpack_frame
 from app.db.models import EventRecord, RequestRecord
 from app.db.queries import get_session
 from engine.mooncake import DEFAULT_BLOCK_TOKENS, BlockNumbering, trace_line
+from protocol.blocks import PROMPT_BLOCK_TOKENS, coarser
 
 COMPLETED = ("stop", "length")
 
@@ -35,10 +40,24 @@ def _output_lengths(db: Session, session_id: str) -> dict[str, int]:
     return {req: n for req, n in rows if n > 0}
 
 
+def _ids(
+    numbering: BlockNumbering, detail: dict[str, Any], prompt: list[int] | None, n_in: int
+) -> list[int]:
+    if prompt:
+        return numbering.ids(prompt)
+    hashes = detail.get("prompt_block_hashes")
+    if hashes:
+        size = int(detail.get("prompt_block_tokens") or PROMPT_BLOCK_TOKENS)
+        keys = coarser(hashes, size, n_in, numbering.block_tokens)
+        return numbering.keyed(bytes.fromhex(h) for h in keys)
+    return numbering.fresh(n_in)
+
+
 def mooncake_lines(
     db: Session, session_id: str, block_tokens: int = DEFAULT_BLOCK_TOKENS
 ) -> Iterator[str]:
-    """The trace's lines, newline included. Raises NotFound now, before the first line."""
+    """The trace's lines, newline included. Raises NotFound (or ValueError: a block size
+    the recording cannot give) now, before the first line."""
     get_session(db, session_id)
     if block_tokens < 1:
         raise ValueError("block_tokens: must be at least 1")
@@ -59,7 +78,7 @@ def mooncake_lines(
         n_in = len(prompt) if prompt else int(detail.get("num_prompt_tokens") or 0)
         if n_in < 1:
             continue
-        ids = numbering.ids(prompt) if prompt else numbering.fresh(n_in)
+        ids = _ids(numbering, detail, prompt, n_in)
         n_out = produced.get(data["req"]) or int(detail.get("max_tokens") or 1)
         rows.append((float(data["t"]), n, n_in, n_out, ids))
 

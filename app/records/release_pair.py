@@ -13,7 +13,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.queries import SessionRow
 from app.live.hub import EventHub
 from app.records.recorder import Recorder
-from app.records.rerun import Arrival, load_arrivals, publish_closed_session
+from app.records.rerun import (
+    Arrival,
+    KnobChange,
+    load_arrivals,
+    load_knob_changes,
+    publish_closed_session,
+    replayed_knob_changes,
+)
 from app.records.rerun_process import rerun_session
 from engine.config import ConfigError, EngineConfig, knobs_to_reset
 from engine.events import Event, ListSink
@@ -68,25 +75,28 @@ async def session_pair(
 ) -> list[str]:
     """Recording `session_id`'s arrivals re-run (sim runner) once per release."""
 
-    def load() -> tuple[SessionRow, list[Arrival]]:
+    def load() -> tuple[SessionRow, list[Arrival], list[KnobChange]]:
         with db() as s:
-            return load_arrivals(s, session_id)
+            return (*load_arrivals(s, session_id), load_knob_changes(s, session_id))
 
-    meta, arrivals = await asyncio.to_thread(load)
+    meta, arrivals, knob_changes = await asyncio.to_thread(load)
     if not arrivals:
         raise PairError("this recording has no re-runnable arrivals")
     recorded = {k: v for k, v in meta["config"].items() if k != "vllm_version"}
     try:
         base = EngineConfig().with_updates(**recorded)
         configs = [as_release(base, release) for release in releases]
+        replayed = [replayed_knob_changes(c, knob_changes, ["vllm_version"]) for c in configs]
     except ConfigError as exc:
         raise PairError(f"the recorded knobs cannot be re-run: {exc}") from None
     ids = []
-    for config in configs:
+    for config, knobs in zip(configs, replayed, strict=True):
         release = config.vllm_version
         name = f"{meta['name'] or session_id} · vLLM {release}"[:200]
         changes = {"vllm_version": release}
-        new_id, _, _ = await rerun_session(recorder, meta, arrivals, config, changes, "sim", name)
+        new_id, _, _ = await rerun_session(
+            recorder, meta, arrivals, config, changes, "sim", name, knobs
+        )
         ids.append(new_id)
     await recorder.flush()
     return ids

@@ -13,14 +13,14 @@ import contextlib
 import json
 import sys
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 from app.db.queries import SessionRow
 from app.db.writer_process import TextFrame
 from app.protocol.convert import event_to_frame
 from app.records.recorder import Recorder
-from app.records.rerun import Arrival, rerun_events
+from app.records.rerun import Arrival, KnobChange, rerun_events
 from engine.config import EngineConfig
 from engine.events import Event
 from engine.request import SamplingParams
@@ -63,16 +63,22 @@ def run_job(inp: IO[str], out: IO[str]) -> None:
         Arrival(t, req_id, prompt, SamplingParams(**params), priority)
         for t, req_id, prompt, params, priority in job["arrivals"]
     ]
+    knobs = [KnobChange(t, step, changes) for t, step, changes in job.get("knobs", [])]
     sink = _LineSink(job["session"], out)
     sink.add("session", {"event": "opened", **job["meta"]})
-    rerun_events(config, arrivals, job["runner"], sink)
+    rerun_events(config, arrivals, job["runner"], sink, knobs=knobs)
     sink.add("session", {"event": "closed"})
     out.flush()
 
 
 # --------------------------------------------------------------- the dashboard
 def _job(
-    session: str, meta: SessionMeta, config: EngineConfig, runner: str, arrivals: list[Arrival]
+    session: str,
+    meta: SessionMeta,
+    config: EngineConfig,
+    runner: str,
+    arrivals: list[Arrival],
+    knobs: Sequence[KnobChange],
 ) -> bytes:
     wire = [
         [
@@ -95,6 +101,7 @@ def _job(
         "config": config.as_dict(),
         "runner": runner,
         "arrivals": wire,
+        "knobs": [[k.t, k.step, k.changes] for k in knobs],
     }
     return (encode(job) + "\n").encode()
 
@@ -107,9 +114,11 @@ async def rerun_session(
     changes: Mapping[str, KnobValue],
     runner_kind: str,
     name: str = "",
+    knob_changes: Sequence[KnobChange] = (),
 ) -> tuple[str, str, int]:
     """Re-run `source`'s arrivals under `config` in an engine process and record the
-    result as a new, closed session (source `rerun`). Returns (id, name, steps)."""
+    result as a new, closed session (source `rerun`). `knob_changes`: the recorded ones
+    it replays (rerun.replayed_knob_changes). Returns (id, name, steps)."""
     new_id = new_session_id()
     knobs = ", ".join(f"{k}={v}" for k, v in changes.items()) or "same knobs"
     label = name or f"rerun of {source['name'] or source['id']}: {knobs}"
@@ -121,6 +130,7 @@ async def rerun_session(
         config=config.as_dict(),
         rerun_of=source["id"],
     )
+    job = _job(new_id, meta, config, runner_kind, arrivals, knob_changes)  # (fails here)
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -138,7 +148,7 @@ async def rerun_session(
     async def feed() -> None:
         assert proc.stdin is not None
         with contextlib.suppress(ConnectionError):
-            proc.stdin.write(_job(new_id, meta, config, runner_kind, arrivals))
+            proc.stdin.write(job)
             await proc.stdin.drain()
             proc.stdin.close()
 

@@ -21,7 +21,7 @@ DECODE = Phase.DECODE.value
 PID = 1
 CATEGORY = "request"
 # Detail keys too bulky for a trace's args pane.
-BULKY_DETAIL = ("output_token_ids", "prompt_token_ids")
+BULKY_DETAIL = ("output_token_ids", "prompt_token_ids", "prompt_block_hashes")
 
 
 def us(seconds: float) -> float:

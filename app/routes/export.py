@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import Response, StreamingResponse
 from sqlalchemy.orm import Session
 
@@ -81,6 +81,9 @@ async def export_session(
             lines = await asyncio.to_thread(mooncake_lines, s, session_id, block_tokens)
         else:
             lines = await asyncio.to_thread(jsonl_lines, s, session_id)
+    except ValueError as exc:  # a block size this recording cannot give
+        s.close()
+        raise HTTPException(422, str(exc)) from None
     except BaseException:
         s.close()
         raise

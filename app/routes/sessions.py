@@ -19,7 +19,14 @@ from app.edge.bounds import StepQuery
 from app.forms import parse_config_changes
 from app.live.hub import EventHub
 from app.records.catalog import ListedSession, list_sessions
-from app.records.rerun import Arrival, load_arrivals, recorded_release
+from app.records.rerun import (
+    Arrival,
+    KnobChange,
+    load_arrivals,
+    load_knob_changes,
+    recorded_release,
+    replayed_knob_changes,
+)
 from app.records.rerun_process import RerunFailed, rerun_session
 from app.routes.links import replay_href, session_href
 from app.security import has_control
@@ -133,15 +140,19 @@ async def state_at(session_id: str, db: DbDep, step: StepQuery = None) -> Snapsh
     responses=WRITE_ERRORS,
 )
 async def rerun(session_id: str, db: DbDep, recorder: RecorderDep, body: RerunDep) -> RerunResult:
+    """The recording's arrivals at their recorded times, under its knobs and release: the
+    knobs it started with, changed when the recording changed them. A knob given here
+    holds for the whole re-run (its recorded changes are dropped)."""
     knobs = body.model_dump(exclude_none=True)
     runner = str(knobs.pop("runner", "sim"))
     name = str(knobs.pop("name", ""))
 
-    def load() -> tuple[queries.SessionRow, list[Arrival], tuple[str, str]]:
+    def load() -> tuple[queries.SessionRow, list[Arrival], tuple[str, str], list[KnobChange]]:
         with db() as s:
-            return (*load_arrivals(s, session_id), recorded_release(s, session_id))
+            meta, arrivals = load_arrivals(s, session_id)
+            return meta, arrivals, recorded_release(s, session_id), load_knob_changes(s, session_id)
 
-    meta, arrivals, (release, chosen) = await asyncio.to_thread(load)
+    meta, arrivals, (release, chosen), recorded_changes = await asyncio.to_thread(load)
     try:
         recorded = {**meta["config"], "vllm_version": release}
         base = EngineConfig().with_updates(**recorded)
@@ -149,6 +160,8 @@ async def rerun(session_id: str, db: DbDep, recorder: RecorderDep, body: RerunDe
         if "vllm_version" in changes:
             chosen = "as asked"
         config = base.with_updates(**changes)
+        # Knobs changed during the recording change at their times; one given here holds.
+        replayed = replayed_knob_changes(config, recorded_changes, changes)
     except ConfigError as exc:
         raise HTTPException(422, f"{exc.field}: {exc.message}") from None
     if not arrivals:
@@ -157,7 +170,7 @@ async def rerun(session_id: str, db: DbDep, recorder: RecorderDep, body: RerunDe
         raise HTTPException(503, "the recorder is not running")
     try:
         new_id, label, steps = await rerun_session(
-            recorder, meta, arrivals, config, changes, runner, name
+            recorder, meta, arrivals, config, changes, runner, name, replayed
         )
     except RerunFailed as exc:
         raise HTTPException(503, str(exc)) from None

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.app.records.conftest import new_database  # noqa: F401 (a fixture: both backends)
 from tests.conftest import ROOT
 from tests.vllm.venvs import RELEASES, require_vllm, run_tool
 from tests.vllm_node.observed import start_dashboard
@@ -77,6 +78,41 @@ def _later_scenarios(release: str, where: Path) -> dict[str, Path]:
     return out
 
 
+PREFIX_SCENARIO = "prefix_1024"
+"""Two prompts sharing their first 1024 tokens (two 512-token trace blocks), then
+different; a third sharing nothing: their arrivals' block hashes (Mooncake export)."""
+
+
+def _prefix_scenario(release: str, where: Path) -> dict[str, Path]:
+    shared = [100 + (7 * j) % 5000 for j in range(1024)]
+    prompts = {
+        "p-a": shared + [6000 + j for j in range(200)],
+        "p-b": shared + [7000 + j for j in range(300)],
+        "p-c": [9000 + (3 * j) % 4000 for j in range(600)],
+    }
+    data = {
+        "name": PREFIX_SCENARIO,
+        "description": "two prompts share a 1024-token prefix, one shares nothing",
+        "config": {
+            "vllm_version": release,
+            "max_num_batched_tokens": 512,
+            "max_num_seqs": 4,
+            "block_size": 16,
+            "num_gpu_blocks": 400,
+            "enable_chunked_prefill": True,
+            "enable_prefix_caching": True,
+            "max_model_len": 2048,
+        },
+        "requests": [
+            {"id": req, "arrival_step": i * 2, "prompt_token_ids": ids, "max_tokens": 4}
+            for i, (req, ids) in enumerate(prompts.items())
+        ],
+    }
+    path = where / f"{PREFIX_SCENARIO}.json"
+    path.write_text(json.dumps(data))
+    return {PREFIX_SCENARIO: path}
+
+
 @pytest.fixture(scope="session")
 def adapter_run(
     vllm_release: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
@@ -87,6 +123,7 @@ def adapter_run(
     where = tmp_path_factory.mktemp(f"vllm-{release}")
     paths = {s: ROOT / "scenarios" / f"{s}.json" for s in SCENARIOS}
     paths.update(_later_scenarios(release, where))
+    paths.update(_prefix_scenario(release, where))
     async_paths = {f"{s}.async": ROOT / "scenarios" / f"{s}.json" for s in ASYNC_SCENARIOS}
     out_dir = where / "out"
     with serve_dashboard(where) as (base, db_url):

@@ -18,11 +18,14 @@ from typing import Any
 
 import httpx
 
+from app.records.importer import import_jsonl
+from app.records.mooncake import mooncake_lines
 from batchscope_vllm.sender import REFUSAL, Sender
 from batchscope_vllm.stop import chain_stop_signals
 from tests.app.nodes.test_ingest import _wait
+from tests.app.records.conftest import NewUrl, open_sessions
 from tests.conftest import TOKEN, free_port
-from tests.vllm.conftest import DASHBOARD_START_S, AdapterRun
+from tests.vllm.conftest import DASHBOARD_START_S, PREFIX_SCENARIO, AdapterRun
 from tests.vllm.venvs import engine_steps, recorded
 from tests.vllm_node.observed import start_dashboard
 
@@ -141,6 +144,46 @@ def test_recorded_sessions_equal_what_vllm_decided(adapter_run: AdapterRun) -> N
         session = httpx.get(f"{run.base}/api/sessions/{obs['session']}").json()
         assert session["ended_at"] is not None, name
     assert preemptions > 0
+
+
+def _mooncake(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_a_node_recording_exports_its_prompts_block_hashes(
+    adapter_run: AdapterRun, new_database: NewUrl, tmp_path: Path
+) -> None:
+    """The adapter sends no prompt, but each arrival's 512-token block hashes (hashed on
+    its sender thread): the Mooncake export of a vLLM node's recording gives equal ids to
+    equal prefixes. Exported as JSONL and imported into SQLite and PostgreSQL, the
+    recording exports the same trace."""
+    run = adapter_run
+    result = json.loads((run.out_dir / f"{PREFIX_SCENARIO}.json").read_text())
+    sid = result["observer"]["session"]
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    url = f"{run.base}/api/sessions/{sid}/export"
+    got = httpx.get(url, params={"format": "mooncake"}, headers=auth, timeout=60)
+    assert got.status_code == 200, got.text
+    rows = _mooncake(got.text)
+    assert [r["input_length"] for r in rows] == [1224, 1324, 600]
+    a, b, c = (r["hash_ids"] for r in rows)
+    assert a == [0, 1, 2] and b == [0, 1, 3] and c == [4, 5]  # shared 1024, then apart
+    assert [r["output_length"] for r in rows] == [4, 4, 4]
+    # Any multiple of 512 reads every k-th key; a finer block is refused.
+    coarse = _mooncake(httpx.get(url, params={"format": "mooncake", "block_tokens": 1024},
+                                 headers=auth, timeout=60).text)  # fmt: skip
+    assert [r["hash_ids"] for r in coarse] == [[0, 1], [0, 2], [3]]
+    fine = httpx.get(url, params={"format": "mooncake", "block_tokens": 16}, headers=auth)
+    assert fine.status_code == 422 and "multiple of 512" in fine.text
+    # The recording's frames round-trip through either database unchanged.
+    frames = httpx.get(url, params={"format": "jsonl"}, headers=auth, timeout=60)
+    assert frames.status_code == 200
+    dump = tmp_path / "node.jsonl"
+    dump.write_text(frames.text, encoding="utf-8")
+    for sessions in open_sessions(new_database()):
+        assert import_jsonl(sessions, dump) == sid
+        with sessions() as db:
+            assert _mooncake("".join(mooncake_lines(db, sid))) == rows
 
 
 def _sender(url: str, node: str) -> Sender:
