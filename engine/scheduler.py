@@ -241,6 +241,7 @@ class Scheduler:
         if throttle_prefills and not self.features.throttle_prefills:
             raise ValueError(f"vLLM {self.config.vllm_version} has no throttle_prefills")
         self.current_step = step
+        num_running_before = len(self.running)
         plan = StepPlan(0 if self.paused else self.max_num_scheduled_tokens)
         threshold = self._step_threshold()
         defer = self.cadence.defer(throttle_prefills, self.running)
@@ -253,7 +254,8 @@ class Scheduler:
         else:
             stop_reason = self._schedule_waiting(plan, threshold, defer)
         assert plan.token_budget >= 0
-        assert len(self.running) <= self.max_num_running_reqs
+        # (max_num_seqs lowered live below the running count: those run on, none is admitted)
+        assert len(self.running) <= max(self.max_num_running_reqs, num_running_before)
         total = sum(plan.num_scheduled_tokens.values())
         self.cadence.after_step(total, plan.prefill_scheduled or plan.prefill_admitted)
 

@@ -45,7 +45,7 @@ class StaticBatchingScheduler(Scheduler):
         admitted: list[tuple[str, int]] = []
         stop: str | None = None
         while waiting:
-            if len(self.running) == self.max_num_running_reqs:
+            if len(self.running) >= self.max_num_running_reqs:
                 stop = MAX_NUM_SEQS
                 break
             request = waiting.peek_request()
