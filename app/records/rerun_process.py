@@ -24,7 +24,9 @@ from app.records.rerun import Arrival, KnobChange, rerun_events
 from engine.config import EngineConfig
 from engine.events import Event
 from engine.request import SamplingParams
-from protocol.envelope import encode, envelope, split_frame
+from protocol.codes import FrameType, SessionEvent
+from protocol.envelope import encode, split_frame
+from protocol.producer import ProducerCore
 from protocol.session import new_session_id, session_meta
 from protocol.wire import KnobValue, SessionMeta
 
@@ -38,16 +40,17 @@ class RerunFailed(RuntimeError):
 
 # ------------------------------------------------------------ the engine process
 class _LineSink:
-    """EventSink: every frame one encoded envelope line on `out`."""
+    """EventSink: every frame one encoded envelope line on `out`, numbered and enveloped by
+    the producer core (the pipe is reliable: nothing is held once written)."""
 
     def __init__(self, session: str, out: IO[str]) -> None:
-        self.session = session
+        self.core = ProducerCore(session, node="rerun", keep_sent=False)
         self.out = out
-        self.seq = 0
 
     def add(self, frame_type: str, data: Mapping[str, Any]) -> None:
-        self.seq += 1
-        self.out.write(envelope(frame_type, self.session, self.seq, encode(data)) + "\n")
+        seq, text = self.core.add(frame_type, encode(data))
+        self.out.write(text + "\n")
+        self.core.mark_sent(seq)
 
     def emit(self, event: Event) -> None:
         frame_type, data = event_to_frame(event)
@@ -65,9 +68,9 @@ def run_job(inp: IO[str], out: IO[str]) -> None:
     ]
     knobs = [KnobChange(t, step, changes) for t, step, changes in job.get("knobs", [])]
     sink = _LineSink(job["session"], out)
-    sink.add("session", {"event": "opened", **job["meta"]})
+    sink.add(FrameType.SESSION, {"event": SessionEvent.OPENED, **job["meta"]})
     rerun_events(config, arrivals, job["runner"], sink, knobs=knobs)
-    sink.add("session", {"event": "closed"})
+    sink.add(FrameType.SESSION, {"event": SessionEvent.CLOSED})
     out.flush()
 
 
