@@ -1,16 +1,17 @@
-"""Our engine's session stopped with requests in flight (a new session here; `serve`
-ending likewise): the engine aborts what it still holds, as vLLM's engine core does at a
-stop, so the recording shows every request finished, reason `abort`, at its last step,
-with a finish time and E2E, instead of running or waiting forever."""
+"""Our engine's session stopped with requests in flight (a new session, `serve` ending, a
+pushed engine stopped): the engine aborts what it still holds, as vLLM's engine core does
+at a stop, so the recording shows every request finished, reason `abort`, at its last
+step, with a finish time and E2E, instead of running or waiting forever."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.app.nodes.test_ingest import _wait
-from tests.conftest import start_server
+from tests.app.nodes.test_ingest import _producer, _serve, _stop, _wait
+from tests.conftest import TOKEN, cli, free_port, start_server
 
 
 def _state(url: str) -> dict[str, Any]:
@@ -57,3 +58,61 @@ def test_a_new_session_aborts_the_requests_in_flight_of_the_last() -> None:
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def test_a_pushed_engine_stopped_ends_its_session_with_the_requests_aborted(
+    tmp_path: Path,
+) -> None:
+    """`batchscope engine --push` stopped (SIGTERM) with requests in flight: it ends its
+    session (reason `shutdown`) after recording them aborted."""
+    db_url = f"sqlite:///{tmp_path / 'dash.db'}"
+    cli("db", "upgrade", "--database-url", db_url, check=True)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    dash = _serve(port, db_url)
+    prod = _producer(port, "--workload", "none")
+    try:
+        node = _wait(
+            lambda: next(n for n in httpx.get(base + "/api/nodes").json() if n["state"] == "live"),
+            60,
+        )
+        session = node["session"]
+        assert httpx.post(base + "/api/pause", headers=auth, timeout=60).status_code == 200
+        r = httpx.post(
+            base + "/api/requests",
+            headers=auth,
+            json={"prompt_len": 200, "max_tokens": 100, "count": 30},
+            timeout=60,
+        )
+        assert r.status_code == 201, r.text
+        assert httpx.post(base + "/api/step", headers=auth, timeout=60).status_code == 200
+        _wait(lambda: httpx.get(f"{base}/api/sessions/{session}").json()["steps"] == 1, 60)
+        prod.terminate()
+        assert prod.wait(30) == 0
+        ended = _wait(
+            lambda: next(n for n in httpx.get(base + "/api/nodes").json() if n["state"] == "ended"),
+            60,
+        )
+        assert (ended["session"], ended["end_reason"]) == (session, "shutdown"), ended
+        table = _wait(
+            lambda: (
+                rows
+                if len(
+                    rows := httpx.get(
+                        f"{base}/api/sessions/{session}/requests",
+                        params={"limit": 100},
+                        timeout=30,
+                    ).json()
+                )
+                == 30
+                else None
+            ),
+            60,
+        )
+        for row in table:
+            assert (row["status"], row["finish_reason"]) == ("FINISHED", "abort"), row
+            assert row["finish_step"] == 0 and row["e2e"] is not None, row
+    finally:
+        _stop(prod)
+        _stop(dash)
