@@ -28,7 +28,7 @@ from batchscope_vllm.steps import Scheduled, Step, StepAssembler, Updated
 from batchscope_vllm.waiting import Capture, Limits, StepFacts, reasons
 from protocol.blocks import PROMPT_BLOCK_TOKENS, prompt_block_hashes
 from protocol.frames import iteration_payload, request_payload
-from protocol.lifecycle import step_marks
+from protocol.lifecycle import step_marks, stop_marks
 from protocol.wire import RequestDetail
 
 Frame = tuple[str, dict[str, Any]]
@@ -84,6 +84,19 @@ class FrameBuilder:
         for step in self.steps.flush():
             frames += self._frames(step)
         return frames
+
+    def stop(self, t: float) -> list[Frame]:
+        """The node stops (at `t`, a perf_counter time): the step still open (it only
+        scheduled; its output is never applied), then an `aborted` mark for every request
+        still held, running or waiting, as vLLM's engine core aborts them at a stop
+        (protocol.lifecycle.stop_marks). The sender's last frames before its closing one."""
+        frames: list[Frame] = []
+        for step in self.steps.flush():
+            frames += self._frames(step)
+        held = [(req_id, _end_detail(rec)) for req_id, rec in self.reqs.items()]
+        self.reqs.clear()
+        marks = stop_marks(self.steps.next_index, max(t - self.t0, 0.0), held)
+        return frames + [("request", request_payload(*mark)) for mark in marks]
 
     def _arrival(self, item: tuple[Any, ...]) -> list[Frame]:
         _, req_id, num_prompt, max_tokens, priority, t, _step, prompt = item
@@ -268,14 +281,7 @@ class FrameBuilder:
             req_id = f["req"]
             self.reported_finished.add(req_id)
             rec = self.reqs.pop(req_id, None) or Req(0, "", "")
-            detail = {
-                "reason": f["reason"],
-                "num_output_tokens": rec.num_output,
-                "num_preemptions": rec.num_preemptions,
-                "num_cached_tokens": rec.cached or 0,
-                "output_token_ids": rec.output_ids,
-            }
-            ends.append((req_id, detail))
+            ends.append((req_id, {"reason": f["reason"], **_end_detail(rec)}))
         marks = step_marks(
             step,
             t_start,
@@ -287,3 +293,13 @@ class FrameBuilder:
             finished=ends,
         )
         return [("request", request_payload(*mark)) for mark in marks]
+
+
+def _end_detail(rec: Req) -> dict[str, Any]:
+    """What a request's last mark (finished, or aborted at a stop) tells of it."""
+    return {
+        "num_output_tokens": rec.num_output,
+        "num_preemptions": rec.num_preemptions,
+        "num_cached_tokens": rec.cached or 0,
+        "output_token_ids": rec.output_ids,
+    }

@@ -16,7 +16,9 @@ handler (a flag and a write to that pipe, no lock): the closing frame follows wh
 queued before it.
 
 The session ends with a `session` frame `{"event": "closed", "reason": ...}`: `shutdown`
-(close()), or `observer_error` when observing failed (fail(), or here); the node serves on.
+(close(), request_stop()), after an `aborted` mark for each request still in flight (vLLM
+aborts them at a stop), or `observer_error` when observing failed (fail(), or here; the
+node serves on, its requests too).
 Every stats message, and that frame, carry `observer_errors` (the first one stops it).
 """
 
@@ -95,6 +97,8 @@ class Sender:
         os.set_blocking(self._wake_w, False)
         self._stop_requested = 0.0
         """Set by request_stop(): the close's timeout in s (0: none requested)."""
+        self._stop_t = 0.0
+        """When the node was told to stop (request_stop, close: a perf_counter time)."""
         self._flushed = threading.Event()
         """Set once the closing frame went out on the socket."""
         self._deadline = float("inf")
@@ -119,6 +123,7 @@ class Sender:
         """End the session: deliver what is queued and the closing frame (up to `timeout`
         s), close the socket, stop the thread. True when every frame produced reached the
         socket."""
+        self._stop_t = self._stop_t or time.perf_counter()
         self._begin_close(timeout)
         self._wake()
         if self._thread.is_alive():
@@ -130,6 +135,7 @@ class Sender:
         taken here: this thread sees the request at its next wake-up, within
         SEND_INTERVAL_S, and ends the session)."""
         if not self._stop_requested:
+            self._stop_t = self._stop_t or time.perf_counter()
             self._stop_requested = timeout
             self._wake()
 
@@ -194,6 +200,9 @@ class Sender:
     def _end(self) -> None:  # the closing frame, once everything before it was built
         if self._ended:
             return
+        if self.failed is None:
+            # A clean stop: what vLLM aborts, recorded as aborted (FrameBuilder.stop).
+            self._build(self.builder.stop, self._stop_t or time.perf_counter())
         self._ended = True
         reason = "observer_error" if self.failed is not None else "shutdown"
         data: dict[str, Any] = {"event": "closed", "reason": reason}

@@ -29,7 +29,7 @@ from engine.releases import ReleaseFeatures
 from engine.request import Request, RequestStatus, SamplingParams
 from engine.runner.base import ChecksTokenIds, Drafter, HasTokenizer, ModelRunner
 from engine.schedulers import create_scheduler
-from protocol.lifecycle import step_marks
+from protocol.lifecycle import step_marks, stop_marks
 
 Clock = Callable[[], float]
 
@@ -157,6 +157,27 @@ class Engine:
                 detail["num_output_tokens"] = request.num_output_tokens
                 detail["num_cached_tokens"] = max(request.num_cached_tokens, 0)
             self.sink.emit(RequestEvent(req_id, "aborted", self.step_index, now, detail))
+        return aborted
+
+    def stop(self) -> list[str]:
+        """The engine is told to stop (its session ends): every request it still holds,
+        running or waiting, is aborted (FINISHED_ABORTED), as vLLM's engine core aborts
+        them at a stop, each with an `aborted` mark at the last step
+        (protocol.lifecycle.stop_marks). Returns the ids aborted."""
+        held = list(self.scheduler.requests.values())
+        details = {
+            r.request_id: {
+                "num_output_tokens": r.num_output_tokens,
+                "num_preemptions": r.num_preemptions,
+                "num_cached_tokens": max(r.num_cached_tokens, 0),
+                "output_token_ids": list(r.output_token_ids),
+            }
+            for r in held
+        }
+        aborted = self.scheduler.finish_requests(list(details), RequestStatus.FINISHED_ABORTED)
+        marks = stop_marks(self.step_index, self.now(), [(r, details[r]) for r in aborted])
+        for mark in marks:
+            self.sink.emit(RequestEvent(mark.req, mark.kind, mark.step, mark.t, mark.detail))
         return aborted
 
     def update_config(self, **changes: Any) -> EngineConfig:

@@ -160,6 +160,8 @@ class EngineCore:
                 result = engine.snapshot()
             elif isinstance(command, Shutdown):
                 self._stopping = True
+                # The session ends: what is still in flight is recorded as aborted.
+                result = engine.stop()
             future.set_result(result)
         except Exception as exc:
             future.set_exception(exc)

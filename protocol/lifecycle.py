@@ -1,7 +1,8 @@
-"""The request marks of one engine step (docs/protocol.md, `request` frames), derived once:
-our engine (engine.engine) and the vLLM adapter (batchscope_vllm.frames) both call
-`step_marks`, so which marks a step makes, in which order and at which time is the same
-for both. Each producer says what happened in the step; this says what that means.
+"""The request marks of one engine step (docs/protocol.md, `request` frames), and those of
+a stop with requests in flight, derived once: our engine (engine.engine) and the vLLM
+adapter (batchscope_vllm.frames) both call `step_marks` and `stop_marks`, so which marks a
+step (or a stop) makes, in which order and at which time is the same for both. Each
+producer says what happened; this says what that means.
 Standard library only: the vLLM adapter imports it next to vLLM.
 """
 
@@ -46,3 +47,17 @@ def step_marks(
     marks += [Mark(r, RequestMark.FIRST_TOKEN, step, t_end, {}) for r in first_token]
     marks += [Mark(r, RequestMark.FINISHED, step, t_end, dict(d)) for r, d in finished]
     return marks
+
+
+def stop_marks(
+    next_step: int, t: float, held: Iterable[tuple[str, Mapping[str, Any]]]
+) -> list[Mark]:
+    """The marks of a stop with requests in flight: an engine told to stop aborts every
+    request it still holds, running or waiting (vLLM's engine core at SIGINT/SIGTERM:
+    `finish_requests(None, FINISHED_ABORTED)`, finish reason `abort`). Each of `held`
+    (request, what its mark tells: token counts...) gets an `aborted` mark with reason
+    `abort` at `t`, at the last step that ran (`next_step` - 1; step 0 if none did), so
+    the recording at its last step shows every request ended; one that arrived after that
+    step (its `arrived` mark names `next_step`) ends there too."""
+    step = max(next_step - 1, 0)
+    return [Mark(r, RequestMark.ABORTED, step, t, {**d, "reason": "abort"}) for r, d in held]

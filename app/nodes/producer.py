@@ -3,7 +3,9 @@
 The engine thread only puts converted frames on a SimpleQueue (never blocks). The asyncio
 side keeps a bounded history of recent frames: while the dashboard is away it buffers,
 counts what falls out of the buffer, and on reconnect resends everything after the seq
-the dashboard says it has. Control commands come back over the same socket.
+the dashboard says it has. Control commands come back over the same socket. Stopped
+(SIGINT, SIGTERM) while connected, it ends the session: the requests in flight are
+recorded as aborted, then a closing frame (reason `shutdown`).
 """
 
 from __future__ import annotations
@@ -163,8 +165,22 @@ class Producer:
                 await ws.send(json.dumps(self.frames.stats()))
                 last_stats = now
             await asyncio.sleep(SEND_INTERVAL_S)
+        if stop.is_set():
+            await self._close(ws)
         if receiver.done() and receiver.exception():
             raise OSError(str(receiver.exception()))
+
+    async def _close(self, ws: Any) -> None:
+        """A clean stop while connected: the engine stops (aborting what is in flight,
+        Engine.stop), and its last frames and a closing one (reason `shutdown`) go out."""
+        await asyncio.to_thread(self.core.stop)
+        self.sink.queue.put(("session", {"event": "closed", "reason": "shutdown"}))
+        self._collect()
+        batch = self.frames.pending()
+        if batch:
+            await ws.send("[" + ",".join(text for _, text in batch) + "]")
+            self.frames.mark_sent(batch[-1][0])
+            self.stats.sent += len(batch)
 
     async def _receive(self, ws: Any) -> None:
         async for text in ws:

@@ -91,6 +91,10 @@ def request_life(
         raise NotFound(f"no request {req_id!r} recorded in session {session_id!r}")
     first = row["arrival_step"]
     last = meta["steps"] - 1 if row["finish_step"] is None else row["finish_step"]
+    if last < first and row["finish_step"] is not None:
+        # A stop ends a request that arrived after the last step at that step
+        # (protocol.lifecycle.stop_marks): its life spans both.
+        first, last = last, first
     if upto_step is not None:
         last = min(last, upto_step)
     if last < first:
@@ -116,7 +120,7 @@ def request_life(
             "num_prompt_tokens": row["num_prompt_tokens"],
             "max_tokens": row["max_tokens"],
             "priority": row["priority"],
-            "arrival_step": first,
+            "arrival_step": row["arrival_step"],
             "finish_step": fold.finished["step"] if fold.finished else None,
             "finish_reason": fold.finished["reason"] if fold.finished else None,
         },

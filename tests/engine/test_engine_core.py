@@ -71,3 +71,31 @@ def test_invalid_knob_change_is_refused_with_the_vllm_rule(core) -> None:  # typ
     assert info.value.field == "max_num_batched_tokens"
     ok = c.submit(UpdateConfig({"max_num_batched_tokens": 32})).result(timeout=5)
     assert ok.scheduler.max_num_batched_tokens == 32
+
+
+def test_stopping_aborts_what_is_in_flight_at_the_last_step() -> None:
+    """A session stopped with requests running and waiting (a new session, `serve` ending)
+    records each as aborted at the last step that ran, as vLLM's engine core aborts them
+    at a stop; finished ones keep their own end."""
+    sink = ListSink()
+    c = EngineCore(Engine(make_config(max_num_seqs=2), SimRunner(), sink), realtime=False)
+    c.start()
+    try:
+        c.submit(Pause()).result(timeout=5)
+        for i in range(4):  # two run, two wait for a seq slot
+            c.submit(AddRequest(f"r{i}", list(range(1, 30)), SamplingParams(max_tokens=200)))
+        c.submit(Step(3)).result(timeout=5)
+        assert _wait(lambda: len(sink.iterations()) == 3)
+        c.submit(AddRequest("late", list(range(1, 30)), SamplingParams(max_tokens=5))).result(5)
+    finally:
+        c.stop()
+    assert c.error is None
+    last = sink.iterations()[-1]
+    assert (last.step, last.num_running_end, last.num_waiting_end) == (2, 2, 2)
+    aborted = [e for e in sink.request_events() if e.kind == "aborted"]
+    assert sorted(e.req_id for e in aborted) == ["late", "r0", "r1", "r2", "r3"]
+    for e in aborted:
+        assert (e.step, e.detail["reason"]) == (2, "abort"), e
+    arrived = {e.req_id: e.t for e in sink.request_events() if e.kind == "arrived"}
+    assert all(e.t >= arrived[e.req_id] for e in aborted)
+    assert not [e for e in sink.request_events() if e.kind == "finished"]

@@ -1,11 +1,11 @@
-"""The request marks of a step (protocol.lifecycle), as our engine and the adapter both
-derive them: which marks, in which order, at which time."""
+"""The request marks of a step and of a stop (protocol.lifecycle), as our engine and the
+adapter both derive them: which marks, in which order, at which time."""
 
 from __future__ import annotations
 
 from protocol.codes import RequestMark
 from protocol.frames import request_payload
-from protocol.lifecycle import step_marks
+from protocol.lifecycle import step_marks, stop_marks
 
 
 def test_marks_of_a_step_in_order_and_time() -> None:
@@ -41,3 +41,16 @@ def test_a_quiet_step_makes_no_marks() -> None:
     empty = step_marks(0, 0.0, 0.0, scheduled=[], resumed=[], preempted=[], first_token=[],
                        finished=[])  # fmt: skip
     assert empty == []
+
+
+def test_a_stop_aborts_what_is_held_at_the_last_step() -> None:
+    held = [("a", {"num_output_tokens": 3}), ("b", {"num_output_tokens": 0})]
+    marks = stop_marks(5, 2.25, held)
+    assert [(m.req, m.kind, m.step, m.t) for m in marks] == [
+        ("a", RequestMark.ABORTED, 4, 2.25),
+        ("b", RequestMark.ABORTED, 4, 2.25),
+    ]
+    assert marks[0].detail == {"num_output_tokens": 3, "reason": "abort"}
+    # No step ran yet: the requests end at step 0, where they arrived.
+    assert [m.step for m in stop_marks(0, 0.5, held)] == [0, 0]
+    assert stop_marks(3, 1.0, []) == []
