@@ -5,8 +5,9 @@ resend after the `last_seq` a dashboard says it has, the handshake and the stats
 `batchscope engine --push` and its fleet-bus node (app.nodes.producer, app.bus.node), the
 dashboard's own engine process (app.nodes.engine_host), a re-run's engine process
 (app.records.rerun_process) and the vLLM adapter's senders (batchscope_vllm.sender,
-batchscope_vllm.bus) each drive one over their own transport and thread. It opens no socket and takes no lock: it belongs to the one thread (or event loop)
-that feeds and drains it.
+batchscope_vllm.bus) each drive one over their own transport and thread. It opens no
+socket and takes no lock: it belongs to the one thread (or event loop) that feeds and
+drains it.
 
 Each frame is enveloped and encoded once, here (`add`). A seq given no frame (`hole`) is
 what a dashboard marks as a gap; a frame that leaves the history before the transport took
