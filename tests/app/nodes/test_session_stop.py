@@ -95,21 +95,17 @@ def test_a_pushed_engine_stopped_ends_its_session_with_the_requests_aborted(
             60,
         )
         assert (ended["session"], ended["end_reason"]) == (session, "shutdown"), ended
-        table = _wait(
-            lambda: (
-                rows
-                if len(
-                    rows := httpx.get(
-                        f"{base}/api/sessions/{session}/requests",
-                        params={"limit": 100},
-                        timeout=30,
-                    ).json()
-                )
-                == 30
-                else None
-            ),
-            60,
-        )
+
+        def recorded() -> list[dict[str, Any]] | None:
+            # The recorder writes behind the node's state: wait until the closing frames
+            # are in (every row finished), then check how they ended.
+            rows: list[dict[str, Any]] = httpx.get(
+                f"{base}/api/sessions/{session}/requests", params={"limit": 100}, timeout=30
+            ).json()
+            done = len(rows) == 30 and all(r["status"] == "FINISHED" for r in rows)
+            return rows if done else None
+
+        table = _wait(recorded, 60)
         for row in table:
             assert (row["status"], row["finish_reason"]) == ("FINISHED", "abort"), row
             assert row["finish_step"] == 0 and row["e2e"] is not None, row
