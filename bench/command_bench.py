@@ -9,10 +9,12 @@ p99 per rate, the worst command kind and the load average. Target: p99 <= 100 ms
 rate (issue: commands are never starved).
 
 `--baseline ROOT` also runs the server of another checkout (e.g. main) at each rate, the
-two alternating back to back (`--repeat` times), and prints baseline/this ratios.
+two alternating back to back (`--repeat` times), and prints baseline/this ratios. On a
+machine whose load swings from one run to the next, `--paired` runs both servers at once
+and interleaves their rounds instead: each meets the same load (and the other's).
 
 Run: `python -m bench.command_bench [--rounds N] [--rates idle,paced,flat-out]
-[--baseline /path/to/main] [--repeat K] [--db file|memory]`.
+[--baseline /path/to/main [--paired]] [--repeat K] [--db file|memory]`.
 """
 
 from __future__ import annotations
@@ -91,30 +93,43 @@ def _timed(run: Run, kind: str, c: httpx.Client, path: str, **kw: object) -> htt
     return r
 
 
-def _measure(url: str, rounds: int, loaded: bool) -> Run:
-    run = Run()
+def _round(run: Run, c: httpx.Client, i: int) -> None:
+    _timed(run, "pause", c, "/api/pause")
+    _timed(run, "step", c, "/api/step", json={})
+    _timed(run, "resume", c, "/api/resume")
+    knob = {"max_num_batched_tokens": 264 if i % 2 == 0 else 256}
+    _timed(run, "knobs", c, "/api/config", json=knob)
+    req_id = _timed(run, "inject", c, "/api/requests", json=ONE).json()["req_ids"][0]
+    _timed(run, "abort", c, f"/api/requests/{req_id}/abort")
+    t0 = time.perf_counter()
+    c.get("/healthz").raise_for_status()
+    run.healthz.append(time.perf_counter() - t0)
+
+
+def _measure(urls: list[str], rounds: int, loaded: bool) -> list[Run]:
+    """Rounds against each server in `urls` (all up at once: their rounds interleave, the
+    order alternating, so both meet the same machine at the same time)."""
+    runs = [Run() for _ in urls]
     headers = {"Authorization": f"Bearer {TOKEN}"}
-    with httpx.Client(base_url=url, headers=headers, timeout=60) as c:
+    with contextlib.ExitStack() as stack:
+        clients = [
+            stack.enter_context(httpx.Client(base_url=u, headers=headers, timeout=60)) for u in urls
+        ]
         if loaded:
-            c.post("/api/requests", json=LOAD).raise_for_status()
+            for c in clients:
+                c.post("/api/requests", json=LOAD).raise_for_status()
             time.sleep(2.0)
         for i in range(-1, rounds):
-            if i == 0:  # round -1 warmed up (first calls build models, import lazily)
-                run.commands.clear()
-                run.healthz.clear()
-            _timed(run, "pause", c, "/api/pause")
-            _timed(run, "step", c, "/api/step", json={})
-            _timed(run, "resume", c, "/api/resume")
-            knob = {"max_num_batched_tokens": 264 if i % 2 == 0 else 256}
-            _timed(run, "knobs", c, "/api/config", json=knob)
-            req_id = _timed(run, "inject", c, "/api/requests", json=ONE).json()["req_ids"][0]
-            _timed(run, "abort", c, f"/api/requests/{req_id}/abort")
-            t0 = time.perf_counter()
-            c.get("/healthz").raise_for_status()
-            run.healthz.append(time.perf_counter() - t0)
+            order = list(range(len(urls)))
+            for k in order if i % 2 == 0 else reversed(order):
+                if i == 0:  # round -1 warmed up (first calls build models, import lazily)
+                    runs[k].commands.clear()
+                    runs[k].healthz.clear()
+                _round(runs[k], clients[k], i)
             time.sleep(0.05)
-    run.load = os.getloadavg()[0]
-    return run
+    for run in runs:
+        run.load = os.getloadavg()[0]
+    return runs
 
 
 def _line(label: str, run: Run) -> str:
@@ -145,6 +160,11 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, help="another checkout's root to compare with")
     ap.add_argument("--repeat", type=int, default=1, help="runs per rate (and tree)")
     ap.add_argument("--db", choices=("file", "memory"), default="file")
+    ap.add_argument(
+        "--paired",
+        action="store_true",
+        help="with --baseline: both servers up at once, their rounds interleaved",
+    )
     args = ap.parse_args()
     chosen = args.rates.split(",")
     if args.rounds < 1 or args.repeat < 1 or any(r not in RATES for r in chosen):
@@ -161,11 +181,20 @@ def main() -> None:
         runs: dict[str, list[Run]] = {name: [] for name in trees}
         print(f"{rate}:")
         for k in range(args.repeat):
+            if args.paired:
+                with contextlib.ExitStack() as stack:
+                    urls = [
+                        stack.enter_context(_server(r, realtime, args.db)) for r in trees.values()
+                    ]
+                    for name, run in zip(trees, _measure(urls, args.rounds, loaded), strict=True):
+                        runs[name].append(run)
+                        print(_line(f"{name} #{k + 1} paired", run), flush=True)
+                continue
             # Alternate which tree goes first, so a load that drifts favours neither.
             order = list(trees) if k % 2 == 0 else list(reversed(trees))
             for name in order:
                 with _server(trees[name], realtime, args.db) as url:
-                    run = _measure(url, args.rounds, loaded)
+                    (run,) = _measure([url], args.rounds, loaded)
                 runs[name].append(run)
                 print(_line(f"{name} #{k + 1}", run), flush=True)
         if "baseline" in runs:
