@@ -41,60 +41,60 @@ Control = [Depends(require_control)]
 """Route dependencies of every state-changing action."""
 
 
-def get_settings(conn: HTTPConnection) -> Settings:
+async def get_settings(conn: HTTPConnection) -> Settings:
     settings: Settings = conn.app.state.settings
     return settings
 
 
-def get_db(conn: HTTPConnection) -> sessionmaker[Session]:
+async def get_db(conn: HTTPConnection) -> sessionmaker[Session]:
     db: sessionmaker[Session] = conn.app.state.db
     return db
 
 
-def get_hub(conn: HTTPConnection) -> EventHub:
+async def get_hub(conn: HTTPConnection) -> EventHub:
     hub: EventHub = conn.app.state.hub
     return hub
 
 
-def get_nodes(conn: HTTPConnection) -> NodeRegistry:
+async def get_nodes(conn: HTTPConnection) -> NodeRegistry:
     nodes: NodeRegistry = conn.app.state.nodes
     return nodes
 
 
-def get_fleet(conn: HTTPConnection) -> FleetView:
+async def get_fleet(conn: HTTPConnection) -> FleetView:
     fleet: FleetView = conn.app.state.fleet
     return fleet
 
 
-def get_bus(conn: HTTPConnection) -> BusIntake | None:
+async def get_bus(conn: HTTPConnection) -> BusIntake | None:
     """The fleet bus consumer (None without --bus)."""
     bus: BusIntake | None = getattr(conn.app.state, "bus", None)
     return bus
 
 
-def get_recorder(conn: HTTPConnection) -> Recorder | None:
+async def get_recorder(conn: HTTPConnection) -> Recorder | None:
     """The recorder (None before the app's lifespan started it)."""
     recorder: Recorder | None = getattr(conn.app.state, "recorder", None)
     return recorder
 
 
-def get_health(conn: HTTPConnection) -> HealthRegistry:
+async def get_health(conn: HTTPConnection) -> HealthRegistry:
     health: HealthRegistry = conn.app.state.health
     return health
 
 
-def get_metrics(conn: HTTPConnection) -> Metrics:
+async def get_metrics(conn: HTTPConnection) -> Metrics:
     metrics: Metrics = conn.app.state.metrics
     return metrics
 
 
-def get_service(conn: HTTPConnection) -> LocalEngine | None:
+async def get_service(conn: HTTPConnection) -> LocalEngine | None:
     """The local engine (process), or None on a `--no-engine` dashboard."""
     service: LocalEngine | None = conn.app.state.local_engine
     return service
 
 
-def require_service(
+async def require_service(
     service: Annotated[LocalEngine | None, Depends(get_service)],
 ) -> LocalEngine:
     if service is None:
@@ -102,7 +102,7 @@ def require_service(
     return service
 
 
-def get_control(
+async def get_control(
     request: Request,
     hub: Annotated[EventHub, Depends(get_hub)],
     nodes: Annotated[NodeRegistry, Depends(get_nodes)],

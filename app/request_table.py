@@ -116,7 +116,7 @@ def parse_query(params: Mapping[str, str]) -> RequestQuery:
     )
 
 
-def request_query(
+async def request_query(
     status: Annotated[str | None, Query(description="comma list: " + ", ".join(STATUSES))] = None,
     reason: Annotated[str | None, Query(description="a waiting reason code")] = None,
     priority: Annotated[int | None, Query()] = None,

@@ -63,7 +63,7 @@ def has_control(request: Request) -> bool:
     return token_matches(token, presented_token(request))
 
 
-def require_control(
+async def require_control(
     request: Request,
     _bearer: BearerDoc,
     _cookie: CookieDoc,
@@ -80,7 +80,7 @@ def require_control(
         )
 
 
-def require_view(
+async def require_view(
     request: Request,
     _bearer: BearerDoc,
     _cookie: CookieDoc,

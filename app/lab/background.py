@@ -123,7 +123,7 @@ class LabWorker:
             store.set_status(self.db, job.sweep_id, "interrupted")
 
 
-def lab_worker(conn: HTTPConnection) -> LabWorker:
+async def lab_worker(conn: HTTPConnection) -> LabWorker:
     """FastAPI dependency: the app's lab worker (started by the lifespan)."""
     worker: LabWorker | None = getattr(conn.app.state, "lab", None)
     if worker is None:

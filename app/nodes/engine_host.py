@@ -9,9 +9,11 @@ does not take in time are dropped and counted, and the jump in seq is its visibl
 
 Flow control is a credit window: the dashboard acknowledges the frames it has folded
 (`{"type": "ack", "session", "seq"}`), and at most WINDOW_FRAMES frames are on the link
-unacknowledged; the rest wait in the outbox (a paced engine drops past MAX_OUTBOX, a
-flat-out simulation waits). So a reply, which follows the frames its command made, is
-never queued behind more than a window of frames: commands answer promptly at any rate.
+unacknowledged; the rest wait in the outbox (a paced engine drops past MAX_OUTBOX). A
+flat-out simulation waits while AHEAD_FRAMES of its frames are not folded yet (made,
+waiting or on the link). A reply follows the frames its command made, sent with them at
+once (no wait for acks): it is queued behind at most those few frames, so commands answer
+promptly at any rate.
 """
 
 from __future__ import annotations
@@ -49,13 +51,17 @@ SEND_INTERVAL_S = 0.01
 STATS_INTERVAL_S = 0.25
 WINDOW_FRAMES = 16
 """Frames on the link that the dashboard has not acknowledged yet, at most."""
-BACKLOG_FRAMES = 16
-"""Converted frames a flat-out simulation lets wait for the link before it waits too."""
+AHEAD_FRAMES = 12
+"""Frames of a flat-out simulation not folded yet (queued, waiting, on the link) before it
+waits: what lies ahead of a command's reply, each a fold the dashboard makes first."""
 MAX_OUTBOX = 50_000
+"""Frames waiting for the link; past it new frames are dropped (a gap the dashboard marks)."""
+REPLY_AHEAD_MAX = 256
+"""A reply goes out with up to this many frames ahead of it, past the window; a paced
+engine with more waiting (a dashboard far behind) lets them through the window first."""
 ACK_POLL_S = 0.002
 COMMAND_FLUSH_S = 5.0
 """A reply waits at most this long for its command's frames to get through the window."""
-"""Frames waiting for the link; past it new frames are dropped (a gap the dashboard marks)."""
 NODE = "local"
 
 RunnerFactory = Callable[[EngineConfig], ModelRunner]
@@ -89,6 +95,10 @@ class EngineHost:
         """The newest seq of this session the dashboard has folded (its last ack)."""
         self._req_ids = itertools.count(1)
         self._switching = asyncio.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._frames_made = asyncio.Event()
+        """Set (from the engine thread) when a flat-out engine has frames to send."""
+        self._kicked = False
         self._tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------ sessions
@@ -121,6 +131,7 @@ class EngineHost:
                     self.settings.workload_spec(), next_id=self._next_req_id
                 )
                 hook = self.workload
+            self._loop = asyncio.get_running_loop()
             self.session = session
             self.frames = ProducerCore(session, NODE, keep_sent=False)
             self.acked = 0
@@ -149,10 +160,17 @@ class EngineHost:
             return session
 
     def _backlogged(self) -> bool:
-        """(Engine thread) frames are waiting for the link beyond a few steps' worth."""
+        """(Engine thread, before each step of a flat-out simulation) AHEAD_FRAMES frames
+        are made but not folded by the dashboard yet: wait. Frames made since the last
+        flush are sent now, not at the next tick: with so few in flight, the pipeline is
+        only as fast as its hand-overs."""
         frames = self.frames
         waiting = self.sink.queue.qsize() + len(frames)
-        return waiting > BACKLOG_FRAMES or frames.sent - self.acked >= WINDOW_FRAMES
+        if waiting and not self._kicked and self._loop is not None:
+            self._kicked = True
+            with contextlib.suppress(RuntimeError):  # the loop closed: the process ends
+                self._loop.call_soon_threadsafe(self._frames_made.set)
+        return waiting + frames.sent - self.acked >= AHEAD_FRAMES
 
     def window_left(self) -> int:
         """Frames the link may take now without overrunning the dashboard."""
@@ -178,14 +196,19 @@ class EngineHost:
             if self.tap is not None and self.session is not None:
                 self.tap(self.session, self.frames.seq, frame_type, data)
 
-    async def flush(self, window: bool = True) -> None:
-        """Send what waits, as far as the window allows (all of it at a session's end)."""
+    async def flush(self, window: bool = True, then: str | None = None) -> None:
+        """Send what waits, as far as the window allows (all of it at a session's end, or
+        before a reply), and `then` (a reply) after it in the same write."""
         self._collect()
         frames = self.frames
         batch = frames.pending(limit=self.window_left() if window else None)
+        lines = [text for _, text in batch]
         if batch:
             frames.mark_sent(batch[-1][0])
-            await self.link.send_lines([text for _, text in batch])
+        if then is not None:
+            lines.append(then)
+        if lines:
+            await self.link.send_lines(lines)
 
     async def flush_through(self, seq: int, timeout: float = COMMAND_FLUSH_S) -> None:
         """Send every frame up to `seq` (a command's own frames), as acks make room."""
@@ -203,6 +226,8 @@ class EngineHost:
     async def _send_forever(self) -> None:
         last_stats = 0.0
         while True:
+            self._kicked = False
+            self._frames_made.clear()
             await self.flush()
             now = time.monotonic()
             if now - last_stats >= STATS_INTERVAL_S:
@@ -210,7 +235,8 @@ class EngineHost:
                 stats["step"] = self.core.engine.step_index if self.core else 0
                 await self.link.send_text(encode(stats))
                 last_stats = now
-            await asyncio.sleep(SEND_INTERVAL_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._frames_made.wait(), SEND_INTERVAL_S)
 
     # ------------------------------------------------------------ commands
     async def _receive_forever(self) -> None:
@@ -218,8 +244,9 @@ class EngineHost:
             msg = json.loads(await self.link.recv())
             if msg.get("type") == MessageType.ACK:
                 self.on_ack(msg)
-                if self.frames:
-                    await self.flush()
+                # The room an ack makes is used at once: frames the engine made while it
+                # waited for it (still on the sink's queue) go too, not at the next tick.
+                await self.flush()
             elif msg.get("type") == MessageType.COMMAND:
                 task = asyncio.create_task(self._answer(msg))
                 self._tasks.add(task)
@@ -235,9 +262,13 @@ class EngineHost:
             reply = control.reply_error(msg.get("id"), error_detail(exc))
         with contextlib.suppress(LinkClosed):
             # What the command made (a config frame, a state mark) goes out before its
-            # reply: whoever awaited the reply then sees it in the session. The window
-            # keeps what is ahead of it short.
+            # reply: whoever awaited the reply then sees it in the session. They go with
+            # it, past the window (no wait for acks): the dashboard folds them before the
+            # reply in any case, and a flat-out engine keeps them few (AHEAD_FRAMES).
             self._collect()
+            if len(self.frames) <= REPLY_AHEAD_MAX:
+                await self.flush(window=False, then=encode(reply))
+                return
             await self.flush_through(self.frames.seq)
             await self.link.send_text(encode(reply))
 
