@@ -26,13 +26,13 @@ from app.live.hub import EventHub
 from app.nodes.replies import Channel, Replies
 from app.protocol.models import INT32_MAX, validate_frame
 from app.protocol.state import SessionState
+from protocol.codes import RECORDED_FRAME_TYPES
 from protocol.envelope import encode
 from protocol.session import node_source, session_meta
 from protocol.wire import SessionMeta
 
 log = logging.getLogger("batchscope.nodes")
 
-FRAME_TYPES = ("iteration", "request", "config", "session")
 COMMAND_TIMEOUT_S = 15.0
 
 
@@ -247,7 +247,7 @@ class NodeRegistry:
             if _is_count(errors):
                 node.observer_errors = errors
             return None
-        if kind not in FRAME_TYPES:
+        if kind not in RECORDED_FRAME_TYPES:
             node.invalid += 1
             return {"type": "error", "detail": f"unknown message type {kind!r}"}
         seq = msg.get("seq")

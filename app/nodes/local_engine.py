@@ -28,7 +28,7 @@ from app.nodes.replies import Replies
 from app.settings import Settings
 from engine.runner.tokenizer import load_tokenizer
 from protocol import control
-from protocol.codes import MessageType
+from protocol.codes import RECORDED_FRAME_TYPES, MessageType
 from protocol.envelope import encode, split_frame
 from protocol.wire import SessionMeta
 
@@ -47,7 +47,6 @@ ACK_EVERY = 4
 """Frames folded between acks (the engine keeps at most a window of 16 unacknowledged)."""
 ACK_IDLE_S = 0.01
 """A frame folded but not yet acknowledged is acknowledged this soon anyway."""
-FRAME_TYPES = ("iteration", "request", "config", "session")
 
 
 class LocalEngine:
@@ -193,7 +192,7 @@ class LocalEngine:
         self.last_heard = time.monotonic()
         msg = json.loads(line)
         kind = msg.get("type")
-        if kind in FRAME_TYPES and self.node is not None:
+        if kind in RECORDED_FRAME_TYPES and self.node is not None:
             self._taken = int(msg["seq"])
             # Our own process encoded the frame once: forward its data's text as is.
             parts = split_frame(line)

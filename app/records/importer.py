@@ -22,9 +22,9 @@ from app.db.writes import Checkpoint, Frame, write_batch
 from app.protocol.models import FRAME_MODELS, validate_frame
 from app.protocol.state import SessionState
 from app.records.recorder import CHECKPOINT_EVERY
+from protocol.codes import RECORDED_FRAME_TYPES
 from protocol.envelope import PROTOCOL_VERSION
 
-FRAME_TYPES = ("iteration", "request", "config", "session")
 ENVELOPE_KEYS = {"v", "type", "session", "seq", "data"}
 OPTIONAL_KEYS = {"ts"}
 WRITE_CHUNK = 2000
@@ -138,8 +138,8 @@ class _FrameChecker:
         if ts is not None and (not isinstance(ts, int | float) or isinstance(ts, bool)):
             raise fail(f"ts {ts!r} is not a number")
         ftype = frame["type"]
-        if ftype not in FRAME_TYPES:
-            raise fail(f"frame type {ftype!r} (expected one of {', '.join(FRAME_TYPES)})")
+        if ftype not in RECORDED_FRAME_TYPES:
+            raise fail(f"frame type {ftype!r} (expected one of {', '.join(RECORDED_FRAME_TYPES)})")
         if frame["session"] != self.session_id:
             raise fail(f"session {frame['session']!r} is not the header's {self.session_id!r}")
         seq = frame["seq"]
