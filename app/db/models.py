@@ -139,6 +139,8 @@ class RequestRecord(Base):
         Index("ix_requests_session_finish", "session_id", "finish_step"),
         # The table's default order whole (either direction) and the done filter: paging
         # in arrival order walks this index (migration 0007).
+        # With first_scheduled_step (0008): the requests still waiting, never scheduled,
+        # at a step are told from the index alone too.
         Index(
             "ix_requests_session_order",
             "session_id",
@@ -146,6 +148,7 @@ class RequestRecord(Base):
             "arrival_seq",
             "req_id",
             "finish_step",
+            "first_scheduled_step",
         ),
         Index("ix_requests_session_ttft", "session_id", "ttft"),
         Index("ix_requests_session_e2e", "session_id", "e2e"),
@@ -166,6 +169,21 @@ class CheckpointRecord(Base):
     """The folded session state as of frame `seq`, so seeking never reads from step 0."""
 
     __tablename__ = "checkpoints"
+
+    session_id: Mapped[str] = mapped_column(String(128), session_fk(), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    step: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(Text)
+
+
+class LiveRowsRecord(Base):
+    """The rows of the requests live (not done) at the end of step `step` (frame `seq`),
+    as the fold has them (app.db.live_rows): a recording's request table at a step folds
+    from these, not from a whole checkpoint. Under a long waiting queue, the requests that
+    never ran yet are left out (`pending` says how many; the requests table has them) and
+    one is written at every step."""
+
+    __tablename__ = "live_rows"
 
     session_id: Mapped[str] = mapped_column(String(128), session_fk(), primary_key=True)
     seq: Mapped[int] = mapped_column(Integer, primary_key=True)
