@@ -85,28 +85,27 @@ class LiveRowsTaker:
         self.pending: set[str] = set()
         """Arrived, not scheduled nor ended yet, by the request marks."""
         self.clock = CheckpointClock(CLOCK_MIN, CLOCK_MAX)
-        self.last_seq = -1
+        self.seen_step = -1
+        """The step of the latest frame seen (iteration or request)."""
 
     def before(self, state: SessionState, frame_type: str, data: Any) -> LiveRows | None:
         """Called before `state` folds a frame: the live rows at the end of its step if
         the frame starts a later step and some are due."""
         step = data.get("step") if frame_type in (ITERATION, REQUEST) else None
-        if not isinstance(step, int) or step <= state.step or state.step < 0:
+        if not isinstance(step, int) or step <= self.seen_step or state.step != self.seen_step:
+            return None  # not the first frame of a later step, or a step without a frame
+        if state.step < 0:
             return None
-        if state.seq <= self.last_seq:
-            return None
-        taken: LiveRows | None = None
         if len(self.pending) >= PENDING_APART:
-            taken = self._apart(state)
-        elif self.clock.due():
-            taken = self._whole(state)
-        if taken is not None:
-            self.last_seq = state.seq
-        return taken
+            return self._apart(state)
+        return self._whole(state) if self.clock.due() else None
 
     def after(self, frame_type: str, data: Any, text: str) -> None:
         """Called after the fold took the frame (`text`: its stored text)."""
         self.clock.add(text)
+        step = data.get("step") if frame_type in (ITERATION, REQUEST) else None
+        if isinstance(step, int) and step > self.seen_step:
+            self.seen_step = step
         if frame_type != REQUEST:
             return
         kind, req = data.get("kind"), data.get("req")

@@ -108,6 +108,10 @@ class EventRecord(Base):
     __table_args__ = (Index("ix_events_session_step", "session_id", "step"),)
 
 
+ORDER = ("arrival_step", "arrival_seq", "req_id", "finish_step")
+STATE = ("first_scheduled_step", "status", "num_preemptions", "ttft", "e2e")
+
+
 class RequestRecord(Base):
     __tablename__ = "requests"
 
@@ -136,22 +140,23 @@ class RequestRecord(Base):
     recording's table sorts by them in the database (app.db.request_page)."""
 
     __table_args__ = (
-        Index("ix_requests_session_finish", "session_id", "finish_step"),
-        # The table's default order whole (either direction) and the done filter: paging
-        # in arrival order walks this index (migration 0007).
-        # With first_scheduled_step (0008): the requests still waiting, never scheduled,
-        # at a step are told from the index alone too.
+        # Each holds what a page's conditions and order read (0008), so the table at a
+        # step is counted and paged from an index alone (app.db.request_page): the done
+        # rows by finish step; every row in arrival order, with what tells done, never
+        # scheduled, status and preemptions apart; the rows by TTFT or E2E, ties in
+        # arrival order.
         Index(
-            "ix_requests_session_order",
+            "ix_requests_session_finish",
             "session_id",
-            "arrival_step",
-            "arrival_seq",
-            "req_id",
             "finish_step",
-            "first_scheduled_step",
+            "status",
+            "num_preemptions",
+            "ttft",
+            "e2e",
         ),
-        Index("ix_requests_session_ttft", "session_id", "ttft"),
-        Index("ix_requests_session_e2e", "session_id", "e2e"),
+        Index("ix_requests_session_order", "session_id", *ORDER, *STATE),
+        Index("ix_requests_session_ttft", "session_id", "ttft", *ORDER),
+        Index("ix_requests_session_e2e", "session_id", "e2e", *ORDER),
     )
 
 

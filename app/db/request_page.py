@@ -258,18 +258,15 @@ def _pieces(
 
 
 def _key_row(
-    req: str, step: int | None, seq: int | None, status: str | None, value: Any, query: Any,
-    pending: bool = False,
-) -> dict[str, Any]:  # fmt: skip
+    req: str, step: int | None, seq: int | None, value: Any, query: Any, pending: bool = False
+) -> dict[str, Any]:
     """A database row's sort keys only (what `_sort_key` reads), as done_row (or
-    pending_row) would give them."""
+    pending_row) would give them (a rejection's E2E is NULL in the database too)."""
     row: dict[str, Any] = {"req": req, "arrived_step": step, "arrival_seq": seq}
     row["_pending" if pending else "_done"] = True
     if query.sort != "arrival":
         if pending:
             value = 0 if query.sort == "preemptions" else None
-        elif query.sort == "e2e" and status == "REJECTED":
-            value = None
         row[ROW_KEYS[query.sort]] = value
     return row
 
@@ -347,7 +344,7 @@ def request_page(
     skip = max(0, start - len(live))
     window: list[dict[str, Any]] = []
     value = SORT_COLUMNS[query.sort] if query.sort != "arrival" else R.arrival_seq
-    cols = (R.req_id, R.arrival_step, R.arrival_seq, R.status, value, R.finish_step)
+    cols = (R.req_id, R.arrival_step, R.arrival_seq, value, R.finish_step)
     at_piece = 0
     for (where, order), count in zip(pieces, counts, strict=True):
         lo, hi = max(skip - at_piece, 0), min(end - at_piece, count)
@@ -357,9 +354,9 @@ def request_page(
         if walk is not None and count > WALK_ORDER_FROM:
             where = walk
         stmt = select(*cols).where(where).order_by(*order).offset(lo).limit(hi - lo)
-        for req, a, s, st, v, fin in db.execute(stmt):
+        for req, a, s, v, fin in db.execute(stmt):
             is_pending = pending is not None and (fin is None or fin > step)
-            window.append(_key_row(req, a, s, st, v, query, is_pending))
+            window.append(_key_row(req, a, s, v, query, is_pending))
     # Without the skipped rows (all of them ahead of `start`), the page starts at
     # `start - skip` of the rest, which live + window holds far enough.
     at = start - skip

@@ -1,6 +1,6 @@
 """live_rows: the live requests' rows at step ends (a seek of the request table folds from
-them); the order index also holds first_scheduled_step (requests never scheduled by a step
-are told from it)
+them); the requests indexes hold what a page reads (done, never scheduled, status,
+preemptions, latencies), so the table at a step is counted and paged from indexes alone
 
 Revision ID: 0008_live_rows
 Revises: 0007_request_order_index
@@ -16,6 +16,28 @@ revision = "0008_live_rows"
 down_revision = "0007_request_order_index"
 branch_labels = None
 depends_on = None
+
+ORDER = ["arrival_step", "arrival_seq", "req_id", "finish_step"]
+STATE = ["first_scheduled_step", "status", "num_preemptions", "ttft", "e2e"]
+INDEXES = {
+    "ix_requests_session_finish": [
+        "session_id",
+        "finish_step",
+        "status",
+        "num_preemptions",
+        "ttft",
+        "e2e",
+    ],
+    "ix_requests_session_order": ["session_id", *ORDER, *STATE],
+    "ix_requests_session_ttft": ["session_id", "ttft", *ORDER],
+    "ix_requests_session_e2e": ["session_id", "e2e", *ORDER],
+}
+BEFORE = {
+    "ix_requests_session_finish": ["session_id", "finish_step"],
+    "ix_requests_session_order": ["session_id", *ORDER],
+    "ix_requests_session_ttft": ["session_id", "ttft"],
+    "ix_requests_session_e2e": ["session_id", "e2e"],
+}
 
 
 def upgrade() -> None:
@@ -33,20 +55,14 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("session_id", "seq", name=op.f("pk_live_rows")),
     )
-    op.drop_index("ix_requests_session_order", table_name="requests")
-    op.create_index(
-        'ix_requests_session_order',
-        'requests',
-        ['session_id', 'arrival_step', 'arrival_seq', 'req_id', 'finish_step',
-         'first_scheduled_step'],
-    )  # fmt: skip
+    # The indexes hold what a page's conditions and order read (app.db.request_page).
+    for name, columns in INDEXES.items():
+        op.drop_index(name, table_name="requests")
+        op.create_index(name, "requests", columns)
 
 
 def downgrade() -> None:
-    op.drop_index("ix_requests_session_order", table_name="requests")
-    op.create_index(
-        "ix_requests_session_order",
-        "requests",
-        ["session_id", "arrival_step", "arrival_seq", "req_id", "finish_step"],
-    )
+    for name, columns in BEFORE.items():
+        op.drop_index(name, table_name="requests")
+        op.create_index(name, "requests", columns)
     op.drop_table("live_rows")
