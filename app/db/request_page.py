@@ -26,8 +26,8 @@ SORT_COLUMNS = {"ttft": R.ttft, "e2e": R.e2e, "preemptions": R.num_preemptions}
 ROW_KEYS = {"ttft": "ttft", "e2e": "e2e", "preemptions": "num_preemptions"}
 COMPLETED = ("stop", "length")
 WALK_ORDER_FROM = 2000
-"""Done rows from which a page in arrival order walks the order index rather than the
-finish-step range (sorting that few rows is cheaper than walking the whole session)."""
+"""Done rows from which a page walks the index of its order rather than the finish-step
+range (sorting that few rows is cheaper than walking the whole session)."""
 
 
 def _where(session_id: str, step: int, query: Any) -> list[ColumnElement[bool]] | None:
@@ -219,12 +219,21 @@ def _like(q: str) -> ColumnElement[bool]:
     return func.lower(R.req_id).like(f"%{escaped}%", escape="\\")
 
 
-Piece = tuple[ColumnElement[bool], list[Any]]
-"""Rows of the database's run with one order an index gives: (where, order by)."""
+class Piece(NamedTuple):
+    """Rows of the database's run in one order an index gives."""
+
+    where: ColumnElement[bool]
+    walk: ColumnElement[bool] | None
+    """Done rows only: the same rows, for a window read by walking the index of `order`
+    (the finish step's range hidden from the planner: `+ 0`)."""
+    order: list[Any]
 
 
 def _pieces(
-    query: Any, done: list[ColumnElement[bool]] | None, pend: list[ColumnElement[bool]] | None
+    query: Any,
+    step: int,
+    done: list[ColumnElement[bool]] | None,
+    pend: list[ColumnElement[bool]] | None,
 ) -> list[Piece]:
     """The database's rows in the table's order, as consecutive pieces: a never-scheduled
     waiting row has no TTFT nor E2E (unknown: last, in arrival order) and no preemption
@@ -232,29 +241,44 @@ def _pieces(
     arrival: list[Any] = [R.arrival_step, R.arrival_seq, R.req_id]
     d = and_(*done) if done is not None else None
     p = and_(*pend) if pend is not None else None
+    hidden = (
+        None if done is None else [R.finish_step + 0 <= step if c is done[1] else c for c in done]
+    )
 
     def union(*parts: ColumnElement[bool] | None) -> ColumnElement[bool] | None:
         kept = [x for x in parts if x is not None]
-        return None if not kept else kept[0] if len(kept) == 1 else or_(*kept)
+        if len(kept) < 2:
+            return kept[0] if kept else None
+        # Both arrived by the step: one range of the order index holds them.
+        return and_(R.arrival_step <= step, or_(*kept))
 
     def only(extra: ColumnElement[bool]) -> ColumnElement[bool] | None:
         return None if d is None else and_(d, extra)
 
-    pieces: list[tuple[ColumnElement[bool] | None, list[Any]]]
+    def piece(where: ColumnElement[bool] | None, order: list[Any], extra: Any = None) -> Any:
+        if where is None:
+            return None
+        walk = None
+        if hidden is not None and (where is d or extra is not None):
+            walk = and_(*hidden) if extra is None else and_(*hidden, extra)
+        return Piece(where, walk, order)
+
+    pieces: list[Piece | None]
     if query.sort == "arrival":
         order = [c.desc() for c in arrival] if query.descending else arrival
-        pieces = [(union(d, p), order)]
+        pieces = [piece(union(d, p), order)]
     else:
         col = SORT_COLUMNS[query.sort]
         by_value = [col.desc() if query.descending else col.asc(), *arrival]
         if query.sort == "preemptions":
-            ran, never = only(col > 0), union(only(col == 0), p)
-            pieces = [(ran, by_value), (never, arrival)]
+            ran = piece(only(col > 0), by_value, col > 0)
+            pieces = [ran, piece(union(only(col == 0), p), arrival)]
             if not query.descending:
                 pieces.reverse()
         else:
-            pieces = [(only(col.is_not(None)), by_value), (union(only(col.is_(None)), p), arrival)]
-    return [(where, order) for where, order in pieces if where is not None]
+            known = piece(only(col.is_not(None)), by_value, col.is_not(None))
+            pieces = [known, piece(union(only(col.is_(None)), p), arrival)]
+    return [x for x in pieces if x is not None]
 
 
 def _key_row(
@@ -323,16 +347,8 @@ def request_page(
     live.sort(key=key)
     done = _where(session_id, step, query)
     pend = None if pending is None else _pending_where(session_id, step, query, pending)
-    if done is not None and pend is not None:
-        done = [*done, R.arrival_step <= step]  # the same index range as the pending rows
-    pieces = _pieces(query, done, pend)
-    walk = None
-    if done is not None and pend is None and query.sort == "arrival":
-        # Many done rows alone: walk the order index (ix_requests_session_order, which
-        # holds finish_step) instead of sorting them all; `+ 0` keeps a planner from
-        # picking the finish-step index for the range.
-        walk = and_(*[R.finish_step + 0 <= step if c is done[1] else c for c in done])
-    counts = [db.scalar(select(func.count()).select_from(R).where(w)) or 0 for w, _ in pieces]
+    pieces = _pieces(query, step, done, pend)
+    counts = [db.scalar(select(func.count()).select_from(R).where(x.where)) or 0 for x in pieces]
     stored = sum(counts)
     total = len(live) + stored
     limit = total if query.limit is None else query.limit
@@ -346,12 +362,14 @@ def request_page(
     value = SORT_COLUMNS[query.sort] if query.sort != "arrival" else R.arrival_seq
     cols = (R.req_id, R.arrival_step, R.arrival_seq, value, R.finish_step)
     at_piece = 0
-    for (where, order), count in zip(pieces, counts, strict=True):
+    for (where, walk, order), count in zip(pieces, counts, strict=True):
         lo, hi = max(skip - at_piece, 0), min(end - at_piece, count)
         at_piece += count
         if lo >= hi:
             continue
         if walk is not None and count > WALK_ORDER_FROM:
+            # Many done rows alone: walk the index of the order (each holds finish_step)
+            # instead of sorting them all.
             where = walk
         stmt = select(*cols).where(where).order_by(*order).offset(lo).limit(hi - lo)
         for req, a, s, v, fin in db.execute(stmt):
