@@ -197,6 +197,12 @@ _live_cache: OrderedDict[tuple[str, str, int], LiveRows] = OrderedDict()
 _live_lock = threading.Lock()
 
 
+def clear_live_cache() -> None:
+    """Forget the kept rows (a recording's stored rows changed under them: tests)."""
+    with _live_lock:
+        _live_cache.clear()
+
+
 def live_rows_at(db: Session, session_id: str, step: int) -> LiveRows:
     """The table rows at `step` of requests not done by then (running, waiting,
     preempted; and a request whose end is marked for the next step), with their

@@ -13,13 +13,15 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import delete
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import queries
 from app.db.live_rows import PENDING_APART
+from app.db.models import LiveRowsRecord
 from app.live.hub import EventHub
 from app.records.recorder import Recorder
-from app.request_table import live_rows_at, parse_query, select_rows, table_rows
+from app.request_table import clear_live_cache, live_rows_at, parse_query, select_rows, table_rows
 from engine.engine import Engine
 from engine.request import SamplingParams
 from engine.runner.sim import SimRunner
@@ -103,25 +105,18 @@ def _cut(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def test_a_long_waiting_queue_is_paged_from_the_requests_table(
-    recording: tuple[sessionmaker[Session], dict[int, Any]],
+def _check_pages(
+    sessions: sessionmaker[Session], states: dict[int, Any], queries: list[dict[str, str]]
 ) -> None:
-    sessions, states = recording
-    # The queue is long at the steps looked at, and the stored live rows leave it out.
-    with sessions() as db:
-        for step in (12, 60, 150):
-            waiting = sum(1 for r in states[step] if r["status"] == "WAITING")
-            assert waiting >= PENDING_APART
-            rows, pending = live_rows_at(db, SID, step)
-            assert pending is not None, step
-            assert len(rows) < waiting
+    """Every page of `queries` at every step of `states`, from a real server, equals the
+    independent fold's."""
     url = str(sessions.kw["bind"].url.render_as_string(hide_password=False))
     live, server, thread = start_server(database_url=url)
     try:
         with httpx.Client(base_url=live.url, timeout=60,
                           headers={"Authorization": f"Bearer {TOKEN}"}) as c:  # fmt: skip
             for step, rows in states.items():
-                for params in QUERIES:
+                for params in queries:
                     want = select_rows(rows, parse_query(params))
                     for offset, limit in ((0, None), (0, 50), (len(want) // 2, 40),
                                           (max(0, len(want) - 7), 50)):  # fmt: skip
@@ -136,3 +131,32 @@ def test_a_long_waiting_queue_is_paged_from_the_requests_table(
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def test_a_long_waiting_queue_is_paged_from_the_requests_table(
+    recording: tuple[sessionmaker[Session], dict[int, Any]],
+) -> None:
+    sessions, states = recording
+    # The queue is long at the steps looked at, and the stored live rows leave it out.
+    with sessions() as db:
+        for step in (12, 60, 150):
+            waiting = sum(1 for r in states[step] if r["status"] == "WAITING")
+            assert waiting >= PENDING_APART
+            rows, pending = live_rows_at(db, SID, step)
+            assert pending is not None, step
+            assert len(rows) < waiting
+    _check_pages(sessions, states, QUERIES)
+
+
+def test_a_recording_without_live_rows_folds_its_checkpoints(
+    recording: tuple[sessionmaker[Session], dict[int, Any]],
+) -> None:
+    """Recordings made before live rows (or by a writer that joined a session late):
+    the table at a step comes from the whole fold, with the same rows."""
+    sessions, states = recording
+    with sessions.begin() as db:
+        db.execute(delete(LiveRowsRecord).where(LiveRowsRecord.session_id == SID))
+    clear_live_cache()
+    with sessions() as db:
+        assert live_rows_at(db, SID, 60)[1] is None
+    _check_pages(sessions, states, [*QUERIES[:3], {"status": "waiting"}])
