@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, NamedTuple, cast
 
 from fastapi import Query
 from fastapi.exceptions import RequestValidationError
@@ -192,7 +192,15 @@ def _get(row: Mapping[str, Any], key: str) -> Any:
 
 
 LIVE_CACHE_STATES = 16
-LiveRows = tuple[list[dict[str, Any]], Pending | None]
+
+
+class LiveRows(NamedTuple):
+    rows: list[dict[str, Any]]
+    pending: Pending | None
+    seq: int
+    """The step's last frame: what the rows are as of."""
+
+
 _live_cache: OrderedDict[tuple[str, str, int], LiveRows] = OrderedDict()
 _live_lock = threading.Lock()
 
@@ -217,7 +225,7 @@ def live_rows_at(db: Session, session_id: str, step: int) -> LiveRows:
         cached = _live_cache.get(key)
         if cached is not None:
             _live_cache.move_to_end(key)
-            return list(cached[0]), cached[1]
+            return cached._replace(rows=list(cached.rows))
     view = live_view_at(db, session_id, step, seq)
     pending = None if view is None else view.pending
     state = queries.state_at_seq(db, session_id, seq) if view is None else view.state
@@ -233,7 +241,7 @@ def live_rows_at(db: Session, session_id: str, step: int) -> LiveRows:
     for r in rows:
         r["arrival_seq"] = seqs.get(r["req"])
     with _live_lock:
-        _live_cache[key] = (rows, pending)
+        _live_cache[key] = LiveRows(rows, pending, seq)
         while len(_live_cache) > LIVE_CACHE_STATES:
             _live_cache.popitem(last=False)
-    return list(rows), pending
+    return LiveRows(list(rows), pending, seq)

@@ -12,7 +12,10 @@ order by walking ix_requests_session_order), then the whole rows of the page's a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
 from sqlalchemy import ColumnElement, Select, and_, func, or_, select
@@ -330,6 +333,40 @@ def pending_row(r: RequestRecord, pending: Pending) -> dict[str, Any]:
     }
 
 
+COUNT_CACHE = 64
+_counts_kept: OrderedDict[Hashable, list[int]] = OrderedDict()
+_counts_lock = threading.Lock()
+
+
+def _counts(
+    db: Session,
+    session_id: str,
+    step: int,
+    query: Any,
+    pieces: list[Piece],
+    folded: bool,
+    as_of: int | None,
+) -> list[int]:
+    """The rows of each piece; kept for the next pages of the same table (a page deep in
+    it costs its window, not another count of every row)."""
+    key: Hashable | None = None
+    if as_of is not None:
+        filters = dataclasses.replace(query, offset=0, limit=None)
+        key = (str(db.get_bind().engine.url), session_id, step, as_of, folded, filters)
+        with _counts_lock:
+            kept = _counts_kept.get(key)
+            if kept is not None:
+                _counts_kept.move_to_end(key)
+                return kept
+    counts = [db.scalar(select(func.count()).select_from(R).where(x.where)) or 0 for x in pieces]
+    if key is not None:
+        with _counts_lock:
+            _counts_kept[key] = counts
+            while len(_counts_kept) > COUNT_CACHE:
+                _counts_kept.popitem(last=False)
+    return counts
+
+
 def request_page(
     db: Session,
     session_id: str,
@@ -337,18 +374,21 @@ def request_page(
     live_rows: list[dict[str, Any]],
     query: Any,
     pending: Pending | None = None,
+    as_of: int | None = None,
 ) -> tuple[int, list[dict[str, Any]]]:
     """(total rows matching, the page) at `step`. `live_rows`: the fold's rows at `step`
     of requests not done by then, with their `arrival_seq` (app.request_table.live_rows_at),
     unfiltered; not changed (the page's rows are copies). `pending`: the never-scheduled
-    waiting requests are not among them but in the requests table (app.db.live_view)."""
+    waiting requests are not among them but in the requests table (app.db.live_view).
+    `as_of`: the step's last frame, given when the counts may be kept for the next page
+    of the same table (what the requests table holds of a step is final after it)."""
     live = [r for r in live_rows if query.matches(r)]
     key = _sort_key(query)
     live.sort(key=key)
     done = _where(session_id, step, query)
     pend = None if pending is None else _pending_where(session_id, step, query, pending)
     pieces = _pieces(query, step, done, pend)
-    counts = [db.scalar(select(func.count()).select_from(R).where(x.where)) or 0 for x in pieces]
+    counts = _counts(db, session_id, step, query, pieces, pending is None, as_of)
     stored = sum(counts)
     total = len(live) + stored
     limit = total if query.limit is None else query.limit

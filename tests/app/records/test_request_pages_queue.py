@@ -142,9 +142,9 @@ def test_a_long_waiting_queue_is_paged_from_the_requests_table(
         for step in (12, 60, 150):
             waiting = sum(1 for r in states[step] if r["status"] == "WAITING")
             assert waiting >= PENDING_APART
-            rows, pending = live_rows_at(db, SID, step)
-            assert pending is not None, step
-            assert len(rows) < waiting
+            at = live_rows_at(db, SID, step)
+            assert at.pending is not None, step
+            assert len(at.rows) < waiting
     _check_pages(sessions, states, QUERIES)
 
 
@@ -158,5 +158,5 @@ def test_a_recording_without_live_rows_folds_its_checkpoints(
         db.execute(delete(LiveRowsRecord).where(LiveRowsRecord.session_id == SID))
     clear_live_cache()
     with sessions() as db:
-        assert live_rows_at(db, SID, 60)[1] is None
+        assert live_rows_at(db, SID, 60).pending is None
     _check_pages(sessions, states, [*QUERIES[:3], {"status": "waiting"}])
