@@ -168,10 +168,14 @@ def arrival_seqs(
         req_ids = [r for r in req_ids if r not in out]
     for i in range(0, len(req_ids), 500):
         chunk = req_ids[i : i + 500]
+        # arrival_t, in no index: else a planner without statistics walks a covering
+        # index of the whole session rather than look the ids up by the primary key.
         rows = db.execute(
-            select(R.req_id, R.arrival_seq).where(R.session_id == session_id, R.req_id.in_(chunk))
+            select(R.req_id, R.arrival_seq, R.arrival_t).where(
+                R.session_id == session_id, R.req_id.in_(chunk)
+            )
         )
-        for req, seq in rows:
+        for req, seq, _ in rows:
             out[req] = seq
     return out
 
@@ -233,6 +237,7 @@ class Piece(NamedTuple):
 
 
 def _pieces(
+    session_id: str,
     query: Any,
     step: int,
     done: list[ColumnElement[bool]] | None,
@@ -252,8 +257,9 @@ def _pieces(
         kept = [x for x in parts if x is not None]
         if len(kept) < 2:
             return kept[0] if kept else None
-        # Both arrived by the step: one range of the order index holds them.
-        return and_(R.arrival_step <= step, or_(*kept))
+        # Both arrived by the step: one range of the order index holds them (the
+        # session and the range outside the OR, where a planner sees them).
+        return and_(R.session_id == session_id, R.arrival_step <= step, or_(*kept))
 
     def only(extra: ColumnElement[bool]) -> ColumnElement[bool] | None:
         return None if d is None else and_(d, extra)
@@ -387,7 +393,7 @@ def request_page(
     live.sort(key=key)
     done = _where(session_id, step, query)
     pend = None if pending is None else _pending_where(session_id, step, query, pending)
-    pieces = _pieces(query, step, done, pend)
+    pieces = _pieces(session_id, query, step, done, pend)
     counts = _counts(db, session_id, step, query, pieces, pending is None, as_of)
     stored = sum(counts)
     total = len(live) + stored
