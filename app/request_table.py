@@ -16,14 +16,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, NamedTuple, cast
 
 from fastapi import Query
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.orm import Session
 
 from app.db import queries
-from app.db.request_page import arrival_seqs
+from app.db.live_view import live_view_at
+from app.db.request_page import Pending, arrival_seqs
 from app.forms import FormError
 from app.protocol.state import SessionState
 from engine.waiting import waiting_text
@@ -191,34 +192,56 @@ def _get(row: Mapping[str, Any], key: str) -> Any:
 
 
 LIVE_CACHE_STATES = 16
-_live_cache: OrderedDict[tuple[str, str, int], list[dict[str, Any]]] = OrderedDict()
+
+
+class LiveRows(NamedTuple):
+    rows: list[dict[str, Any]]
+    pending: Pending | None
+    seq: int
+    """The step's last frame: what the rows are as of."""
+
+
+_live_cache: OrderedDict[tuple[str, str, int], LiveRows] = OrderedDict()
 _live_lock = threading.Lock()
 
 
-def live_rows_at(db: Session, session_id: str, step: int) -> list[dict[str, Any]]:
+def clear_live_cache() -> None:
+    """Forget the kept rows (a recording's stored rows changed under them: tests)."""
+    with _live_lock:
+        _live_cache.clear()
+
+
+def live_rows_at(db: Session, session_id: str, step: int) -> LiveRows:
     """The table rows at `step` of requests not done by then (running, waiting,
     preempted; and a request whose end is marked for the next step), with their
-    `arrival_seq` (from the database). The frames up to a step never change, so the rows
-    of the latest few steps asked for are kept (shared: read them, never change them):
-    paging through one step's table folds its state once."""
+    `arrival_seq` (from the database); and, when the waiting queue was long, the
+    never-scheduled waiting requests left to the requests table (app.db.live_view).
+    The frames up to a step never change, so the rows of the latest few steps asked for
+    are kept (shared: read them, never change them): paging through one step's table
+    folds its state once."""
     seq = queries.last_seq_at_step(db, session_id, step)
     key = (str(db.get_bind().engine.url), session_id, seq)
     with _live_lock:
         cached = _live_cache.get(key)
         if cached is not None:
             _live_cache.move_to_end(key)
-            return list(cached)
-    state = queries.state_at_seq(db, session_id, seq)
+            return cached._replace(rows=list(cached.rows))
+    view = live_view_at(db, session_id, step, seq)
+    pending = None if view is None else view.pending
+    state = queries.state_at_seq(db, session_id, seq) if view is None else view.state
     rows: list[dict[str, Any]] = [  # table_rows' dicts are its own
         cast(dict[str, Any], r)
         for r in table_rows(state)
         if r["finish_step"] is None or r["finish_step"] > step
     ]
-    seqs = arrival_seqs(db, session_id, [r["req"] for r in rows], step)
+    # Few rows (the pending ones left out): read by id; else in one walk of the index.
+    seqs = arrival_seqs(
+        db, session_id, [r["req"] for r in rows], None if len(rows) < 1000 else step
+    )
     for r in rows:
         r["arrival_seq"] = seqs.get(r["req"])
     with _live_lock:
-        _live_cache[key] = rows
+        _live_cache[key] = LiveRows(rows, pending, seq)
         while len(_live_cache) > LIVE_CACHE_STATES:
             _live_cache.popitem(last=False)
-    return list(rows)
+    return LiveRows(list(rows), pending, seq)

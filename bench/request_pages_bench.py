@@ -9,6 +9,11 @@ random filter or sort, a random offset, 50 rows).
 Targets: first page <= 200 ms, seek p99 <= 100 ms. Baseline, same run: the table as it
 was built before (the fold at the step, filtered and sorted in Python; it held only the
 newest 500 finished rows).
+
+The workload overloads the engine (40 arrivals a step, about 20 served): the waiting
+queue grows to half the requests, which is what a seek must not fold (app.db.live_rows).
+Its frames grow with the queue, so recording it is slow: 20,000 requests take 1-3 min on
+a 2-core box, 100,000 take hours there (--db keeps a recording to measure it again).
 """
 
 from __future__ import annotations

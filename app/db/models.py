@@ -109,6 +109,10 @@ class EventRecord(Base):
     __table_args__ = (Index("ix_events_session_step", "session_id", "step"),)
 
 
+ORDER = ("arrival_step", "arrival_seq", "req_id", "finish_step")
+STATE = ("first_scheduled_step", "status", "num_preemptions", "ttft", "e2e")
+
+
 class RequestRecord(Base):
     __tablename__ = "requests"
 
@@ -137,19 +141,23 @@ class RequestRecord(Base):
     recording's table sorts by them in the database (app.db.request_page)."""
 
     __table_args__ = (
-        Index("ix_requests_session_finish", "session_id", "finish_step"),
-        # The table's default order whole (either direction) and the done filter: paging
-        # in arrival order walks this index (migration 0007).
+        # Each holds what a page's conditions and order read (0008), so the table at a
+        # step is counted and paged from an index alone (app.db.request_page): the done
+        # rows by finish step; every row in arrival order, with what tells done, never
+        # scheduled, status and preemptions apart; the rows by TTFT or E2E, ties in
+        # arrival order.
         Index(
-            "ix_requests_session_order",
+            "ix_requests_session_finish",
             "session_id",
-            "arrival_step",
-            "arrival_seq",
-            "req_id",
             "finish_step",
+            "status",
+            "num_preemptions",
+            "ttft",
+            "e2e",
         ),
-        Index("ix_requests_session_ttft", "session_id", "ttft"),
-        Index("ix_requests_session_e2e", "session_id", "e2e"),
+        Index("ix_requests_session_order", "session_id", *ORDER, *STATE),
+        Index("ix_requests_session_ttft", "session_id", "ttft", *ORDER),
+        Index("ix_requests_session_e2e", "session_id", "e2e", *ORDER),
     )
 
 
@@ -167,6 +175,21 @@ class CheckpointRecord(Base):
     """The folded session state as of frame `seq`, so seeking never reads from step 0."""
 
     __tablename__ = "checkpoints"
+
+    session_id: Mapped[str] = mapped_column(String(128), session_fk(), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    step: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(Text)
+
+
+class LiveRowsRecord(Base):
+    """The rows of the requests live (not done) at the end of step `step` (frame `seq`),
+    as the fold has them (app.db.live_rows): a recording's request table at a step folds
+    from these, not from a whole checkpoint. Under a long waiting queue, the requests that
+    never ran yet are left out (`pending` says how many; the requests table has them) and
+    one is written at every step."""
+
+    __tablename__ = "live_rows"
 
     session_id: Mapped[str] = mapped_column(String(128), session_fk(), primary_key=True)
     seq: Mapped[int] = mapped_column(Integer, primary_key=True)

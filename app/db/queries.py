@@ -18,6 +18,7 @@ from app.db.models import (
     EventRecord,
     FrameBlockRecord,
     IterationRecord,
+    LiveRowsRecord,
     RequestRecord,
     SessionRecord,
     StepWaitRecord,
@@ -104,6 +105,7 @@ def delete_session(db: Session, session_id: str) -> None:
         EventRecord,
         FrameBlockRecord,
         IterationRecord,
+        LiveRowsRecord,
         RequestRecord,
         StepWaitRecord,
     ):

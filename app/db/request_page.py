@@ -12,21 +12,25 @@ order by walking ix_requests_session_order), then the whole rows of the page's a
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, cast
+import dataclasses
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, NamedTuple
 
 from sqlalchemy import ColumnElement, Select, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from app.db.models import RequestRecord
+from engine.waiting import waiting_text
 
 R = RequestRecord
 SORT_COLUMNS = {"ttft": R.ttft, "e2e": R.e2e, "preemptions": R.num_preemptions}
 ROW_KEYS = {"ttft": "ttft", "e2e": "e2e", "preemptions": "num_preemptions"}
 COMPLETED = ("stop", "length")
 WALK_ORDER_FROM = 2000
-"""Done rows from which a page in arrival order walks the order index rather than the
-finish-step range (sorting that few rows is cheaper than walking the whole session)."""
+"""Done rows from which a page walks the index of its order rather than the finish-step
+range (sorting that few rows is cheaper than walking the whole session)."""
 
 
 def _where(session_id: str, step: int, query: Any) -> list[ColumnElement[bool]] | None:
@@ -50,8 +54,7 @@ def _where(session_id: str, step: int, query: Any) -> list[ColumnElement[bool]] 
     if query.preempted is not None:
         conds.append(R.num_preemptions > 0 if query.preempted else R.num_preemptions == 0)
     if query.q:
-        escaped = query.q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        conds.append(func.lower(R.req_id).like(f"%{escaped}%", escape="\\"))
+        conds.append(_like(query.q))
     return conds
 
 
@@ -165,24 +168,209 @@ def arrival_seqs(
         req_ids = [r for r in req_ids if r not in out]
     for i in range(0, len(req_ids), 500):
         chunk = req_ids[i : i + 500]
+        # arrival_t, in no index: else a planner without statistics walks a covering
+        # index of the whole session rather than look the ids up by the primary key.
         rows = db.execute(
-            select(R.req_id, R.arrival_seq).where(R.session_id == session_id, R.req_id.in_(chunk))
+            select(R.req_id, R.arrival_seq, R.arrival_t).where(
+                R.session_id == session_id, R.req_id.in_(chunk)
+            )
         )
-        for req, seq in rows:
+        for req, seq, _ in rows:
             out[req] = seq
     return out
 
 
+class Pending(NamedTuple):
+    """The requests waiting at `step` that were never scheduled by then, left to the
+    requests table (app.db.live_view): their waiting reasons (`default`, but the
+    `exceptions`) and the step's waiting numbers (for the reasons' words)."""
+
+    step: int
+    default: str | None
+    exceptions: dict[str, str | None]
+    detail: dict[str, Any]
+
+
+def _pending_where(
+    session_id: str, step: int, query: Any, pending: Pending
+) -> list[ColumnElement[bool]] | None:
+    """The never-scheduled waiting rows' conditions for `query`; None when none can match."""
+    if query.status and "waiting" not in query.status:
+        return None
+    if query.phase is not None or query.prefix_hit is True or query.preempted is True:
+        return None
+    conds: list[ColumnElement[bool]] = [
+        R.session_id == session_id,
+        R.arrival_step <= step,
+        or_(R.first_scheduled_step.is_(None), R.first_scheduled_step > step),
+        or_(R.finish_step.is_(None), R.finish_step > step),
+    ]
+    if query.reason is not None:
+        if query.reason == pending.default:
+            if pending.exceptions:
+                conds.append(R.req_id.not_in(list(pending.exceptions)))
+        else:
+            ids = [r for r, why in pending.exceptions.items() if why == query.reason]
+            if not ids:
+                return None
+            conds.append(R.req_id.in_(ids))
+    if query.priority is not None:
+        conds.append(R.priority == query.priority)
+    if query.q:
+        conds.append(_like(query.q))
+    return conds
+
+
+def _like(q: str) -> ColumnElement[bool]:
+    escaped = q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return func.lower(R.req_id).like(f"%{escaped}%", escape="\\")
+
+
+class Piece(NamedTuple):
+    """Rows of the database's run in one order an index gives."""
+
+    where: ColumnElement[bool]
+    walk: ColumnElement[bool] | None
+    """Done rows only: the same rows, for a window read by walking the index of `order`
+    (the finish step's range hidden from the planner: `+ 0`)."""
+    order: list[Any]
+
+
+def _pieces(
+    session_id: str,
+    query: Any,
+    step: int,
+    done: list[ColumnElement[bool]] | None,
+    pend: list[ColumnElement[bool]] | None,
+) -> list[Piece]:
+    """The database's rows in the table's order, as consecutive pieces: a never-scheduled
+    waiting row has no TTFT nor E2E (unknown: last, in arrival order) and no preemption
+    (0), whatever the requests table says of its later life."""
+    arrival: list[Any] = [R.arrival_step, R.arrival_seq, R.req_id]
+    d = and_(*done) if done is not None else None
+    p = and_(*pend) if pend is not None else None
+    hidden = (
+        None if done is None else [R.finish_step + 0 <= step if c is done[1] else c for c in done]
+    )
+
+    def union(*parts: ColumnElement[bool] | None) -> ColumnElement[bool] | None:
+        kept = [x for x in parts if x is not None]
+        if len(kept) < 2:
+            return kept[0] if kept else None
+        # Both arrived by the step: one range of the order index holds them (the
+        # session and the range outside the OR, where a planner sees them).
+        return and_(R.session_id == session_id, R.arrival_step <= step, or_(*kept))
+
+    def only(extra: ColumnElement[bool]) -> ColumnElement[bool] | None:
+        return None if d is None else and_(d, extra)
+
+    def piece(where: ColumnElement[bool] | None, order: list[Any], extra: Any = None) -> Any:
+        if where is None:
+            return None
+        walk = None
+        if hidden is not None and (where is d or extra is not None):
+            walk = and_(*hidden) if extra is None else and_(*hidden, extra)
+        return Piece(where, walk, order)
+
+    pieces: list[Piece | None]
+    if query.sort == "arrival":
+        order = [c.desc() for c in arrival] if query.descending else arrival
+        pieces = [piece(union(d, p), order)]
+    else:
+        col = SORT_COLUMNS[query.sort]
+        by_value = [col.desc() if query.descending else col.asc(), *arrival]
+        if query.sort == "preemptions":
+            ran = piece(only(col > 0), by_value, col > 0)
+            pieces = [ran, piece(union(only(col == 0), p), arrival)]
+            if not query.descending:
+                pieces.reverse()
+        else:
+            known = piece(only(col.is_not(None)), by_value, col.is_not(None))
+            pieces = [known, piece(union(only(col.is_(None)), p), arrival)]
+    return [x for x in pieces if x is not None]
+
+
 def _key_row(
-    req: str, step: int | None, seq: int | None, status: str | None, value: Any, query: Any
+    req: str, step: int | None, seq: int | None, value: Any, query: Any, pending: bool = False
 ) -> dict[str, Any]:
-    """A done row's sort keys only (what `_sort_key` reads), as done_row would give them."""
-    row: dict[str, Any] = {"req": req, "arrived_step": step, "arrival_seq": seq, "_done": True}
+    """A database row's sort keys only (what `_sort_key` reads), as done_row (or
+    pending_row) would give them (a rejection's E2E is NULL in the database too)."""
+    row: dict[str, Any] = {"req": req, "arrived_step": step, "arrival_seq": seq}
+    row["_pending" if pending else "_done"] = True
     if query.sort != "arrival":
-        if query.sort == "e2e" and status == "REJECTED":
-            value = None
+        if pending:
+            value = 0 if query.sort == "preemptions" else None
         row[ROW_KEYS[query.sort]] = value
     return row
+
+
+def pending_row(r: RequestRecord, pending: Pending) -> dict[str, Any]:
+    """A request waiting at the step, never scheduled by then, as the fold's row."""
+    reason = pending.exceptions.get(r.req_id, pending.default)
+    return {
+        "req": r.req_id,
+        "status": "WAITING",
+        "num_prompt_tokens": r.num_prompt_tokens,
+        "num_tokens": r.num_prompt_tokens,
+        "num_computed_tokens": 0,
+        "max_tokens": r.max_tokens,
+        "priority": r.priority,
+        "num_preemptions": 0,
+        "prefix_hit": 0,
+        "arrived_step": r.arrival_step,
+        "arrived_t": r.arrival_t,
+        "first_scheduled_step": None,
+        "first_token_t": None,
+        "last_token_t": None,
+        "finish_t": None,
+        "finish_step": None,
+        "finish_reason": None,
+        "waiting_reason": reason,
+        "num_draft_tokens": 0,
+        "num_accepted_tokens": 0,
+        "placeholders": 0,
+        "ttft": None,
+        "num_output_tokens": 0,
+        "itl": None,
+        "phase": None,
+        "e2e": None,
+        "waiting_text": waiting_text(r.req_id, reason, pending.detail) if reason else None,
+        "arrival_seq": r.arrival_seq,
+    }
+
+
+COUNT_CACHE = 64
+_counts_kept: OrderedDict[Hashable, list[int]] = OrderedDict()
+_counts_lock = threading.Lock()
+
+
+def _counts(
+    db: Session,
+    session_id: str,
+    step: int,
+    query: Any,
+    pieces: list[Piece],
+    folded: bool,
+    as_of: int | None,
+) -> list[int]:
+    """The rows of each piece; kept for the next pages of the same table (a page deep in
+    it costs its window, not another count of every row)."""
+    key: Hashable | None = None
+    if as_of is not None:
+        filters = dataclasses.replace(query, offset=0, limit=None)
+        key = (str(db.get_bind().engine.url), session_id, step, as_of, folded, filters)
+        with _counts_lock:
+            kept = _counts_kept.get(key)
+            if kept is not None:
+                _counts_kept.move_to_end(key)
+                return kept
+    counts = [db.scalar(select(func.count()).select_from(R).where(x.where)) or 0 for x in pieces]
+    if key is not None:
+        with _counts_lock:
+            _counts_kept[key] = counts
+            while len(_counts_kept) > COUNT_CACHE:
+                _counts_kept.popitem(last=False)
+    return counts
 
 
 def request_page(
@@ -191,46 +379,60 @@ def request_page(
     step: int,
     live_rows: list[dict[str, Any]],
     query: Any,
+    pending: Pending | None = None,
+    as_of: int | None = None,
 ) -> tuple[int, list[dict[str, Any]]]:
     """(total rows matching, the page) at `step`. `live_rows`: the fold's rows at `step`
     of requests not done by then, with their `arrival_seq` (app.request_table.live_rows_at),
-    unfiltered; not changed (the page's rows are copies)."""
+    unfiltered; not changed (the page's rows are copies). `pending`: the never-scheduled
+    waiting requests are not among them but in the requests table (app.db.live_view).
+    `as_of`: the step's last frame, given when the counts may be kept for the next page
+    of the same table (what the requests table holds of a step is final after it)."""
     live = [r for r in live_rows if query.matches(r)]
     key = _sort_key(query)
     live.sort(key=key)
-    conds = _where(session_id, step, query)
-    done_total = 0
-    if conds is not None:
-        done_total = db.scalar(select(func.count()).select_from(R).where(and_(*conds))) or 0
-    total = len(live) + done_total
+    done = _where(session_id, step, query)
+    pend = None if pending is None else _pending_where(session_id, step, query, pending)
+    pieces = _pieces(session_id, query, step, done, pend)
+    counts = _counts(db, session_id, step, query, pieces, pending is None, as_of)
+    stored = sum(counts)
+    total = len(live) + stored
     limit = total if query.limit is None else query.limit
     start, end = query.offset, min(total, query.offset + limit)
     if start >= end:
         return total, []
-    # The first `skip` done rows all come before the page (at most len(live) live rows
-    # can stand among the first `start`), and no done row past `end` can be on it.
+    # The first `skip` stored rows all come before the page (at most len(live) live rows
+    # can stand among the first `start`), and no stored row past `end` can be on it.
     skip = max(0, start - len(live))
     window: list[dict[str, Any]] = []
-    if conds is not None and done_total > skip:
-        # Only the sort keys of the window (narrow rows, read from the indexes); the
-        # whole rows of the few done requests on the page are read after the merge.
-        value = SORT_COLUMNS[query.sort] if query.sort != "arrival" else R.arrival_seq
-        cols = (R.req_id, R.arrival_step, R.arrival_seq, R.status, value)
-        if query.sort == "arrival" and done_total > WALK_ORDER_FROM:
-            # Many done rows: walk the order index (ix_requests_session_order, which holds
-            # finish_step) instead of sorting them all; `+ 0` keeps a planner from picking
-            # the finish-step index for the range.
-            conds = [R.finish_step + 0 <= step if c is conds[1] else c for c in conds]
-        keys = cast("Select[Any]", select(*cols).where(and_(*conds)))
-        stmt = _ordered(keys, query).offset(skip).limit(end - skip)
-        window = [_key_row(req, a, s, st, v, query) for req, a, s, st, v in db.execute(stmt)]
+    value = SORT_COLUMNS[query.sort] if query.sort != "arrival" else R.arrival_seq
+    cols = (R.req_id, R.arrival_step, R.arrival_seq, value, R.finish_step)
+    at_piece = 0
+    for (where, walk, order), count in zip(pieces, counts, strict=True):
+        lo, hi = max(skip - at_piece, 0), min(end - at_piece, count)
+        at_piece += count
+        if lo >= hi:
+            continue
+        if walk is not None and count > WALK_ORDER_FROM:
+            # Many done rows alone: walk the index of the order (each holds finish_step)
+            # instead of sorting them all.
+            where = walk
+        stmt = select(*cols).where(where).order_by(*order).offset(lo).limit(hi - lo)
+        for req, a, s, v, fin in db.execute(stmt):
+            is_pending = pending is not None and (fin is None or fin > step)
+            window.append(_key_row(req, a, s, v, query, is_pending))
     # Without the skipped rows (all of them ahead of `start`), the page starts at
     # `start - skip` of the rest, which live + window holds far enough.
     at = start - skip
     page = sorted(live + window, key=key)[at : at + (end - start)]
-    wanted = [r["req"] for r in page if r.get("_done")]
+    wanted = [r["req"] for r in page if r.get("_done") or r.get("_pending")]
     full: dict[str, dict[str, Any]] = {}
     if wanted:
         recs = db.scalars(select(R).where(R.session_id == session_id, R.req_id.in_(wanted)))
-        full = {r.req_id: done_row(r) for r in recs}
-    return total, [full[r["req"]] if r.get("_done") else dict(r) for r in page]
+        for r in recs:
+            full[r.req_id] = (
+                done_row(r)
+                if pending is None or (r.finish_step is not None and r.finish_step <= step)
+                else pending_row(r, pending)
+            )
+    return total, [full[r["req"]] if r["req"] in full else dict(r) for r in page]

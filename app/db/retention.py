@@ -14,6 +14,7 @@ from app.db.models import (
     EventRecord,
     FrameBlockRecord,
     IterationRecord,
+    LiveRowsRecord,
     SessionOwnerRecord,
     SessionRecord,
 )
@@ -34,6 +35,7 @@ def stored_bytes(db: Session) -> dict[str, int]:
         (IterationRecord, IterationRecord.frame),
         (EventRecord, EventRecord.frame),
         (CheckpointRecord, CheckpointRecord.state),
+        (LiveRowsRecord, LiveRowsRecord.state),
         (FrameBlockRecord, FrameBlockRecord.frames),
     ):
         rows = db.execute(

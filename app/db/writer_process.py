@@ -25,10 +25,11 @@ from typing import NamedTuple
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.checkpoint_codec import CheckpointClock, encode_checkpoint
+from app.db.live_rows import LiveRowsTaker, encode_live_rows
 from app.db.quarantine import Rejected, describe, is_transient, write_isolated
 from app.db.queries import state_at_seq
 from app.db.session import make_engine, make_sessionmaker
-from app.db.writes import Checkpoint, Frame, write_batch
+from app.db.writes import Checkpoint, Frame, write_batch, write_live_rows
 from app.protocol.state import SessionState
 
 log = logging.getLogger("batchscope.writer")
@@ -61,13 +62,20 @@ class Writer:
         self.checkpoint_every = checkpoint_every
         self.states: dict[str, SessionState] = {}
         self.clocks: dict[str, CheckpointClock] = {}
+        self.live: dict[str, LiveRowsTaker] = {}
+        """Live rows of the sessions folded here from their first frame (app.db.live_rows)."""
 
     def _state(self, db: Session, session: str, seq: int) -> SessionState:
         state = self.states.get(session)
         if state is None:
             # A session this writer has not seen: new, or continuing a recording (a node
             # resuming after a restart). Pick up from what the database already holds.
-            state = state_at_seq(db, session, seq - 1) if seq > 1 else SessionState(session)
+            if seq > 1:
+                state = state_at_seq(db, session, seq - 1)
+                self.live.pop(session, None)  # its earlier marks are not seen here
+            else:
+                state = SessionState(session)
+                self.live[session] = LiveRowsTaker()
             self.states[session] = state
             self.clocks[session] = CheckpointClock(self.checkpoint_every)
         return state
@@ -96,6 +104,7 @@ class Writer:
             # Nothing of this batch was stored: folds that went past it start over.
             for session in {f.session for f in frames}:
                 self.states.pop(session, None)
+                self.live.pop(session, None)
             raise
         return WriteResult(len(frames), rejected)
 
@@ -105,12 +114,22 @@ class Writer:
 
     def _checkpoint(self, db: Session, frames: list[Frame]) -> None:
         checkpoints: list[Checkpoint] = []
+        live_rows: list[Checkpoint] = []
         for session, frame_type, seq, data, text in frames:
             try:
                 state = self._state(db, session, seq)
                 if seq <= state.seq:
                     continue
+                taker = self.live.get(session)
+                if taker is not None:
+                    rows = taker.before(state, frame_type, data)
+                    if rows is not None:
+                        encoded = encode_live_rows(rows)
+                        live_rows.append(Checkpoint(session, rows["seq"], rows["step"], encoded))
+                        taker.taken(len(encoded))
                 state.apply(frame_type, seq, data)
+                if taker is not None:
+                    taker.after(frame_type, data, text)
             except Exception as exc:
                 if is_transient(exc):
                     raise
@@ -118,6 +137,7 @@ class Writer:
                 # the database's own fold next time (the frame itself is stored).
                 log.warning("checkpoint fold of %s at seq %s: %s", session, seq, describe(exc))
                 self.states.pop(session, None)
+                self.live.pop(session, None)
                 continue
             clock = self.clocks[session]
             clock.add(text)
@@ -127,6 +147,8 @@ class Writer:
                 clock.taken(len(encoded))
         if checkpoints:
             write_batch(db, [], checkpoints)
+        if live_rows:
+            write_live_rows(db, live_rows)
 
 
 _writer: Writer | None = None

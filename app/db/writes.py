@@ -16,6 +16,7 @@ from app.db.models import (
     EventRecord,
     FrameBlockRecord,
     IterationRecord,
+    LiveRowsRecord,
     RequestRecord,
     SessionRecord,
     StepWaitRecord,
@@ -259,3 +260,11 @@ def _write_batch(
     for session, seq, step, state in checkpoints:
         _session_row(db, sessions, session)
         db.merge(CheckpointRecord(session_id=session, seq=seq, step=step, state=state))
+
+
+def write_live_rows(db: Session, rows: Iterable[Checkpoint]) -> None:
+    """Live rows (app.db.live_rows) of step ends, encoded: the same shape as checkpoints."""
+    db.execute(
+        insert(LiveRowsRecord),
+        [{"session_id": s, "seq": seq, "step": step, "state": text} for s, seq, step, text in rows],
+    )

@@ -17,8 +17,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.checkpoint_codec import CheckpointClock, encode_checkpoint
+from app.db.live_rows import LiveRowsTaker, encode_live_rows
 from app.db.models import SessionRecord
-from app.db.writes import Checkpoint, Frame, write_batch
+from app.db.writes import Checkpoint, Frame, write_batch, write_live_rows
 from app.protocol.models import FRAME_MODELS, validate_frame
 from app.protocol.state import SessionState
 from app.records.recorder import CHECKPOINT_EVERY
@@ -188,11 +189,15 @@ def _exists(db: Session, session_id: str) -> ImportFormatError | None:
     )
 
 
-def _write_chunk(db: Session, batch: list[Frame], checkpoints: list[Checkpoint]) -> None:
+def _write_chunk(
+    db: Session, batch: list[Frame], checkpoints: list[Checkpoint], live: list[Checkpoint]
+) -> None:
     # No autoflush: write_batch looks up each new request row, and a flush before every
     # lookup costs more than the writes (rows are unique per chunk; chunks are flushed).
     with db.no_autoflush:
         write_batch(db, batch, checkpoints)
+        if live:
+            write_live_rows(db, live)
     db.flush()
 
 
@@ -205,6 +210,8 @@ def _write(db: Session, path: Path, header: SessionHeader) -> None:
     state: SessionState | None = None
     batch: list[Frame] = []
     checkpoints: list[Checkpoint] = []
+    live: list[Checkpoint] = []
+    taker = LiveRowsTaker()  # the request table's live rows, as the recorder keeps them
     clock = CheckpointClock(CHECKPOINT_EVERY)
     for number, text in lines:
         ftype, seq, data = checker.check(number, text, validate_data=False)
@@ -217,7 +224,13 @@ def _write(db: Session, path: Path, header: SessionHeader) -> None:
                 else {"name": header.name, "config": header.config}
             )
             state = SessionState(sid, meta)
+        rows = taker.before(state, ftype, data)
+        if rows is not None:
+            encoded = encode_live_rows(rows)
+            live.append(Checkpoint(sid, rows["seq"], rows["step"], encoded))
+            taker.taken(len(encoded))
         state.apply(ftype, seq, data)
+        taker.after(ftype, data, text)
         batch.append(Frame(sid, ftype, seq, data, text))
         clock.add(text)
         if clock.due():
@@ -225,9 +238,9 @@ def _write(db: Session, path: Path, header: SessionHeader) -> None:
             checkpoints.append(Checkpoint(sid, seq, max(state.step, 0), encoded))
             clock.taken(len(encoded))
         if len(batch) >= WRITE_CHUNK:
-            _write_chunk(db, batch, checkpoints)
-            batch, checkpoints = [], []
-    _write_chunk(db, batch, checkpoints)
+            _write_chunk(db, batch, checkpoints, live)
+            batch, checkpoints, live = [], [], []
+    _write_chunk(db, batch, checkpoints, live)
     # The exported row wins over what the frames imply (a rename, the real end time).
     rec = db.get(SessionRecord, sid)
     assert rec is not None

@@ -98,7 +98,8 @@ async def recorded_rows(
             meta = queries.get_session(s, session_id)
             at = meta["steps"] - 1 if step is None else step
             # Done by `at` in the database; the rest from the state at `at`.
-            return request_page(s, session_id, at, live_rows_at(s, session_id, at), query)
+            rows, pending, seq = live_rows_at(s, session_id, at)
+            return request_page(s, session_id, at, rows, query, pending, as_of=seq)
 
     total, page = await asyncio.to_thread(load)
     response.headers["X-Total-Count"] = str(total)

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import queries
-from app.db.models import CheckpointRecord
+from app.db.models import CheckpointRecord, LiveRowsRecord
 from app.records.export import export_jsonl
 from app.records.importer import import_jsonl
 from app.records.recorder import CHECKPOINT_EVERY
@@ -97,7 +97,19 @@ def test_export_import_round_trip_is_identical(
     assert import_jsonl(other_sessions, path) == sid
     _assert_same_recording(sessions, other_sessions, sid, random.Random(1))
     _assert_import_checkpoints(sessions, other_sessions, sid, len(lines) - 1)
+    # The request table's live rows too: taken at the same step ends, the same rows.
+    assert _live_rows(other_sessions, sid) == _live_rows(sessions, sid) != []
     assert _export(other_sessions, sid) == text  # byte-identical, header included
+
+
+def _live_rows(sessions: sessionmaker[Session], sid: str) -> list[tuple[int, int, str]]:
+    with sessions() as db:
+        rows = db.execute(
+            select(LiveRowsRecord.seq, LiveRowsRecord.step, LiveRowsRecord.state)
+            .where(LiveRowsRecord.session_id == sid)
+            .order_by(LiveRowsRecord.seq)
+        )
+        return [tuple(r) for r in rows]
 
 
 def test_renamed_session_keeps_its_name_and_end(

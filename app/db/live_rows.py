@@ -1,0 +1,159 @@
+"""Live rows: the rows of the requests not done at the end of a step, as the fold has
+them, stored so a recording's request table at a step (app.db.live_view) folds from a
+few hundred rows, not from a whole checkpoint (which holds the waiting queue, 50,000
+rows under an overload, and everything else of the session).
+
+The writer takes them at step ends (the first frame of a later step is about to be
+folded). Two kinds:
+- every live row (`pending` null), on a clock like the checkpoints' (a seek folds at most
+  a few hundred frames after one);
+- under a long waiting queue (PENDING_APART or more requests never scheduled yet), at
+  every step end, without those requests: their rows are all alike (the arrival's
+  numbers, nothing run yet) and are read from the requests table; `pending` is their
+  number and `reasons` their waiting reasons (the most common one and the exceptions).
+  Taken only when the marks agree with the fold (the requests table tells exactly those
+  requests apart at that step).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from collections import Counter
+from typing import Any, TypedDict
+
+from app.db.checkpoint_codec import CheckpointClock
+from app.protocol.state import SessionState
+from protocol.codes import FrameType, RequestMark, RequestStatus
+
+PENDING_APART = 256
+"""Never-scheduled requests from which they are left out (and rows are taken every step)."""
+MAX_EXCEPTIONS = 64
+"""Pending requests whose reason is not the most common one, at most (else none taken)."""
+CLOCK_MIN, CLOCK_MAX = 1, 250
+PREFIX = "z1:"
+WAITING = RequestStatus.WAITING.value
+DONE = (RequestStatus.FINISHED.value, RequestStatus.REJECTED.value)
+ITERATION, REQUEST = FrameType.ITERATION.value, FrameType.REQUEST.value
+ARRIVED, SCHEDULED = RequestMark.ARRIVED.value, RequestMark.SCHEDULED.value
+ENDS = (RequestMark.FINISHED.value, RequestMark.ABORTED.value, RequestMark.REJECTED.value)
+
+
+class Reasons(TypedDict):
+    default: str | None
+    exceptions: dict[str, str | None]
+
+
+class LiveRows(TypedDict):
+    """What a live_rows record holds (JSON)."""
+
+    seq: int
+    step: int
+    rows: dict[str, Any]
+    """req -> the fold's row (app.protocol.state RequestRow, with segments)."""
+    in_flight: list[str]
+    waiting_detail: dict[str, Any]
+    pending: int | None
+    """Never-scheduled waiting requests left out (None: none left out)."""
+    reasons: Reasons | None
+
+
+def encode_live_rows(data: LiveRows) -> str:
+    raw = json.dumps(data, separators=(",", ":")).encode()
+    return PREFIX + base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
+
+
+def decode_live_rows(text: str) -> LiveRows:
+    data: LiveRows = json.loads(zlib.decompress(base64.b64decode(text[len(PREFIX) :])))
+    return data
+
+
+def _is_pending(row: Any) -> bool:
+    return bool(
+        row["status"] == WAITING
+        and row["first_scheduled_step"] is None
+        and row["finish_step"] is None
+    )
+
+
+class LiveRowsTaker:
+    """One session's live rows, fed every frame the writer folds (from the session's
+    first frame: the marks must all be seen)."""
+
+    def __init__(self) -> None:
+        self.pending: set[str] = set()
+        """Arrived, not scheduled nor ended yet, by the request marks."""
+        self.clock = CheckpointClock(CLOCK_MIN, CLOCK_MAX)
+        self.seen_step = -1
+        """The step of the latest frame seen (iteration or request)."""
+
+    def before(self, state: SessionState, frame_type: str, data: Any) -> LiveRows | None:
+        """Called before `state` folds a frame: the live rows at the end of its step if
+        the frame starts a later step and some are due."""
+        step = data.get("step") if frame_type in (ITERATION, REQUEST) else None
+        if not isinstance(step, int) or step <= self.seen_step or state.step != self.seen_step:
+            return None  # not the first frame of a later step, or a step without a frame
+        if state.step < 0:
+            return None
+        if len(self.pending) >= PENDING_APART:
+            return self._apart(state)
+        return self._whole(state) if self.clock.due() else None
+
+    def after(self, frame_type: str, data: Any, text: str) -> None:
+        """Called after the fold took the frame (`text`: its stored text)."""
+        self.clock.add(text)
+        step = data.get("step") if frame_type in (ITERATION, REQUEST) else None
+        if isinstance(step, int) and step > self.seen_step:
+            self.seen_step = step
+        if frame_type != REQUEST:
+            return
+        kind, req = data.get("kind"), data.get("req")
+        if kind == ARRIVED:
+            self.pending.add(req)
+        elif kind == SCHEDULED or kind in ENDS:
+            self.pending.discard(req)
+
+    def taken(self, size: int) -> None:
+        self.clock.taken(size)
+
+    def _base(self, state: SessionState, rows: dict[str, Any]) -> LiveRows:
+        return {
+            "seq": state.seq,
+            "step": state.step,
+            "rows": rows,
+            "in_flight": sorted(state._in_flight),
+            "waiting_detail": state.waiting_detail,
+            "pending": None,
+            "reasons": None,
+        }
+
+    def _whole(self, state: SessionState) -> LiveRows:
+        rows = {r: row for r, row in state.requests.items() if row["status"] not in DONE}
+        return self._base(state, rows)
+
+    def _apart(self, state: SessionState) -> LiveRows | None:
+        rows: dict[str, Any] = {}
+        reasons: Counter[str | None] = Counter()
+        pending: list[tuple[str, str | None]] = []
+        marks = self.pending
+        for req, row in state.requests.items():
+            if row["status"] in DONE:
+                continue
+            if _is_pending(row):
+                if req not in marks:
+                    return None  # the marks do not say what the fold says
+                pending.append((req, row["waiting_reason"]))
+                reasons[row["waiting_reason"]] += 1
+            else:
+                rows[req] = row
+        if len(pending) != len(marks):
+            return None
+        default = reasons.most_common(1)[0][0] if reasons else None
+        exceptions = {req: reason for req, reason in pending if reason != default}
+        if len(exceptions) > MAX_EXCEPTIONS:
+            return None
+        out = self._base(state, rows)
+        out["pending"] = len(pending)
+        out["reasons"] = {"default": default, "exceptions": exceptions}
+        return out
