@@ -26,6 +26,7 @@ from typing import Any, TypedDict
 from app.db.checkpoint_codec import CheckpointClock
 from app.protocol.state import SessionState
 from protocol.codes import FrameType, RequestMark, RequestStatus
+from protocol.wire import WaitingDetail
 
 PENDING_APART = 256
 """Never-scheduled requests from which they are left out (and rows are taken every step)."""
@@ -53,7 +54,7 @@ class LiveRows(TypedDict):
     rows: dict[str, Any]
     """req -> the fold's row (app.protocol.state RequestRow, with segments)."""
     in_flight: list[str]
-    waiting_detail: dict[str, Any]
+    waiting_detail: WaitingDetail
     pending: int | None
     """Never-scheduled waiting requests left out (None: none left out)."""
     reasons: Reasons | None
@@ -122,7 +123,7 @@ class LiveRowsTaker:
             "seq": state.seq,
             "step": state.step,
             "rows": rows,
-            "in_flight": sorted(state._in_flight),
+            "in_flight": sorted(state.in_flight),
             "waiting_detail": state.waiting_detail,
             "pending": None,
             "reasons": None,

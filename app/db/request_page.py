@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import RequestRecord
 from engine.waiting import waiting_text
+from protocol.wire import WaitingDetail
 
 R = RequestRecord
 SORT_COLUMNS = {"ttft": R.ttft, "e2e": R.e2e, "preemptions": R.num_preemptions}
@@ -188,7 +189,7 @@ class Pending(NamedTuple):
     step: int
     default: str | None
     exceptions: dict[str, str | None]
-    detail: dict[str, Any]
+    detail: WaitingDetail
 
 
 def _pending_where(
