@@ -9,6 +9,7 @@ generated (`workload_scenario`), each repeat with its own seed.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import json
@@ -235,12 +236,30 @@ def _run_point_safely(
         return PointResult(point, error=f"{type(exc).__name__}: {exc}")
 
 
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
 def _ignore_stop_signals() -> None:
     """Worker initializer: Ctrl-C and a group SIGTERM (a terminal's, systemd's) are the
     parent's to handle (it lets running points finish and keeps them); a worker killed
-    mid-point would lose its point, and a broken pool would fail every point not yet run."""
+    mid-point would lose its point, and a broken pool would fail every point not yet run.
+    The worker was started with them blocked (`_spawning`): one that came while it was
+    starting is dropped here, once ignored."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+@contextlib.contextmanager
+def _spawning() -> Iterator[None]:
+    """Workers are started (in this thread) with the stop signals blocked, which they
+    inherit: a stop while a worker is still starting cannot kill it before its
+    initializer ignores them (that would break the pool: a hang or failed points)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def run_sweep(
@@ -301,10 +320,11 @@ def _run_in_pool(
     the points a broken pool never ran (a worker died: killed, out of memory, or hit by
     a stop signal while it was still starting, before it could ignore it) are returned
     to run again, not failed; a KeyboardInterrupt or `should_stop()` returns none."""
-    pool = ProcessPoolExecutor(
-        max_workers=workers, mp_context=get_context("spawn"), initializer=_ignore_stop_signals
-    )
-    futures = {pool.submit(_run_point_safely, base, p, runner, cost_model): p for p in points}
+    with _spawning():  # (a spawn pool starts its workers at submit, in this thread)
+        pool = ProcessPoolExecutor(
+            max_workers=workers, mp_context=get_context("spawn"), initializer=_ignore_stop_signals
+        )
+        futures = {pool.submit(_run_point_safely, base, p, runner, cost_model): p for p in points}
     broken: list[SweepPoint] = []
     taken: set[Future[PointResult]] = set()
     stopped = False
