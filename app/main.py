@@ -6,7 +6,8 @@ import asyncio
 import contextlib
 import gc
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
@@ -57,7 +58,13 @@ from app.settings import Settings, get_settings
 
 SHUTDOWN_DRAIN_S = 20.0
 """How long a shutdown keeps retrying a database that is away before giving up."""
+STEP_BOUND_S = 30.0
+"""At most this long for each other step of a shutdown: a stuck part is left behind
+(logged), never waited on forever. See `_shutdown` for each step's bound."""
+LAB_STOP_S = 60.0
+"""Running sweep points finish (kept) within this; later ones are cut off."""
 log = logging.getLogger("batchscope")
+T = TypeVar("T")
 API_DESCRIPTION = """\
 The dashboard's JSON API. Reading is open on a loopback bind; every action (and reading
 elsewhere) needs the control token `batchscope serve` prints at start: press
@@ -115,22 +122,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             vanished.cancel()
             if cap is not None:
                 cap.cancel()
-            # Ordered shutdown (SIGINT/SIGTERM; uvicorn has closed the sockets): stop
-            # intake, drain the writer, then mark what was live as ended.
-            if local is not None:
-                await local.stop()  # its last frames land before it is marked exited
-            if relay is not None:
-                await relay.stop()
-            if bus is not None:
-                await bus.stop()  # writes what it took, acks it
-            # Running sweep points finish (kept); off the loop, it may take a moment.
-            await asyncio.to_thread(app.state.lab.stop)
-            if not await recorder.stop(timeout=SHUTDOWN_DRAIN_S):
-                log.error("shutdown: %d frames could not be written", recorder.lag)
-            with contextlib.suppress(Exception):
-                await asyncio.to_thread(
-                    mark_ended, app.state.db, recorder.sessions_seen, "shutdown"
-                )
+            await _shutdown(app, local, relay, bus, recorder)
             db_engine.dispose()
 
     app = FastAPI(
@@ -193,6 +185,58 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return response
 
     return app
+
+
+async def _shutdown(
+    app: FastAPI,
+    local: LocalEngine | None,
+    relay: PgRelay | None,
+    bus: BusIntake | None,
+    recorder: Recorder,
+) -> None:
+    """Ordered, bounded shutdown (SIGINT/SIGTERM; uvicorn has closed the sockets):
+    1. intake stops: the bus takes no more messages (30 s), the relay stops (30 s);
+    2. producers stop, together: the engine process (its last frames land; 30 s) and the
+       lab (running points finish and are kept; 60 s + 30 s);
+    3. the recorder writes everything taken (retrying a database that is away for 20 s,
+       then up to 30 s more for a write in progress) and ends its writer;
+    4. the bus acks only what the recorder wrote, and leaves (30 s);
+    5. the sessions this process recorded and left open are marked ended (30 s).
+    Worst case about 4 minutes; a clean stop takes seconds."""
+    if bus is not None:
+        await _bounded("bus intake", bus.stop_intake(), STEP_BOUND_S)
+    if relay is not None:
+        await _bounded("relay", relay.stop(), STEP_BOUND_S)
+    lab: LabWorker = app.state.lab
+    producers = [asyncio.to_thread(lab.stop, LAB_STOP_S)]
+    if local is not None:
+        producers.append(local.stop())  # its last frames land before it is marked exited
+    await _bounded("producers", asyncio.gather(*producers), LAB_STOP_S + STEP_BOUND_S)
+    drained = await _bounded(
+        "recorder", recorder.stop(timeout=SHUTDOWN_DRAIN_S), SHUTDOWN_DRAIN_S + STEP_BOUND_S
+    )
+    if not drained:
+        log.error("shutdown: %d frames could not be written", recorder.lag)
+    if bus is not None:
+        await _bounded("bus acks", bus.close(), STEP_BOUND_S)
+    ended = await _bounded(
+        "end marks",
+        asyncio.to_thread(mark_ended, app.state.db, recorder.sessions_seen, "shutdown"),
+        STEP_BOUND_S,
+    )
+    if ended is None:
+        log.error("shutdown: the recorded sessions could not be marked ended")
+
+
+async def _bounded(what: str, step: Awaitable[T], seconds: float) -> T | None:
+    """Await one shutdown step for at most `seconds`; None (logged) if it failed or hung."""
+    try:
+        return await asyncio.wait_for(step, seconds)
+    except TimeoutError:
+        log.error("shutdown: %s did not finish within %g s; going on without it", what, seconds)
+    except Exception:
+        log.exception("shutdown: %s failed", what)
+    return None
 
 
 def _bus_intake(app: FastAPI, settings: Settings, recorder: Recorder) -> BusIntake | None:

@@ -122,17 +122,31 @@ class BusIntake:
         log.info("dashboard %s consuming the fleet from %s", self.name, self.url)
 
     async def stop(self) -> None:
+        """Stop taking frames, write what was taken, ack it, close (both halves below)."""
+        await self.stop_intake()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.shield(self.recorder.flush()), 10.0)
+        await self.close()
+
+    async def stop_intake(self) -> None:
+        """The first step of a shutdown: no more messages are fetched or taken in (one
+        cut off half-way is not acked: JetStream delivers it again to the next run)."""
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(BaseException):
                 await task
+        self._tasks = []
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """The last step, once the recorder has stopped: ack what it wrote (never more:
+        the rest is delivered again to the next run), then leave the bus."""
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.recorder.flush(), 10.0)
-            await self._flush_acks()
+            await asyncio.wait_for(self._flush_acks(), timeout)
         if self.nc is not None:
             with contextlib.suppress(Exception):
-                await self.nc.close()
+                await asyncio.wait_for(self.nc.close(), timeout)
+            self.nc = None
 
     def status(self) -> dict[str, Any]:
         return {

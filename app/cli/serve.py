@@ -100,6 +100,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     serve.set_defaults(run=cmd_serve)
 
 
+GRACEFUL_S = 10
+"""Seconds open connections get at a stop before the ordered shutdown (app.main) begins."""
+
 SETTINGS_FLAGS = (
     "host",
     "port",
@@ -173,6 +176,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # Compression would be per client (no encode-once) and costs more CPU than the
         # loopback/LAN bytes it saves.
         ws_per_message_deflate=False,
+        # At a stop, open connections (a viewer that no longer answers, a long download)
+        # get this long to finish before the shutdown goes on: they never hold it up.
+        timeout_graceful_shutdown=GRACEFUL_S,
     )
     uvicorn.Server(config).run(sockets=[listener])
     return 0

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from typing_extensions import TypedDict
 
 from app.db.models import CheckpointRecord, SessionRecord
+from app.db.session import write_transaction
 
 
 class Orphan(TypedDict):
@@ -31,7 +32,7 @@ def mark_ended(db: sessionmaker[Session], sessions: Iterable[str], reason: str) 
     if not ids:
         return 0
     now = time.time()
-    with db.begin() as s:
+    with write_transaction(db) as s:
         rows = s.scalars(
             select(SessionRecord).where(SessionRecord.id.in_(ids), SessionRecord.ended_at.is_(None))
         ).all()
@@ -65,7 +66,7 @@ def mark_orphans(db: sessionmaker[Session]) -> list[Orphan]:
     host = socket.gethostname()
     now = time.time()
     found: list[Orphan] = []
-    with db.begin() as s:
+    with write_transaction(db) as s:
         rows = s.scalars(select(SessionRecord).where(SessionRecord.ended_at.is_(None))).all()
         for rec in rows:
             if not _is_dead(rec.recorder, host):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +11,9 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
+
+IMMEDIATE = "batchscope_sqlite_immediate"
+"""Execution option: this transaction writes, so on SQLite it takes the write lock up front."""
 
 
 def normalize_url(url: str) -> str:
@@ -59,10 +64,23 @@ def make_engine(url: str, writer: bool = False) -> Engine:
 
             @event.listens_for(engine, "begin")
             def _sqlite_begin(conn: Any) -> None:
-                conn.exec_driver_sql(begin)
+                immediate = conn.get_execution_options().get(IMMEDIATE, False)
+                conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else begin)
 
     return engine
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
+
+
+@contextmanager
+def write_transaction(db: sessionmaker[Session]) -> Iterator[Session]:
+    """`db.begin()` for a transaction that reads and then writes. On a SQLite file shared
+    with the recorder's writer process, a plain (deferred) transaction that has read cannot
+    take the write lock once the writer has committed since: it fails at once with
+    "database is locked", busy timeout or not. Taking the lock up front waits it out
+    instead. Other databases are unaffected (the option means nothing to them)."""
+    with db.begin() as s:
+        s.connection(execution_options={IMMEDIATE: True})
+        yield s

@@ -54,6 +54,8 @@ class LabWorker:
         self._queue.put(None)
         if self._thread is not None:
             self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.error("the running sweep did not stop within %g s: cut off", timeout)
         store.interrupt_unfinished(self.db)
 
     def submit(self, spec: SweepSpec, num_points: int) -> str:

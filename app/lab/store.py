@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from typing_extensions import TypedDict
 
 from app.db.lab_models import LabPointRecord, LabSweepRecord
+from app.db.session import write_transaction
 from app.errors import NotFound
 from app.lab.scenario_types import BaseScenario, SweepSource
 from app.lab.spec import KnobRange, SweepSpec
@@ -60,7 +61,7 @@ def new_sweep_id() -> str:
 
 def create_sweep(db: sessionmaker[Session], spec: SweepSpec, num_points: int) -> str:
     sweep_id = new_sweep_id()
-    with db.begin() as s:
+    with write_transaction(db) as s:
         s.add(
             LabSweepRecord(
                 id=sweep_id,
@@ -81,7 +82,7 @@ def create_sweep(db: sessionmaker[Session], spec: SweepSpec, num_points: int) ->
 
 
 def add_point(db: sessionmaker[Session], sweep_id: str, res: PointResult) -> None:
-    with db.begin() as s:
+    with write_transaction(db) as s:
         s.merge(
             LabPointRecord(
                 sweep_id=sweep_id,
@@ -103,13 +104,13 @@ def set_status(
         values["started_at"] = now
     elif status not in UNFINISHED:
         values["finished_at"] = now
-    with db.begin() as s:
+    with write_transaction(db) as s:
         s.execute(update(LabSweepRecord).where(LabSweepRecord.id == sweep_id).values(**values))
 
 
 def interrupt_unfinished(db: sessionmaker[Session]) -> int:
     """At start: sweeps a previous server left queued or running will never finish."""
-    with db.begin() as s:
+    with write_transaction(db) as s:
         result = s.execute(
             update(LabSweepRecord)
             .where(LabSweepRecord.status.in_(UNFINISHED))
@@ -119,7 +120,7 @@ def interrupt_unfinished(db: sessionmaker[Session]) -> int:
 
 
 def set_point_session(db: sessionmaker[Session], sweep_id: str, index: int, session: str) -> None:
-    with db.begin() as s:
+    with write_transaction(db) as s:
         s.execute(
             update(LabPointRecord)
             .where(LabPointRecord.sweep_id == sweep_id, LabPointRecord.point_index == index)
@@ -128,7 +129,7 @@ def set_point_session(db: sessionmaker[Session], sweep_id: str, index: int, sess
 
 
 def delete_sweep(db: sessionmaker[Session], sweep_id: str) -> None:
-    with db.begin() as s:
+    with write_transaction(db) as s:
         if s.get(LabSweepRecord, sweep_id) is None:
             raise NotFound(f"no sweep {sweep_id!r}")
         s.execute(delete(LabPointRecord).where(LabPointRecord.sweep_id == sweep_id))

@@ -47,6 +47,8 @@ MAX_BATCH = 5000
 STALE_AFTER_S = 10.0
 """Unhealthy when a frame has waited this long to be written."""
 MAX_BACKOFF_S = 5.0
+WRITER_EXIT_S = 30.0
+"""At stop, how long the writer process may take to finish its last write and exit."""
 
 RejectListener = Callable[[Rejected], None]
 
@@ -141,8 +143,8 @@ class Recorder:
             if deadline is None and self.consecutive_failures >= 3:
                 break
         if self._writer is not None:
-            self._writer.shutdown(wait=True)
-            self._writer = None
+            writer, self._writer = self._writer, None
+            await _end_writer(writer, WRITER_EXIT_S)
         return not self.pending
 
     async def _run(self) -> None:
@@ -266,3 +268,15 @@ class Recorder:
             f"(over {max_lag_s:g} s){error}",
             status,
         )
+
+
+async def _end_writer(writer: ProcessPoolExecutor, seconds: float) -> None:
+    """Let the writer process finish what it was given and exit, off the loop; one stuck
+    past `seconds` (a database that hangs) is killed: its open transaction never commits."""
+    try:
+        await asyncio.wait_for(asyncio.to_thread(writer.shutdown, True), seconds)
+    except TimeoutError:
+        log.error("the writer process did not exit within %g s: killed", seconds)
+        for proc in list((getattr(writer, "_processes", None) or {}).values()):
+            with contextlib.suppress(Exception):
+                proc.kill()

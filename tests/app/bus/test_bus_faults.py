@@ -27,8 +27,11 @@ def _frames(port: int, name: str) -> int:
     return next((n["last_seq"] for n in fp.nodes(port) if n["node"] == name), 0)
 
 
+@pytest.mark.parametrize(
+    "restart", [signal.SIGTERM, signal.SIGKILL], ids=["stopped-in-order", "killed"]
+)
 def test_two_dashboards_lose_nothing_through_bus_and_dashboard_restarts(
-    bus: fp.NatsServer, tmp_path: Path
+    bus: fp.NatsServer, tmp_path: Path, restart: signal.Signals
 ) -> None:
     ports = [free_port(), free_port()]
     dbs = [f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db"]
@@ -48,8 +51,14 @@ def test_two_dashboards_lose_nothing_through_bus_and_dashboard_restarts(
         time.sleep(3)
         bus.start()  # ... and comes back on the same store
         fp.wait_for(lambda: _frames(ports[0], "n-1") > 0, 30, "frames after the restart")
-        fp.stop(dashes[0], signal.SIGKILL)  # a dashboard dies (its writer too) ...
-        time.sleep(2)  # ... and restarts: it resumes from what it recorded
+        # A dashboard restarts: stopped in order (SIGTERM to its group, as systemd does),
+        # or killed (its writer too). Either way it resumes from what it recorded.
+        fp.stop(dashes[0], restart)
+        if restart == signal.SIGTERM:  # in order, well within fp.stop's 60 s
+            said = logs[0].read_text()
+            assert dashes[0].returncode == -signal.SIGTERM, said[-3000:]
+            assert "database is locked" not in said and "shutdown:" not in said, said[-3000:]
+        time.sleep(2)
         dashes[0] = fp.dashboard(ports[0], dbs[0], bus.url, "dash0", logs[0])
         time.sleep(3)
         for proc in nodes:
