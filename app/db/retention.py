@@ -19,6 +19,7 @@ from app.db.models import (
     SessionRecord,
 )
 from app.db.queries import delete_session
+from app.db.session import write_transaction
 
 
 class Pruned(NamedTuple):
@@ -55,7 +56,7 @@ def prune(
 ) -> Pruned:
     """Delete ended sessions started more than `older_than_s` ago, then the oldest ended
     ones until what is stored is at most `max_bytes`. `keep`: never these (live here)."""
-    with db.begin() as s:
+    with write_transaction(db) as s:
         sizes = stored_bytes(s)
         ended = s.execute(
             select(SessionRecord.id, SessionRecord.started_at)

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.checkpoint_codec import CheckpointClock, encode_checkpoint
 from app.db.live_rows import LiveRowsTaker, encode_live_rows
 from app.db.models import SessionRecord
+from app.db.session import write_transaction
 from app.db.writes import Checkpoint, Frame, write_batch, write_live_rows
 from app.protocol.models import FRAME_MODELS, validate_frame
 from app.protocol.state import SessionState
@@ -260,7 +261,7 @@ def import_jsonl(db_sessionmaker: sessionmaker[Session], path: str | Path) -> st
         if (error := _exists(db, header.id)) is not None:
             raise error
     try:
-        with db_sessionmaker.begin() as db:
+        with write_transaction(db_sessionmaker) as db:
             if (error := _exists(db, header.id)) is not None:
                 raise error
             _write(db, path, header)

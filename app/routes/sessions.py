@@ -14,6 +14,7 @@ from app.api_bodies import RenameBody, RerunBody, body_doc
 from app.api_docs import CONTROL_ERRORS, error_responses
 from app.api_models import Deleted, Renamed, RerunResult, SessionListRow, Snapshot
 from app.db import queries
+from app.db.session import write_transaction
 from app.deps import Control, DbDep, HubDep, RecorderDep, View, json_or_form
 from app.edge.bounds import StepQuery
 from app.forms import parse_config_changes
@@ -82,7 +83,7 @@ async def get_session(session_id: str, db: DbDep) -> queries.SessionRow:
 )
 async def rename(session_id: str, db: DbDep, body: RenameDep) -> Renamed:
     def write() -> None:
-        with db.begin() as s:
+        with write_transaction(db) as s:
             queries.rename_session(s, session_id, body.name)
 
     await asyncio.to_thread(write)
@@ -103,7 +104,7 @@ async def delete(session_id: str, db: DbDep, hub: HubDep) -> Deleted:
         raise HTTPException(409, "this session is live; stop it before deleting its recording")
 
     def write() -> None:
-        with db.begin() as s:
+        with write_transaction(db) as s:
             queries.delete_session(s, session_id)
 
     await asyncio.to_thread(write)
