@@ -25,16 +25,17 @@ from sqlalchemy.orm import Session
 
 from app.db import queries
 from app.db.models import RequestRecord
+from app.db.writes import ENDED_MARKS
 from app.protocol.state import SessionState
-from protocol.codes import FrameType, RequestMark, SegmentKind
+from protocol.codes import FrameType, SegmentKind
 from protocol.views import Segment
 
 R = RequestRecord
 WAITING = SegmentKind.WAITING.value
-REQUEST = FrameType.REQUEST.value
-ENDS = {RequestMark.FINISHED.value, RequestMark.ABORTED.value, RequestMark.REJECTED.value}
 REBUILD_FRAMES = 20_000
 """Frames a page's rebuild folds at most (old recordings only)."""
+SEEK_COST = 1000
+"""What a group's seek to its start counts against REBUILD_FRAMES."""
 
 
 def closed(segments: list[Segment], step: int) -> list[Segment]:
@@ -100,15 +101,20 @@ def rebuild(
             groups.append((lo, hi, {req}))
     budget = REBUILD_FRAMES
     for lo, hi, ids in groups:
-        if hi - lo > budget:
+        cost = hi - lo + SEEK_COST
+        if cost > budget:
             continue
-        budget -= hi - lo
+        budget -= cost
         state = queries.state_at_seq(db, session_id, lo) if lo > 0 else SessionState(session_id)
         for seq, text in queries.iter_frames(db, session_id, state.seq, hi):
             frame = json.loads(text)
             data = frame["data"]
             state.apply(frame["type"], seq, data)
-            if frame["type"] == REQUEST and data.get("kind") in ENDS and data["req"] in ids:
+            if (
+                frame["type"] == FrameType.REQUEST
+                and data.get("kind") in ENDED_MARKS
+                and data["req"] in ids
+            ):
                 row = state.requests.get(data["req"])
                 if row is not None:
                     out[data["req"]] = [list(s) for s in row["segments"]]

@@ -29,14 +29,18 @@ from app.db.live_rows import LiveRowsTaker, encode_live_rows
 from app.db.quarantine import Rejected, describe, is_transient, write_isolated
 from app.db.queries import state_at_seq
 from app.db.session import make_engine, make_sessionmaker
-from app.db.writes import Checkpoint, Frame, write_batch, write_live_rows, write_segments
+from app.db.writes import (
+    ENDED_MARKS,
+    Checkpoint,
+    Frame,
+    write_batch,
+    write_live_rows,
+    write_segments,
+)
 from app.protocol.state import SessionState
-from protocol.codes import FrameType, RequestMark
+from protocol.codes import FrameType
 
 log = logging.getLogger("batchscope.writer")
-REQUEST = FrameType.REQUEST.value
-ENDS = {RequestMark.FINISHED.value, RequestMark.ABORTED.value, RequestMark.REJECTED.value}
-"""The marks after which a request's segments are final (stored on its requests row)."""
 
 
 class TextFrame(NamedTuple):
@@ -133,7 +137,7 @@ class Writer:
                         live_rows.append(Checkpoint(session, rows["seq"], rows["step"], encoded))
                         taker.taken(len(encoded))
                 state.apply(frame_type, seq, data)
-                if frame_type == REQUEST and data.get("kind") in ENDS:
+                if frame_type == FrameType.REQUEST and data.get("kind") in ENDED_MARKS:
                     row = state.requests.get(data["req"])
                     if row is not None:
                         ended[(session, row["req"])] = [list(x) for x in row["segments"]]

@@ -24,6 +24,8 @@ from app.db.models import (
 from protocol.codes import FrameType, RequestMark, SessionEvent
 from protocol.wire import IterationData, RequestMarkData, SessionData
 
+ENDED_MARKS = frozenset({RequestMark.FINISHED, RequestMark.ABORTED, RequestMark.REJECTED})
+"""The request marks after which a request's Gantt segments are final (write_segments)."""
 BLOCK_FRAMES = 128
 """Iteration frames per stored block: a seek decompresses at most a few blocks."""
 

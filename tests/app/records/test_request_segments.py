@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,6 +20,8 @@ from app.db import queries
 from app.db.models import RequestRecord
 from app.db.request_segments import closed
 from app.protocol.state import MAX_DONE_ROWS, SessionState
+from app.records.export import export_jsonl
+from app.records.importer import import_jsonl
 from app.request_table import clear_live_cache
 from tests.app.records.conftest import NewUrl, open_sessions
 from tests.app.records.helpers import record_session
@@ -118,3 +121,23 @@ def test_every_request_has_its_segments_on_its_page(
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def test_an_imported_recording_stores_the_same_segments(
+    recording: tuple[sessionmaker[Session], Want], new_database: NewUrl, tmp_path: Path
+) -> None:
+    """The importer stores each done request's segments, as the recorder does (those of
+    the recording itself may have been cleared by the test above)."""
+    sessions, want = recording
+    path = tmp_path / "s.jsonl"
+    with sessions() as db, path.open("w") as out:
+        export_jsonl(db, SID, out)
+    query = select(RequestRecord.req_id, RequestRecord.segments).where(
+        RequestRecord.session_id == SID, RequestRecord.finish_step.is_not(None)
+    )
+    for other in open_sessions(new_database()):
+        assert import_jsonl(other, path) == SID
+        with other() as db:
+            imported = {req: segs for req, segs in db.execute(query)}
+    assert len(imported) > MAX_DONE_ROWS
+    assert imported == {req: want[max(want)][req] for req in imported}
