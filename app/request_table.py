@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 from app.db import queries
 from app.db.live_view import live_view_at
 from app.db.request_page import Pending, arrival_seqs
+from app.db.request_segments import closed
 from app.forms import FormError
 from app.protocol.state import SessionState
 from engine.waiting import waiting_text
@@ -234,6 +235,8 @@ def live_rows_at(db: Session, session_id: str, step: int) -> LiveRows:
         for r in table_rows(state)
         if r["finish_step"] is None or r["finish_step"] > step
     ]
+    for r in rows:  # for the replay Gantt (app.db.request_segments)
+        r["segments"] = closed(state.requests[r["req"]]["segments"], step)
     # Few rows (the pending ones left out): read by id; else in one walk of the index.
     seqs = arrival_seqs(
         db, session_id, [r["req"] for r in rows], None if len(rows) < 1000 else step

@@ -139,6 +139,10 @@ class RequestRecord(Base):
     e2e: Mapped[float | None] = mapped_column(Float, nullable=True)
     """Seconds, as the request table shows them (e2e of FINISHED rows only), stored so a
     recording's table sorts by them in the database (app.db.request_page)."""
+    segments: Mapped[list[list[object]] | None] = mapped_column(JSON, nullable=True)
+    """Its Gantt segments once done ([kind, start_step, end_step, tokens], the fold's, as
+    the writer's fold has them at its end): the replay Gantt of any request (0009; None
+    before, or where the writer did not fold the session: app.db.request_segments)."""
 
     __table_args__ = (
         # Each holds what a page's conditions and order read (0008), so the table at a

@@ -29,8 +29,16 @@ from app.db.live_rows import LiveRowsTaker, encode_live_rows
 from app.db.quarantine import Rejected, describe, is_transient, write_isolated
 from app.db.queries import state_at_seq
 from app.db.session import make_engine, make_sessionmaker
-from app.db.writes import Checkpoint, Frame, write_batch, write_live_rows
+from app.db.writes import (
+    ENDED_MARKS,
+    Checkpoint,
+    Frame,
+    write_batch,
+    write_live_rows,
+    write_segments,
+)
 from app.protocol.state import SessionState
+from protocol.codes import FrameType
 
 log = logging.getLogger("batchscope.writer")
 
@@ -115,6 +123,7 @@ class Writer:
     def _checkpoint(self, db: Session, frames: list[Frame]) -> None:
         checkpoints: list[Checkpoint] = []
         live_rows: list[Checkpoint] = []
+        ended: dict[tuple[str, str], list[list[object]]] = {}
         for session, frame_type, seq, data, text in frames:
             try:
                 state = self._state(db, session, seq)
@@ -128,6 +137,10 @@ class Writer:
                         live_rows.append(Checkpoint(session, rows["seq"], rows["step"], encoded))
                         taker.taken(len(encoded))
                 state.apply(frame_type, seq, data)
+                if frame_type == FrameType.REQUEST and data.get("kind") in ENDED_MARKS:
+                    row = state.requests.get(data["req"])
+                    if row is not None:
+                        ended[(session, row["req"])] = [list(x) for x in row["segments"]]
                 if taker is not None:
                     taker.after(frame_type, data, text)
             except Exception as exc:
@@ -149,6 +162,8 @@ class Writer:
             write_batch(db, [], checkpoints)
         if live_rows:
             write_live_rows(db, live_rows)
+        if ended:
+            write_segments(db, ended)
 
 
 _writer: Writer | None = None

@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple, cast
 
-from sqlalchemy import insert
+from sqlalchemy import bindparam, insert, update
 from sqlalchemy.orm import Session
 
 from app.db.frame_codec import pack_block, pack_frame
@@ -24,6 +24,8 @@ from app.db.models import (
 from protocol.codes import FrameType, RequestMark, SessionEvent
 from protocol.wire import IterationData, RequestMarkData, SessionData
 
+ENDED_MARKS = frozenset({RequestMark.FINISHED, RequestMark.ABORTED, RequestMark.REJECTED})
+"""The request marks after which a request's Gantt segments are final (write_segments)."""
 BLOCK_FRAMES = 128
 """Iteration frames per stored block: a seek decompresses at most a few blocks."""
 
@@ -267,4 +269,21 @@ def write_live_rows(db: Session, rows: Iterable[Checkpoint]) -> None:
     db.execute(
         insert(LiveRowsRecord),
         [{"session_id": s, "seq": seq, "step": step, "state": text} for s, seq, step, text in rows],
+    )
+
+
+def write_segments(db: Session, ended: Mapping[tuple[str, str], list[list[object]]]) -> None:
+    """The Gantt segments of requests just done, as the writer's fold ends them (their
+    rows were written by this batch or an earlier one)."""
+    stmt = (
+        update(RequestRecord)
+        .where(
+            RequestRecord.session_id == bindparam("s_id"),
+            RequestRecord.req_id == bindparam("r_id"),
+        )
+        .values(segments=bindparam("segs"))
+        .execution_options(synchronize_session=False)
+    )
+    db.connection().execute(
+        stmt, [{"s_id": s, "r_id": r, "segs": segs} for (s, r), segs in ended.items()]
     )

@@ -20,11 +20,18 @@ from app.db.checkpoint_codec import CheckpointClock, encode_checkpoint
 from app.db.live_rows import LiveRowsTaker, encode_live_rows
 from app.db.models import SessionRecord
 from app.db.session import write_transaction
-from app.db.writes import Checkpoint, Frame, write_batch, write_live_rows
+from app.db.writes import (
+    ENDED_MARKS,
+    Checkpoint,
+    Frame,
+    write_batch,
+    write_live_rows,
+    write_segments,
+)
 from app.protocol.models import FRAME_MODELS, validate_frame
 from app.protocol.state import SessionState
 from app.records.recorder import CHECKPOINT_EVERY
-from protocol.codes import RECORDED_FRAME_TYPES
+from protocol.codes import RECORDED_FRAME_TYPES, FrameType
 from protocol.envelope import PROTOCOL_VERSION
 
 ENVELOPE_KEYS = {"v", "type", "session", "seq", "data"}
@@ -191,7 +198,11 @@ def _exists(db: Session, session_id: str) -> ImportFormatError | None:
 
 
 def _write_chunk(
-    db: Session, batch: list[Frame], checkpoints: list[Checkpoint], live: list[Checkpoint]
+    db: Session,
+    batch: list[Frame],
+    checkpoints: list[Checkpoint],
+    live: list[Checkpoint],
+    ended: dict[tuple[str, str], list[list[object]]],
 ) -> None:
     # No autoflush: write_batch looks up each new request row, and a flush before every
     # lookup costs more than the writes (rows are unique per chunk; chunks are flushed).
@@ -200,6 +211,9 @@ def _write_chunk(
         if live:
             write_live_rows(db, live)
     db.flush()
+    if ended:  # the replay Gantt's segments of the requests done (as the recorder's)
+        write_segments(db, ended)
+        ended.clear()
 
 
 def _write(db: Session, path: Path, header: SessionHeader) -> None:
@@ -213,6 +227,7 @@ def _write(db: Session, path: Path, header: SessionHeader) -> None:
     checkpoints: list[Checkpoint] = []
     live: list[Checkpoint] = []
     taker = LiveRowsTaker()  # the request table's live rows, as the recorder keeps them
+    ended: dict[tuple[str, str], list[list[object]]] = {}
     clock = CheckpointClock(CHECKPOINT_EVERY)
     for number, text in lines:
         ftype, seq, data = checker.check(number, text, validate_data=False)
@@ -231,6 +246,12 @@ def _write(db: Session, path: Path, header: SessionHeader) -> None:
             live.append(Checkpoint(sid, rows["seq"], rows["step"], encoded))
             taker.taken(len(encoded))
         state.apply(ftype, seq, data)
+        if (
+            ftype == FrameType.REQUEST
+            and data.get("kind") in ENDED_MARKS
+            and data["req"] in state.requests
+        ):
+            ended[(sid, data["req"])] = [list(x) for x in state.requests[data["req"]]["segments"]]
         taker.after(ftype, data, text)
         batch.append(Frame(sid, ftype, seq, data, text))
         clock.add(text)
@@ -239,9 +260,9 @@ def _write(db: Session, path: Path, header: SessionHeader) -> None:
             checkpoints.append(Checkpoint(sid, seq, max(state.step, 0), encoded))
             clock.taken(len(encoded))
         if len(batch) >= WRITE_CHUNK:
-            _write_chunk(db, batch, checkpoints, live)
+            _write_chunk(db, batch, checkpoints, live, ended)
             batch, checkpoints, live = [], [], []
-    _write_chunk(db, batch, checkpoints, live)
+    _write_chunk(db, batch, checkpoints, live, ended)
     # The exported row wins over what the frames imply (a rename, the real end time).
     rec = db.get(SessionRecord, sid)
     assert rec is not None

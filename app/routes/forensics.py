@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Query, Response
 
 from app.api_docs import error_responses
 from app.api_models import RequestRow
 from app.db import queries
 from app.db.request_page import request_page
+from app.db.request_segments import add_segments
 from app.deps import DbDep, HubDep, RecorderDep, View
 from app.errors import NotFound
 from app.life_models import BlockMap, RequestLife
@@ -85,12 +86,15 @@ async def recorded_rows(
     response: Response,
     query: Annotated[RequestQuery, Depends(request_query)],
     step: int | None = None,
+    segments: Annotated[bool, Query(description="add each row's Gantt segments")] = False,
 ) -> list[dict[str, Any]]:
     """The request table of a recording at `step` (default: the last), with the query
     parameters of the live twin (/api/requests), every request of the recording at any
     size: done requests are filtered, sorted and paged (`offset`, `limit`) in the
     database, the live ones come from the state at the step. `X-Total-Count`: the rows
-    matching, over all pages."""
+    matching, over all pages. `segments=1`: each row with its Gantt `segments`
+    ([kind, start_step, end_step, tokens], closed at the step; null where the recording
+    cannot give them: app.db.request_segments), for the replay Gantt."""
     await _settled(hub, recorder, session_id)
 
     def load() -> tuple[int, list[dict[str, Any]]]:
@@ -99,7 +103,13 @@ async def recorded_rows(
             at = meta["steps"] - 1 if step is None else step
             # Done by `at` in the database; the rest from the state at `at`.
             rows, pending, seq = live_rows_at(s, session_id, at)
-            return request_page(s, session_id, at, rows, query, pending, as_of=seq)
+            total, page = request_page(s, session_id, at, rows, query, pending, as_of=seq)
+            if segments:
+                add_segments(s, session_id, at, page)
+            else:
+                for r in page:  # the live rows' (copies)
+                    r.pop("segments", None)
+            return total, page
 
     total, page = await asyncio.to_thread(load)
     response.headers["X-Total-Count"] = str(total)

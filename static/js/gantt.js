@@ -290,15 +290,33 @@
 
   function key(model) {
     const sel = BS.selection ? BS.selection.req + ":" + BS.selection.step : "";
-    return model.epoch + ":" + model.ganttVersion + ":" + BS.filters.version + ":" + sel;
+    const pages = replayRows() ? ":" + BS.requestPages.version : "";
+    return model.epoch + ":" + model.ganttVersion + ":" + BS.filters.version + ":" + sel + pages;
+  }
+
+  /** In replay the Gantt draws the request table's window, paged from the recording
+   * (request_pages.js: every request of a recording of any size); live, the model. */
+  function replayRows() {
+    return !!(BS.mode.replay && BS.requestPages && BS.requestPages.gantt);
+  }
+
+  /** The model the Gantt draws: in replay, the model with the table window's rows. */
+  function ganttModel() {
+    if (!replayRows()) return BS.model;
+    const rows = BS.requestPages.gantt(BS.model);
+    if (st.replay && st.replay.rows === rows && st.replay.base === BS.model) return st.replay.model;
+    const model = Object.create(BS.model);
+    model.reqs = rows.reqs;
+    st.replay = { rows: rows, base: BS.model, model: model };
+    return model;
   }
 
   function init() {
     const el = document.getElementById("gantt");
     if (!el) return;
     st.view = new GanttView(el, {
-      model: () => BS.model,
-      ids: () => BS.filters.ids(BS.model),
+      model: ganttModel,
+      ids: () => (replayRows() ? BS.requestPages.gantt(BS.model).ids : BS.filters.ids(BS.model)),
       selected: () => (BS.selection ? BS.selection.req : null),
       stepLine: () => (BS.mode.replay ? BS.model.step : null),
       onSelect: (req, step) => BS.select && BS.select(req, { step: BS.mode.replay ? step : null }),
@@ -311,6 +329,8 @@
     const fit = document.getElementById("gantt-fit");
     if (fit) fit.addEventListener("click", () => st.view.fit());
     document.body.addEventListener("bs:select", (ev) => { if (ev.detail.req) st.view.reveal(ev.detail.req); });
+    // A page of the replay table arrived or its window moved: draw its rows.
+    document.body.addEventListener("bs:request-pages", () => render(BS.model));
     renderMarkersList(BS.model);
   }
 

@@ -3,13 +3,33 @@
  * recording of any size, filtered and sorted by the server with the shared query
  * (filters.js). Pages of PAGE rows are fetched as the table scrolls to them and kept
  * until the step or the query changes; BS.requestPages.view(model, first, last) answers
- * {total, row(i)} from what is here and asks for what is missing. */
+ * {total, row(i)} from what is here and asks for what is missing. The rows come with
+ * their Gantt segments (segments=1): BS.requestPages.gantt(model) gives the replay Gantt
+ * the rows of the table's window (same query, same order), so paging or scrolling the
+ * table reaches every request in the Gantt too (gantt.js). */
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
   const PAGE = 100;
-  const st = { key: "", total: null, pages: new Map(), loading: new Set(), onload: null };
+  const SEG = BS.protocol.SEGMENT; // segment kinds (static/js/protocol.js)
+  const st = { key: "", total: null, pages: new Map(), loading: new Set(), onload: null,
+    first: 0, last: 0, version: 0, drawn: null };
   BS.requestPages = st;
+
+  /** A row for the Gantt (gantt_paint.js reads `segs`: [kind, start, end, tokens, hit]);
+   * null when the server could not give its segments. */
+  function ganttRow(row) {
+    if (!row.segments) return null;
+    const segs = row.segments.map((s) => [s[0], s[1], s[2], s[3], 0]);
+    const prefill = segs.find((s) => s[0] === SEG.PREFILL);
+    if (prefill && row.prefix_hit) prefill[4] = row.prefix_hit;
+    return Object.assign({}, row, { segments: undefined, segs: segs, marks: [] });
+  }
+
+  function changed() {
+    st.version++;
+    if (BS.emit) BS.emit("bs:request-pages", {});
+  }
 
   function key(model) {
     return BS.mode.replay + ":" + model.step + ":" + BS.filters.version;
@@ -21,6 +41,7 @@
     p.set("step", String(model.step));
     p.set("offset", String(page * PAGE));
     p.set("limit", String(PAGE));
+    p.set("segments", "1");
     const url = "/api/sessions/" + encodeURIComponent(BS.mode.replay) + "/requests?" + p;
     try {
       const resp = await fetch(url, { credentials: "same-origin" });
@@ -28,7 +49,12 @@
       const rows = await resp.json();
       if (k !== st.key) return; // the step or the query moved on meanwhile
       st.total = parseInt(resp.headers.get("X-Total-Count") || "0", 10);
+      for (const row of rows) {
+        row.gantt = ganttRow(row);
+        row.segments = undefined;
+      }
       st.pages.set(page, rows);
+      changed();
     } catch (e) {
       if (k === st.key && BS.flash) BS.flash(false, "request table: " + e.message);
     } finally {
@@ -45,6 +71,11 @@
       st.pages = new Map(); // a new step or query: the old pages no longer hold
       st.loading = new Set();
     }
+    if (first !== st.first || last !== st.last) {
+      st.first = first;
+      st.last = last;
+      changed();
+    }
     const want = st.total === null ? [0] : [];
     for (let p = Math.floor(first / PAGE); p * PAGE < last; p++) want.push(p);
     for (const p of want) if (!st.pages.has(p) && !st.loading.has(p)) load(k, p, model);
@@ -56,5 +87,28 @@
         return page ? page[i % PAGE] || null : null;
       },
     };
+  };
+
+  /** The replay Gantt's rows: {ids, reqs} of the table's window at the model's step, in
+   * the table's order (a row without segments from the server: the browser's fold's
+   * row, if it holds one; else left out). Kept until a page or the window changes. */
+  st.gantt = function (model) {
+    const k = key(model) + ":" + st.version;
+    if (st.drawn && st.drawn.key === k) return st.drawn;
+    const ids = [], reqs = new Map();
+    if (st.key === key(model)) {
+      for (let i = st.first; i < Math.min(st.last, st.total || 0); i++) {
+        const page = st.pages.get(Math.floor(i / PAGE));
+        const r = page ? page[i % PAGE] : null;
+        const g = r ? r.gantt || model.reqs.get(r.req) : null;
+        if (!g) continue;
+        ids.push(r.req);
+        reqs.set(r.req, g);
+      }
+    }
+    // A seek's pages still on their way: the rows drawn before stay until they arrive.
+    if (!ids.length && st.loading.size && st.drawn) return st.drawn;
+    st.drawn = { key: k, ids: ids, reqs: reqs };
+    return st.drawn;
   };
 })();

@@ -86,3 +86,47 @@ def test_every_request_reaches_the_replay_table(
         assert console.errors == []
     finally:
         ctx.close()
+
+
+GANTT_JS = "() => (BS.gantt.view && BS.gantt.view.last ? BS.gantt.view.last.ids : [])"
+
+
+def test_paging_the_table_reaches_every_request_in_the_gantt(
+    browser: Any, big_server: Server, console: Console
+) -> None:
+    """The replay Gantt draws the table's window from the server (request_pages.js), so
+    requests older than the newest MAX_DONE_ROWS finished (gone from the browser's fold)
+    appear in it, with the segments a fold keeping every row has."""
+    total = _total(big_server)
+    assert total > MAX_DONE_ROWS + 100
+    first = {"sort": "arrival", "limit": 1, "segments": 1}
+    oldest = big_server.api("GET", f"/api/sessions/{SID}/requests", params=first).json()[0]
+    assert oldest["status"] == "FINISHED" and oldest["segments"]
+    ctx = browser.new_context(viewport={"width": 1500, "height": 1000})
+    try:
+        page = console.watch(ctx.new_page(), big_server.url)
+        page.goto(big_server.url + f"/?session={SID}")
+        page.wait_for_function("() => BS.conn.snapshots > 0")
+        page.wait_for_function(f"() => ({TOTAL_JS})() === '{total}'")
+        page.wait_for_function(f"() => ({GANTT_JS})().length > 0")
+        req = oldest["req"]
+        # The browser's own fold dropped it long ago; the Gantt does not show it yet.
+        assert not page.evaluate("r => BS.model.reqs.has(r)", req)
+        assert req not in page.evaluate(GANTT_JS)
+        page.evaluate("() => { const s = document.getElementById('req-scroll');"
+                      " s.scrollTop = s.scrollHeight; }")  # fmt: skip
+        page.locator(f'#requests-table tr[data-req="{req}"]').wait_for()
+        page.wait_for_function(f"r => ({GANTT_JS})().includes(r)", arg=req)
+        drawn = page.evaluate(
+            "r => BS.gantt.view.last.model.reqs.get(r).segs.map(s => s.slice(0, 4))", req
+        )
+        assert drawn == oldest["segments"]
+        # The Gantt's rows are the table's, in its order (newest first at the bottom).
+        table = page.locator("#requests-table tbody tr[data-req]").evaluate_all(
+            "rs => rs.map(r => r.dataset.req)"
+        )
+        assert page.evaluate(GANTT_JS) == table
+        assert int(page.locator("#gantt").get_attribute("data-drawn") or 0) > 0
+        assert console.errors == []
+    finally:
+        ctx.close()
