@@ -138,6 +138,6 @@ def test_an_imported_recording_stores_the_same_segments(
     for other in open_sessions(new_database()):
         assert import_jsonl(other, path) == SID
         with other() as db:
-            imported = {req: segs for req, segs in db.execute(query)}
+            imported = dict(db.execute(query).all())
     assert len(imported) > MAX_DONE_ROWS
     assert imported == {req: want[max(want)][req] for req in imported}
