@@ -103,7 +103,10 @@ async def recorded_rows(
             at = meta["steps"] - 1 if step is None else step
             # Done by `at` in the database; the rest from the state at `at`.
             rows, pending, seq = live_rows_at(s, session_id, at)
-            total, page = request_page(s, session_id, at, rows, query, pending, as_of=seq)
+            final = meta["ended_at"] is not None
+            total, page = request_page(
+                s, session_id, at, rows, query, pending, as_of=seq, final=final
+            )
             if segments:
                 add_segments(s, session_id, at, page)
             else:
