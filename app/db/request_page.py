@@ -387,10 +387,6 @@ def _counts(
     it costs its window, not another count of every row). Of an ended recording, from
     its done rows' counts (app.db.done_counts) and the live rows' pending count, where
     those tell the query's rows."""
-    if final:
-        counted = _counted(db, session_id, step, query, pieces, pending)
-        if counted is not None:
-            return counted
     key: Hashable | None = None
     if as_of is not None:
         filters = dataclasses.replace(query, offset=0, limit=None)
@@ -400,7 +396,13 @@ def _counts(
             if kept is not None:
                 _counts_kept.move_to_end(key)
                 return kept
-    counts = [db.scalar(select(func.count()).select_from(R).where(x.where)) or 0 for x in pieces]
+    counted = _counted(db, session_id, step, query, pieces, pending) if final else None
+    if counted is None:
+        counts = [
+            db.scalar(select(func.count()).select_from(R).where(x.where)) or 0 for x in pieces
+        ]
+    else:
+        counts = counted
     if key is not None:
         with _counts_lock:
             _counts_kept[key] = counts
@@ -426,6 +428,8 @@ def _counted(
         return None
     done = done_counts(db, session_id) if any(x.done for x in pieces) else None
     if done is None and any(x.done for x in pieces):
+        return None
+    if done is not None and any(x.done and x.pending for x in pieces) and not done.arrivals_ok(db):
         return None
     statuses: frozenset[str | None] | None = None
     wanted = query.status & {"finished", "rejected"}
