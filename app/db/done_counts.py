@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
+from collections.abc import Hashable
 from typing import NamedTuple, cast
 
 from sqlalchemy import func, or_, select
@@ -83,16 +84,18 @@ class DoneCounts:
         return total
 
 
-_kept: OrderedDict[tuple[str, str], DoneCounts] = OrderedDict()
-_asked: OrderedDict[tuple[str, str], None] = OrderedDict()
+_kept: OrderedDict[tuple[str, str, Hashable], DoneCounts] = OrderedDict()
+_asked: OrderedDict[tuple[str, str, Hashable], None] = OrderedDict()
 _lock = threading.Lock()
 
 
-def done_counts(db: Session, session_id: str) -> DoneCounts | None:
+def done_counts(db: Session, session_id: str, ended: Hashable) -> DoneCounts | None:
     """The counts of an ended recording (kept: its rows no longer change), read when
     they are asked for a second time: None the first (a recording's first page counts in
-    the database: one count costs less than the read, which a seek then repays)."""
-    key = (str(db.get_bind().engine.url), session_id)
+    the database: one count costs less than the read, which a seek then repays).
+    `ended`: what tells this recording from another of the same id (deleted, then
+    imported again), e.g. its start and end times."""
+    key = (str(db.get_bind().engine.url), session_id, ended)
     with _lock:
         if key in _kept:
             _kept.move_to_end(key)

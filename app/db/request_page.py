@@ -381,7 +381,7 @@ def _counts(
     folded: bool,
     as_of: int | None,
     pending: Pending | None = None,
-    final: bool = False,
+    ended: Hashable | None = None,
 ) -> list[int]:
     """The rows of each piece; kept for the next pages of the same table (a page deep in
     it costs its window, not another count of every row). Of an ended recording, from
@@ -396,7 +396,9 @@ def _counts(
             if kept is not None:
                 _counts_kept.move_to_end(key)
                 return kept
-    counted = _counted(db, session_id, step, query, pieces, pending) if final else None
+    counted = None
+    if ended is not None:
+        counted = _counted(db, session_id, ended, step, query, pieces, pending)
     if counted is None:
         counts = [
             db.scalar(select(func.count()).select_from(R).where(x.where)) or 0 for x in pieces
@@ -414,6 +416,7 @@ def _counts(
 def _counted(
     db: Session,
     session_id: str,
+    ended: Hashable,
     step: int,
     query: Any,
     pieces: list[Piece],
@@ -426,7 +429,7 @@ def _counted(
         pending is None or pending.size is None or query.reason is not None
     ):
         return None
-    done = done_counts(db, session_id) if any(x.done for x in pieces) else None
+    done = done_counts(db, session_id, ended) if any(x.done for x in pieces) else None
     if done is None and any(x.done for x in pieces):
         return None
     if done is not None and any(x.done and x.pending for x in pieces) and not done.arrivals_ok(db):
@@ -456,7 +459,7 @@ def request_page(
     query: Any,
     pending: Pending | None = None,
     as_of: int | None = None,
-    final: bool = False,
+    ended: Hashable | None = None,
 ) -> tuple[int, list[dict[str, Any]]]:
     """(total rows matching, the page) at `step`. `live_rows`: the fold's rows at `step`
     of requests not done by then, with their `arrival_seq` (app.request_table.live_rows_at),
@@ -464,14 +467,15 @@ def request_page(
     waiting requests are not among them but in the requests table (app.db.live_view).
     `as_of`: the step's last frame, given when the counts may be kept for the next page
     of the same table (what the requests table holds of a step is final after it).
-    `final`: the recording has ended (its rows never change: their counts are kept)."""
+    `ended`: given once the recording has ended (its rows never change: their counts
+    are kept), what tells it from another of the same id (its start and end times)."""
     live = [r for r in live_rows if query.matches(r)]
     key = _sort_key(query)
     live.sort(key=key)
     done = _where(session_id, step, query)
     pend = None if pending is None else _pending_where(session_id, step, query, pending)
     pieces = _pieces(session_id, query, step, done, pend)
-    counts = _counts(db, session_id, step, query, pieces, pending is None, as_of, pending, final)
+    counts = _counts(db, session_id, step, query, pieces, pending is None, as_of, pending, ended)
     stored = sum(counts)
     total = len(live) + stored
     limit = total if query.limit is None else query.limit

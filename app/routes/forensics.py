@@ -103,9 +103,10 @@ async def recorded_rows(
             at = meta["steps"] - 1 if step is None else step
             # Done by `at` in the database; the rest from the state at `at`.
             rows, pending, seq = live_rows_at(s, session_id, at)
-            final = meta["ended_at"] is not None
+            # An ended recording's rows never change (its counts are kept).
+            ended = (meta["started_at"], meta["ended_at"]) if meta["ended_at"] else None
             total, page = request_page(
-                s, session_id, at, rows, query, pending, as_of=seq, final=final
+                s, session_id, at, rows, query, pending, as_of=seq, ended=ended
             )
             if segments:
                 add_segments(s, session_id, at, page)
