@@ -6,6 +6,9 @@ random filter or sort, a random offset, 50 rows).
     python -m bench.request_pages_bench [--requests 100000] [--seeks 200] [--postgres URL]
         [--db FILE]   (keep the recording there; measure it again without recording)
 
+A recording made before (by --db, of the same --requests) is measured as it is: e.g.
+`--requests 100000 --db /path/pages100k.db` measures a 100,000-request one in seconds.
+
 Targets: first page <= 200 ms, seek p99 <= 100 ms. Baseline, same run: the table as it
 was built before (the fold at the step, filtered and sorted in Python; it held only the
 newest 500 finished rows).
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import sys
 import tempfile
@@ -169,10 +173,12 @@ def main() -> int:
                 steps = record(url, args.requests)
                 how = f"recorded in {time.perf_counter() - t0:.0f} s"
             print(f"{url.split(':')[0]}: {args.requests} requests, {steps} steps {how}")
+            load = os.getloadavg()[0]
             r = measure(url, steps, args.seeks)
             print(f"  first page {r['first_page_ms']:.1f} ms (target <= 200; of {r['total']} "
                   f"rows)  seek p50 {r['seek_p50_ms']:.1f} ms  p99 {r['seek_p99_ms']:.1f} ms "
                   f"(target <= 100)")  # fmt: skip
+            print(f"  load average {load:.2f} -> {os.getloadavg()[0]:.2f} (1 min)")
             print(f"  baseline (fold only): first page {r['baseline_first_page_ms']:.1f} ms, "
                   f"reaching {r['baseline_rows_reachable']} of {r['total']} rows; ratio "
                   f"{r['first_page_ms'] / r['baseline_first_page_ms']:.2f}x")  # fmt: skip

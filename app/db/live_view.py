@@ -51,7 +51,9 @@ def live_view_at(db: Session, session_id: str, step: int, seq: int) -> LiveView 
         reasons = data["reasons"] or {"default": None, "exceptions": {}}
         if rec.seq != seq:
             return None  # left out at another step's end: not this step's queue
-        pending = Pending(step, reasons["default"], reasons["exceptions"], data["waiting_detail"])
+        pending = Pending(
+            step, reasons["default"], reasons["exceptions"], data["waiting_detail"], data["pending"]
+        )
     state = SessionState.from_checkpoint(_checkpoint(session_id, data))
     # (None after its own frame: a stored block spanning it would be read for nothing.)
     for frame_seq, text in iter_frames(db, session_id, rec.seq, seq) if seq > rec.seq else ():

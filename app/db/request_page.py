@@ -20,7 +20,9 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import ColumnElement, Select, and_, func, or_, select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql import operators
 
+from app.db.done_counts import done_counts
 from app.db.models import RequestRecord
 from engine.waiting import waiting_text
 from protocol.wire import WaitingDetail
@@ -190,6 +192,8 @@ class Pending(NamedTuple):
     default: str | None
     exceptions: dict[str, str | None]
     detail: WaitingDetail
+    size: int | None = None
+    """How many (what the live rows say), if known."""
 
 
 def _pending_where(
@@ -235,6 +239,23 @@ class Piece(NamedTuple):
     """Done rows only: the same rows, for a window read by walking the index of `order`
     (the finish step's range hidden from the planner: `+ 0`)."""
     order: list[Any]
+    done: str | None
+    """Which done rows it holds (app.db.done_counts kinds), None: none."""
+    pending: bool
+    """Whether it holds the never-scheduled waiting rows."""
+
+    def back(self) -> list[Any]:
+        """`order` reversed (each column the other way: a total order, so exactly)."""
+        return [_flip(c) for c in self.order]
+
+
+def _flip(c: Any) -> Any:
+    modifier = getattr(c, "modifier", None)
+    if modifier is operators.desc_op:
+        return c.element.asc()
+    if modifier is operators.asc_op:
+        return c.element.desc()
+    return c.desc()
 
 
 def _pieces(
@@ -265,29 +286,35 @@ def _pieces(
     def only(extra: ColumnElement[bool]) -> ColumnElement[bool] | None:
         return None if d is None else and_(d, extra)
 
-    def piece(where: ColumnElement[bool] | None, order: list[Any], extra: Any = None) -> Any:
+    def piece(
+        where: ColumnElement[bool] | None, order: list[Any], kind: str, extra: Any = None
+    ) -> Any:
         if where is None:
             return None
         walk = None
         if hidden is not None and (where is d or extra is not None):
             walk = and_(*hidden) if extra is None else and_(*hidden, extra)
-        return Piece(where, walk, order)
+        return Piece(where, walk, order, None if d is None else kind, p is not None)
 
     pieces: list[Piece | None]
     if query.sort == "arrival":
         order = [c.desc() for c in arrival] if query.descending else arrival
-        pieces = [piece(union(d, p), order)]
+        pieces = [piece(union(d, p), order, "all")]
     else:
         col = SORT_COLUMNS[query.sort]
         by_value = [col.desc() if query.descending else col.asc(), *arrival]
         if query.sort == "preemptions":
-            ran = piece(only(col > 0), by_value, col > 0)
-            pieces = [ran, piece(union(only(col == 0), p), arrival)]
+            ran = piece(only(col > 0), by_value, "ran", col > 0)
+            if ran is not None:
+                ran = ran._replace(pending=False)
+            pieces = [ran, piece(union(only(col == 0), p), arrival, "idle")]
             if not query.descending:
                 pieces.reverse()
         else:
-            known = piece(only(col.is_not(None)), by_value, col.is_not(None))
-            pieces = [known, piece(union(only(col.is_(None)), p), arrival)]
+            known = piece(only(col.is_not(None)), by_value, "+" + query.sort, col.is_not(None))
+            if known is not None:
+                known = known._replace(pending=False)
+            pieces = [known, piece(union(only(col.is_(None)), p), arrival, "-" + query.sort)]
     return [x for x in pieces if x is not None]
 
 
@@ -353,9 +380,13 @@ def _counts(
     pieces: list[Piece],
     folded: bool,
     as_of: int | None,
+    pending: Pending | None = None,
+    ended: Hashable | None = None,
 ) -> list[int]:
     """The rows of each piece; kept for the next pages of the same table (a page deep in
-    it costs its window, not another count of every row)."""
+    it costs its window, not another count of every row). Of an ended recording, from
+    its done rows' counts (app.db.done_counts) and the live rows' pending count, where
+    those tell the query's rows."""
     key: Hashable | None = None
     if as_of is not None:
         filters = dataclasses.replace(query, offset=0, limit=None)
@@ -365,13 +396,59 @@ def _counts(
             if kept is not None:
                 _counts_kept.move_to_end(key)
                 return kept
-    counts = [db.scalar(select(func.count()).select_from(R).where(x.where)) or 0 for x in pieces]
+    counted = None
+    if ended is not None:
+        counted = _counted(db, session_id, ended, step, query, pieces, pending)
+    if counted is None:
+        counts = [
+            db.scalar(select(func.count()).select_from(R).where(x.where)) or 0 for x in pieces
+        ]
+    else:
+        counts = counted
     if key is not None:
         with _counts_lock:
             _counts_kept[key] = counts
             while len(_counts_kept) > COUNT_CACHE:
                 _counts_kept.popitem(last=False)
     return counts
+
+
+def _counted(
+    db: Session,
+    session_id: str,
+    ended: Hashable,
+    step: int,
+    query: Any,
+    pieces: list[Piece],
+    pending: Pending | None,
+) -> list[int] | None:
+    """The pieces' counts from the kept counts; None when they cannot tell them."""
+    if query.priority is not None or query.prefix_hit is not None or query.q:
+        return None
+    if any(x.pending for x in pieces) and (
+        pending is None or pending.size is None or query.reason is not None
+    ):
+        return None
+    done = done_counts(db, session_id, ended) if any(x.done for x in pieces) else None
+    if done is None and any(x.done for x in pieces):
+        return None
+    if done is not None and any(x.done and x.pending for x in pieces) and not done.arrivals_ok(db):
+        return None
+    statuses: frozenset[str | None] | None = None
+    wanted = query.status & {"finished", "rejected"}
+    if query.status and wanted == {"finished"}:
+        statuses = frozenset({"FINISHED", None})
+    elif query.status and wanted == {"rejected"}:
+        statuses = frozenset({"REJECTED"})
+    out = []
+    for x in pieces:
+        n = 0
+        if x.done is not None and done is not None:
+            n += done.count(step, statuses, query.preempted, x.done)
+        if x.pending and pending is not None and pending.size is not None:
+            n += pending.size
+        out.append(n)
+    return out
 
 
 def request_page(
@@ -382,20 +459,23 @@ def request_page(
     query: Any,
     pending: Pending | None = None,
     as_of: int | None = None,
+    ended: Hashable | None = None,
 ) -> tuple[int, list[dict[str, Any]]]:
     """(total rows matching, the page) at `step`. `live_rows`: the fold's rows at `step`
     of requests not done by then, with their `arrival_seq` (app.request_table.live_rows_at),
     unfiltered; not changed (the page's rows are copies). `pending`: the never-scheduled
     waiting requests are not among them but in the requests table (app.db.live_view).
     `as_of`: the step's last frame, given when the counts may be kept for the next page
-    of the same table (what the requests table holds of a step is final after it)."""
+    of the same table (what the requests table holds of a step is final after it).
+    `ended`: given once the recording has ended (its rows never change: their counts
+    are kept), what tells it from another of the same id (its start and end times)."""
     live = [r for r in live_rows if query.matches(r)]
     key = _sort_key(query)
     live.sort(key=key)
     done = _where(session_id, step, query)
     pend = None if pending is None else _pending_where(session_id, step, query, pending)
     pieces = _pieces(session_id, query, step, done, pend)
-    counts = _counts(db, session_id, step, query, pieces, pending is None, as_of)
+    counts = _counts(db, session_id, step, query, pieces, pending is None, as_of, pending, ended)
     stored = sum(counts)
     total = len(live) + stored
     limit = total if query.limit is None else query.limit
@@ -409,15 +489,19 @@ def request_page(
     value = SORT_COLUMNS[query.sort] if query.sort != "arrival" else R.arrival_seq
     cols = (R.req_id, R.arrival_step, R.arrival_seq, value, R.finish_step)
     at_piece = 0
-    for (where, walk, order), count in zip(pieces, counts, strict=True):
+    for piece, count in zip(pieces, counts, strict=True):
         lo, hi = max(skip - at_piece, 0), min(end - at_piece, count)
         at_piece += count
         if lo >= hi:
             continue
-        if walk is not None and count > WALK_ORDER_FROM:
+        where, order = piece.where, piece.order
+        if piece.walk is not None and count > WALK_ORDER_FROM:
             # Many done rows alone: walk the index of the order (each holds finish_step)
             # instead of sorting them all.
-            where = walk
+            where = piece.walk
+        if lo > count - hi:
+            # Nearer the end: walk the order backwards (the same rows; sorted below).
+            order, lo, hi = piece.back(), count - hi, count - lo
         stmt = select(*cols).where(where).order_by(*order).offset(lo).limit(hi - lo)
         for req, a, s, v, fin in db.execute(stmt):
             is_pending = pending is not None and (fin is None or fin > step)

@@ -103,7 +103,11 @@ async def recorded_rows(
             at = meta["steps"] - 1 if step is None else step
             # Done by `at` in the database; the rest from the state at `at`.
             rows, pending, seq = live_rows_at(s, session_id, at)
-            total, page = request_page(s, session_id, at, rows, query, pending, as_of=seq)
+            # An ended recording's rows never change (its counts are kept).
+            ended = (meta["started_at"], meta["ended_at"]) if meta["ended_at"] else None
+            total, page = request_page(
+                s, session_id, at, rows, query, pending, as_of=seq, ended=ended
+            )
             if segments:
                 add_segments(s, session_id, at, page)
             else:

@@ -1,0 +1,147 @@
+"""The done requests of an ended recording counted at any step from one read: per status
+and preempted-or-not, the finish steps and the running counts of rows, of rows with a
+TTFT and of rows with an E2E (one walk of ix_requests_session_finish, no sort). A page of
+the request table then counts its done rows at a new step without scanning them again
+(app.db.request_page): the count of a big range was most of a seek's time.
+
+Only for what those columns tell (status, preempted, a known or unknown sort value);
+a query on priority, prefix hits or the id counts in the database as before.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Hashable
+from typing import NamedTuple, cast
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
+
+from app.db.models import RequestRecord
+
+R = RequestRecord
+KEPT = 8
+"""Recordings whose counts are kept."""
+
+
+class Run(NamedTuple):
+    """One (status, preempted) group: its finish steps ascending, and the running
+    counts of its rows, of those with a TTFT and of those with an E2E at each."""
+
+    steps: list[int]
+    rows: list[int]
+    ttft: list[int]
+    e2e: list[int]
+
+
+class DoneCounts:
+    def __init__(self, session_id: str, runs: dict[tuple[str | None, bool], Run]) -> None:
+        self.session_id = session_id
+        self.runs = runs
+        self._arrivals_ok: bool | None = None
+
+    def arrivals_ok(self, db: Session) -> bool:
+        """Whether every done row arrived by its finish step (read once), so that the
+        rows arrived by a step hold those done by it: what a piece holding done and
+        pending rows counts (app.db.request_page's union)."""
+        if self._arrivals_ok is None:
+            odd = db.scalar(
+                select(R.req_id)
+                .where(
+                    R.session_id == self.session_id,
+                    R.finish_step.is_not(None),
+                    or_(R.arrival_step.is_(None), R.arrival_step > R.finish_step),
+                )
+                .limit(1)
+            )
+            self._arrivals_ok = odd is None
+        return self._arrivals_ok
+
+    def count(
+        self, step: int, statuses: frozenset[str | None] | None, preempted: bool | None, kind: str
+    ) -> int:
+        """Done rows by `step` (finish_step <= step) with a status in `statuses` (None:
+        any), preempted or not (None: either), and `kind`: all | ran | idle (preempted
+        or not) | ttft / e2e known (`+ttft`) or unknown (`-ttft`)."""
+        total = 0
+        for (status, ran), run in self.runs.items():
+            if statuses is not None and status not in statuses:
+                continue
+            if preempted is not None and ran != preempted:
+                continue
+            if (kind == "ran" and not ran) or (kind == "idle" and ran):
+                continue
+            i = bisect_right(run.steps, step) - 1
+            if i < 0:
+                continue
+            n = run.rows[i]
+            if kind[1:] in ("ttft", "e2e"):
+                known = (run.ttft if kind[1:] == "ttft" else run.e2e)[i]
+                n = known if kind[0] == "+" else n - known
+            total += n
+        return total
+
+
+_kept: OrderedDict[tuple[str, str, Hashable], DoneCounts] = OrderedDict()
+_asked: OrderedDict[tuple[str, str, Hashable], None] = OrderedDict()
+_lock = threading.Lock()
+
+
+def done_counts(db: Session, session_id: str, ended: Hashable) -> DoneCounts | None:
+    """The counts of an ended recording (kept: its rows no longer change), read when
+    they are asked for a second time: None the first (a recording's first page counts in
+    the database: one count costs less than the read, which a seek then repays).
+    `ended`: what tells this recording from another of the same id (deleted, then
+    imported again), e.g. its start and end times."""
+    key = (str(db.get_bind().engine.url), session_id, ended)
+    with _lock:
+        if key in _kept:
+            _kept.move_to_end(key)
+            return _kept[key]
+        if key not in _asked:
+            _asked[key] = None
+            while len(_asked) > 4 * KEPT:
+                _asked.popitem(last=False)
+            return None
+    stmt = (
+        select(
+            R.status,
+            R.num_preemptions,
+            R.finish_step,
+            func.count(),
+            func.count(R.ttft),
+            func.count(R.e2e),
+        )
+        .where(R.session_id == session_id, R.finish_step.is_not(None))
+        # The index's order (ix_requests_session_finish): one walk, no sort.
+        .group_by(R.finish_step, R.status, R.num_preemptions)
+        .order_by(R.finish_step)
+    )
+    runs: dict[tuple[str | None, bool], Run] = {}
+    for status, preemptions, step, n, ttft, e2e in db.execute(stmt):
+        run = runs.setdefault((status, preemptions > 0), Run([], [], [], []))
+        if run.steps and run.steps[-1] == step:
+            run.rows[-1] += n
+            run.ttft[-1] += ttft
+            run.e2e[-1] += e2e
+            continue
+        base = (run.rows[-1], run.ttft[-1], run.e2e[-1]) if run.steps else (0, 0, 0)
+        run.steps.append(cast(int, step))  # finish_step IS NOT NULL
+        run.rows.append(base[0] + n)
+        run.ttft.append(base[1] + ttft)
+        run.e2e.append(base[2] + e2e)
+    counts = DoneCounts(session_id, runs)
+    with _lock:
+        _kept[key] = counts
+        while len(_kept) > KEPT:
+            _kept.popitem(last=False)
+    return counts
+
+
+def clear_done_counts() -> None:
+    """Forget the kept counts (tests that rewrite a recording under the same URL)."""
+    with _lock:
+        _kept.clear()
+        _asked.clear()
