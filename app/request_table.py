@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from app.db import queries
 from app.db.live_view import live_view_at
-from app.db.request_page import Pending, arrival_seqs
+from app.db.request_rows import Pending, arrival_seqs
 from app.db.request_segments import closed
 from app.forms import FormError
 from app.protocol.state import SessionState

@@ -4,9 +4,9 @@ request table reads a few hundred rows, whatever the size of the waiting queue.
 
 Under a long waiting queue the live rows leave out the requests never scheduled yet
 (taken at every step end); the page reads those from the requests table
-(app.db.request_page, `Pending`). A recording without live rows near the step (made
-before them, or by a writer that did not see the session from its start) gives None:
-the caller folds the whole state, as before.
+(app.db.request_page; `Pending`: app.db.request_rows). A recording without live rows
+near the step (made before them, or by a writer that did not see the session from its
+start) gives None: the caller folds the whole state, as before.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from app.db.live_rows import decode_live_rows
 from app.db.models import LiveRowsRecord
 from app.db.queries import iter_frames
-from app.db.request_page import Pending
+from app.db.request_rows import Pending
 from app.protocol.checkpoint import Checkpoint
 from app.protocol.state import SessionState
 
