@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, Select, func, or_, select
+from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.orm import Session
 
 from app.db.models import RequestRecord
@@ -44,17 +44,6 @@ def done_where(session_id: str, step: int, query: Any) -> list[ColumnElement[boo
     if query.q:
         conds.append(_like(query.q))
     return conds
-
-
-def _ordered(stmt: Select[Any], query: Any) -> Select[Any]:
-    arrival = [R.arrival_step, R.arrival_seq, R.req_id]
-    if query.sort == "arrival":
-        if query.descending:
-            return stmt.order_by(*(c.desc() for c in arrival))
-        return stmt.order_by(*arrival)
-    col = SORT_COLUMNS[query.sort]
-    value = col.desc() if query.descending else col.asc()
-    return stmt.order_by(col.is_(None), value, *arrival)
 
 
 def done_row(r: RequestRecord) -> dict[str, Any]:
