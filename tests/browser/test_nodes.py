@@ -69,9 +69,7 @@ def test_nodes_page_lists_a_pushing_node_and_opens_its_session(
 
         stop_process(node)
         page.goto(observer.url + "/nodes")
-        page.locator('#nodes-table tr[data-node="n1"][data-state="ended"]').wait_for(
-            timeout=10_000
-        )
+        page.locator('#nodes-table tr[data-node="n1"][data-state="ended"]').wait_for(timeout=10_000)
         assert console.errors == []
         assert console.foreign == []
     finally:
