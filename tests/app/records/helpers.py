@@ -5,16 +5,19 @@ what a recording holds. bench/ shares these too."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
+from collections.abc import Iterable, Iterator
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db import models
+from app.db import models, queries
 from app.db.session import make_engine, make_sessionmaker
 from app.live.hub import EventHub
 from app.protocol.convert import event_to_frame
+from app.protocol.state import SessionState
 from app.records.recorder import Recorder
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig
 from engine.engine import Engine
@@ -134,3 +137,22 @@ def row_counts(sessions: sessionmaker[Session]) -> dict[str, int]:
         return {
             t.__tablename__: db.scalar(select(func.count()).select_from(t)) or 0 for t in TABLES
         }
+
+
+class FullState(SessionState):
+    """The fold keeping every finished row (what a recording's request pages must equal)."""
+
+    def _retire(self, req: str) -> None:
+        return
+
+
+def fold_at_steps(db: Session, sid: str, steps: Iterable[int]) -> Iterator[tuple[int, FullState]]:
+    """An independent fold of recording `sid` keeping every row, yielded (step, the fold)
+    at the end of each of `steps` (the same state object, folded on afterwards)."""
+    state = FullState(sid, {})
+    marks = {queries.last_seq_at_step(db, sid, s): s for s in steps}
+    for seq, text in queries.iter_frames(db, sid):
+        frame = json.loads(text)
+        state.apply(frame["type"], seq, frame["data"])
+        if seq in marks:
+            yield marks[seq], state

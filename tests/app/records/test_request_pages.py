@@ -5,7 +5,6 @@ gives them, on SQLite and PostgreSQL, from a real server on loopback."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,10 +13,10 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import queries
-from app.protocol.state import MAX_DONE_ROWS, SessionState
+from app.protocol.state import MAX_DONE_ROWS
 from app.request_table import parse_query, select_rows, table_rows
 from tests.app.records.conftest import NewUrl, open_sessions
-from tests.app.records.helpers import record_session
+from tests.app.records.helpers import fold_at_steps, record_session
 from tests.conftest import TOKEN, start_server
 
 SID = "s-pages-1"
@@ -39,13 +38,6 @@ QUERIES = [
 ]
 
 
-class FullState(SessionState):
-    """The fold keeping every finished row (what the pages must equal)."""
-
-    def _retire(self, req: str) -> None:
-        return
-
-
 @pytest.fixture(scope="module")
 def recording(new_database: NewUrl) -> Iterator[tuple[sessionmaker[Session], dict[int, Any]]]:
     for sessions in open_sessions(new_database()):
@@ -54,13 +46,8 @@ def recording(new_database: NewUrl) -> Iterator[tuple[sessionmaker[Session], dic
             last = queries.get_session(db, SID)["steps"] - 1
             steps = [40, last // 3, last // 2, last]
             states: dict[int, Any] = {}
-            state = FullState(SID, {})
-            marks = {queries.last_seq_at_step(db, SID, s): s for s in steps}
-            for seq, text in queries.iter_frames(db, SID):
-                frame = json.loads(text)
-                state.apply(frame["type"], seq, frame["data"])
-                if seq in marks:
-                    states[marks[seq]] = table_rows(state)
+            for step, state in fold_at_steps(db, SID, steps):
+                states[step] = table_rows(state)
         yield sessions, states
 
 

@@ -6,7 +6,6 @@ of an independent fold that keeps every row, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -26,8 +25,8 @@ from engine.engine import Engine
 from engine.request import SamplingParams
 from engine.runner.sim import SimRunner
 from tests.app.records.conftest import NewUrl, open_sessions
-from tests.app.records.helpers import HubPublisher, busy_config, open_sim_session
-from tests.app.records.test_request_pages import KEYS, FullState
+from tests.app.records.helpers import HubPublisher, busy_config, fold_at_steps, open_sim_session
+from tests.app.records.test_request_pages import KEYS
 from tests.conftest import TOKEN, start_server
 
 SID = "s-pages-queue"
@@ -84,13 +83,8 @@ def recording(new_database: NewUrl) -> Iterator[tuple[sessionmaker[Session], dic
             last = queries.get_session(db, SID)["steps"] - 1
             steps = [12, 60, 150, 300, last]
             states: dict[int, Any] = {}
-            state = FullState(SID, {})
-            marks = {queries.last_seq_at_step(db, SID, s): s for s in steps}
-            for seq, text in queries.iter_frames(db, SID):
-                frame = json.loads(text)
-                state.apply(frame["type"], seq, frame["data"])
-                if seq in marks:
-                    states[marks[seq]] = table_rows(state)
+            for step, state in fold_at_steps(db, SID, steps):
+                states[step] = table_rows(state)
         yield sessions, states
 
 

@@ -6,7 +6,6 @@ server on loopback."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,23 +18,16 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import queries
 from app.db.models import RequestRecord
 from app.db.request_segments import closed
-from app.protocol.state import MAX_DONE_ROWS, SessionState
+from app.protocol.state import MAX_DONE_ROWS
 from app.records.export import export_jsonl
 from app.records.importer import import_jsonl
 from app.request_table import clear_live_cache
 from tests.app.records.conftest import NewUrl, open_sessions
-from tests.app.records.helpers import record_session
+from tests.app.records.helpers import fold_at_steps, record_session
 from tests.conftest import TOKEN, start_server
 
 SID = "s-segments-1"
 FINISHED, REJECTED = "FINISHED", "REJECTED"
-
-
-class FullState(SessionState):
-    """The fold keeping every finished row (what the pages' segments must equal)."""
-
-    def _retire(self, req: str) -> None:
-        return
 
 
 Want = dict[int, dict[str, list[Any]]]
@@ -49,16 +41,10 @@ def recording(new_database: NewUrl) -> Iterator[tuple[sessionmaker[Session], Wan
             last = queries.get_session(db, SID)["steps"] - 1
             steps = [last // 2, last]
             want: Want = {}
-            state = FullState(SID, {})
-            marks = {queries.last_seq_at_step(db, SID, s): s for s in steps}
-            for seq, text in queries.iter_frames(db, SID):
-                frame = json.loads(text)
-                state.apply(frame["type"], seq, frame["data"])
-                if seq in marks:
-                    step = marks[seq]
-                    want[step] = {
-                        req: closed(row["segments"], step) for req, row in state.requests.items()
-                    }
+            for step, state in fold_at_steps(db, SID, steps):
+                want[step] = {
+                    req: closed(row["segments"], step) for req, row in state.requests.items()
+                }
         yield sessions, want
 
 
