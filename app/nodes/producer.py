@@ -154,12 +154,7 @@ class Producer:
     async def _send_loop(self, ws: Any, stop: asyncio.Event, receiver: asyncio.Task[None]) -> None:
         last_stats = 0.0
         while not stop.is_set() and not receiver.done():
-            self._collect()
-            batch = self.frames.pending()
-            if batch:
-                await ws.send("[" + ",".join(text for _, text in batch) + "]")
-                self.frames.mark_sent(batch[-1][0])
-                self.stats.sent += len(batch)
+            await self._flush(ws)
             now = time.monotonic()
             if now - last_stats >= STATS_INTERVAL_S:
                 await ws.send(json.dumps(self.frames.stats()))
@@ -175,6 +170,11 @@ class Producer:
         Engine.stop), and its last frames and a closing one (reason `shutdown`) go out."""
         await asyncio.to_thread(self.core.stop)
         self.sink.queue.put(("session", {"event": "closed", "reason": "shutdown"}))
+        await self._flush(ws)
+
+    async def _flush(self, ws: Any) -> None:
+        """The engine's new frames into the core, and every frame not yet sent out as one
+        JSON array."""
         self._collect()
         batch = self.frames.pending()
         if batch:
