@@ -12,7 +12,7 @@ start) gives None: the caller folds the whole state, as before.
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple, cast
+from typing import NamedTuple
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -21,7 +21,6 @@ from app.db.live_rows import decode_live_rows
 from app.db.models import LiveRowsRecord
 from app.db.queries import iter_frames
 from app.db.request_rows import Pending
-from app.protocol.checkpoint import Checkpoint
 from app.protocol.state import SessionState
 
 MAX_FOLD_FRAMES = 600
@@ -54,44 +53,14 @@ def live_view_at(db: Session, session_id: str, step: int, seq: int) -> LiveView 
         pending = Pending(
             step, reasons["default"], reasons["exceptions"], data["waiting_detail"], data["pending"]
         )
-    state = SessionState.from_checkpoint(_checkpoint(session_id, data))
+    # A state holding only the live rows (what the table reads), to fold on from.
+    state = SessionState(session_id)
+    state.seq, state.step = data["seq"], data["step"]
+    state.requests = data["rows"]
+    state.waiting_detail = data["waiting_detail"]
+    state.in_flight = set(data["in_flight"])
     # (None after its own frame: a stored block spanning it would be read for nothing.)
     for frame_seq, text in iter_frames(db, session_id, rec.seq, seq) if seq > rec.seq else ():
         frame = json.loads(text)
         state.apply(frame["type"], frame_seq, frame["data"])
     return LiveView(state, pending)
-
-
-def _checkpoint(session_id: str, data: Any) -> Checkpoint:
-    """A state holding only the live rows (what the table reads), to fold on from."""
-    return {
-        "session": session_id,
-        "meta": cast(Any, {}),
-        "seq": data["seq"],
-        "step": data["step"],
-        "t": 0.0,
-        "config": {},
-        "config_version": 0,
-        "config_marks": [],
-        "paused": False,
-        "simulated": False,
-        "requests": data["rows"],
-        "blocks": [],
-        "history": [],
-        "totals": {
-            "steps": 0,
-            "scheduled_tokens": 0,
-            "output_tokens": 0,
-            "prompt_tokens": 0,
-            "preemptions": 0,
-            "prefix_hit_tokens": 0,
-        },
-        "kv_peak": 0,
-        "last_token_t": {},
-        "_ttft": [],
-        "_itl": [],
-        "_queue": [],
-        "_e2e": [],
-        "waiting_detail": data["waiting_detail"],
-        "in_flight": data["in_flight"],
-    }
