@@ -12,6 +12,7 @@ from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.orm import Session
 
 from app.db.models import RequestRecord
+from app.protocol.rows import new_row
 from engine.waiting import waiting_text
 from protocol.wire import WaitingDetail
 
@@ -208,33 +209,22 @@ def _like(q: str) -> ColumnElement[bool]:
 def pending_row(r: RequestRecord, pending: Pending) -> dict[str, Any]:
     """A request waiting at the step, never scheduled by then, as the fold's row."""
     reason = pending.exceptions.get(r.req_id, pending.default)
-    return {
-        "req": r.req_id,
-        "status": "WAITING",
-        "num_prompt_tokens": r.num_prompt_tokens,
-        "num_tokens": r.num_prompt_tokens,
-        "num_computed_tokens": 0,
-        "max_tokens": r.max_tokens,
-        "priority": r.priority,
-        "num_preemptions": 0,
-        "prefix_hit": 0,
-        "arrived_step": r.arrival_step,
-        "arrived_t": r.arrival_t,
-        "first_scheduled_step": None,
-        "first_token_t": None,
-        "last_token_t": None,
-        "finish_t": None,
-        "finish_step": None,
-        "finish_reason": None,
-        "waiting_reason": reason,
-        "num_draft_tokens": 0,
-        "num_accepted_tokens": 0,
-        "placeholders": 0,
-        "ttft": None,
-        "num_output_tokens": 0,
-        "itl": None,
-        "phase": None,
-        "e2e": None,
-        "waiting_text": waiting_text(r.req_id, reason, pending.detail) if reason else None,
-        "arrival_seq": r.arrival_seq,
-    }
+    row: dict[str, Any] = dict(new_row(r.req_id, 0, 0.0))
+    del row["segments"]  # (served apart: app.db.request_segments)
+    row.update(
+        arrived_step=r.arrival_step,
+        arrived_t=r.arrival_t,
+        num_prompt_tokens=r.num_prompt_tokens,
+        num_tokens=r.num_prompt_tokens,
+        max_tokens=r.max_tokens,
+        priority=r.priority,
+        waiting_reason=reason,
+        ttft=None,
+        num_output_tokens=0,
+        itl=None,
+        phase=None,
+        e2e=None,
+        waiting_text=waiting_text(r.req_id, reason, pending.detail) if reason else None,
+        arrival_seq=r.arrival_seq,
+    )
+    return row
