@@ -13,12 +13,13 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import text
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.api_docs import TAGS, install_openapi
 from app.bus.fleet import FleetView
 from app.bus.intake import BusIntake
 from app.db.lifecycle import describe_orphan, mark_ended, mark_orphans
-from app.db.migrate import is_memory_url, prepare
+from app.db.private import ServingDatabase
 from app.db.session import make_engine, make_sessionmaker
 from app.deps import install_error_handlers
 from app.edge.hosts import AllowedHosts
@@ -80,12 +81,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Start order: database -> hub -> recorder -> engine process; reverse on shutdown.
-        db_engine = make_engine(settings.database_url)
-        prepare(db_engine, settings.database_url)
+        database = ServingDatabase(settings.database_url)
+        await asyncio.to_thread(database.prepare)
+        db_engine = make_engine(database.url)
         app.state.db = make_sessionmaker(db_engine)
         for orphan in await asyncio.to_thread(mark_orphans, app.state.db):
             log.warning("%s", describe_orphan(orphan))
-        recorder = Recorder(hub, app.state.db, database_url=settings.database_url)
+        recorder = _recorder(hub, app.state.db, database)
         recorder.on_rejected.append(app.state.nodes.on_rejected)
         app.state.recorder = recorder
         recorder.start()
@@ -124,6 +126,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 cap.cancel()
             await _shutdown(app, local, relay, bus, recorder)
             db_engine.dispose()
+            database.remove()
 
     app = FastAPI(
         title="batchscope",
@@ -250,6 +253,15 @@ def _bus_intake(app: FastAPI, settings: Settings, recorder: Recorder) -> BusInta
     )
 
 
+def _recorder(hub: EventHub, db: sessionmaker[Session], database: ServingDatabase) -> Recorder:
+    """A file or server database is written by a writer process. A private one is written
+    in a thread of this process, on its own connections that take SQLite's write lock up
+    front (as the writer process does), so that the web's writes wait their turn."""
+    if not database.private:
+        return Recorder(hub, db, database_url=database.url)
+    return Recorder(hub, make_sessionmaker(make_engine(database.url, writer=True)))
+
+
 def _register_health(
     app: FastAPI, settings: Settings, recorder: Recorder, relay: PgRelay | None
 ) -> None:
@@ -268,11 +280,7 @@ def _register_health(
         with sessions() as s:
             s.execute(text("SELECT 1"))
 
-    if is_memory_url(settings.database_url):
-        # One shared connection (StaticPool): a probe must not share the writer's transaction.
-        registry.register("database", lambda: Check(True, "in-memory (this process)"))
-    else:
-        registry.register("database", lambda: database_check(ping, registry.timeout_s))
+    registry.register("database", lambda: database_check(ping, registry.timeout_s))
     if relay is not None:
         registry.register(
             "relay",

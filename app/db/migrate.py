@@ -6,7 +6,6 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
@@ -150,15 +149,3 @@ def _has_content(path: Path) -> bool:
 def _remove_sqlite(path: Path) -> None:
     for suffix in ("", "-wal", "-shm", "-journal"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
-
-
-def prepare(engine: Engine, database_url: str) -> None:
-    """Before serving: a private in-memory database is migrated in place (nothing could
-    have migrated it beforehand); any other must already be (require_migrated)."""
-    if not is_memory_url(database_url):
-        require_migrated(database_url)
-        return
-    with engine.begin() as conn:
-        cfg = alembic_config(database_url)
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")

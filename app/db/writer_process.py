@@ -1,8 +1,8 @@
 """The recorder's writer: writes frame batches and folds them into each session's state to
 store periodic checkpoints. It runs in a separate process when the database is a file or
 a server (database writes, JSON parsing and checkpoint serialisation then use another
-core, never the engine's GIL), or in a thread for an in-memory database. Frames travel as
-their encoded text only.
+core, never the engine's GIL), or in a thread for a private (`sqlite://`) database.
+Frames travel as their encoded text only.
 
 A frame the database refuses is set aside alone (app.db.quarantine) and reported back;
 the process ignores the terminal's SIGINT and a group SIGTERM (the web process drains it
