@@ -13,7 +13,6 @@ from typing import Any
 from engine.batch_queue import BatchQueue
 from engine.config import EngineConfig
 from engine.events import (
-    BlockChange,
     ConfigEvent,
     EngineSnapshot,
     EventSink,
@@ -21,15 +20,16 @@ from engine.events import (
     NullSink,
     Rejection,
     RequestEvent,
-    RequestRow,
 )
 from engine.iteration import StepInputs, StepTiming, build_iteration_event, no_update
 from engine.outputs import SchedulerOutput, UpdateResult
 from engine.releases import ReleaseFeatures
 from engine.request import Request, RequestStatus, SamplingParams
+from engine.request_marks import abort_detail, abort_marks, marks_of_step, text
 from engine.runner.base import ChecksTokenIds, Drafter, HasTokenizer, ModelRunner
 from engine.schedulers import create_scheduler
-from protocol.lifecycle import step_marks, stop_marks
+from engine.snapshot import build_snapshot
+from protocol.lifecycle import Mark
 
 Clock = Callable[[], float]
 
@@ -130,55 +130,37 @@ class Engine:
             "temperature": sampling_params.temperature,
             "top_p": sampling_params.top_p,
             "seed": sampling_params.seed,
-            **self._text("prompt_text", prompt_token_ids),
+            **text(self._tokenizer, "prompt_text", prompt_token_ids),
         }
         self.sink.emit(RequestEvent(req_id, "arrived", self.step_index, now, detail))
         return None
 
-    def _text(self, key: str, token_ids: list[int]) -> dict[str, str]:
-        """{key: decoded text} when the runner has a tokenizer (the torch runner), else {}."""
-        tokenizer = self._tokenizer
-        if tokenizer is None:
-            return {}
-        try:
-            return {key: tokenizer.decode(list(token_ids))}
-        except Exception:  # a tokenizer that cannot decode these ids: ids only
-            return {}
-
     def abort(self, req_ids: Iterable[str]) -> list[str]:
-        ids = list(req_ids)
-        live = {r: self.scheduler.requests.get(r) for r in ids}
-        aborted = self.scheduler.finish_requests(ids, RequestStatus.FINISHED_ABORTED)
-        now = self.now()
-        for req_id in aborted:
-            request = live[req_id]
-            detail: dict[str, Any] = {"reason": "abort"}
-            if request is not None:
-                detail["num_output_tokens"] = request.num_output_tokens
-                detail["num_cached_tokens"] = max(request.num_cached_tokens, 0)
-            self.sink.emit(RequestEvent(req_id, "aborted", self.step_index, now, detail))
-        return aborted
+        """Abort requests (those still live), each with an `aborted` mark at this step.
+        Returns the ids aborted."""
+        return self._abort(list(req_ids), at_stop=False)
 
     def stop(self) -> list[str]:
         """The engine is told to stop (its session ends): every request it still holds,
         running or waiting, is aborted (FINISHED_ABORTED), as vLLM's engine core aborts
         them at a stop, each with an `aborted` mark at the last step
         (protocol.lifecycle.stop_marks). Returns the ids aborted."""
-        held = list(self.scheduler.requests.values())
-        details = {
-            r.request_id: {
-                "num_output_tokens": r.num_output_tokens,
-                "num_preemptions": r.num_preemptions,
-                "num_cached_tokens": max(r.num_cached_tokens, 0),
-                "output_token_ids": list(r.output_token_ids),
-            }
-            for r in held
-        }
-        aborted = self.scheduler.finish_requests(list(details), RequestStatus.FINISHED_ABORTED)
-        marks = stop_marks(self.step_index, self.now(), [(r, details[r]) for r in aborted])
-        for mark in marks:
-            self.sink.emit(RequestEvent(mark.req, mark.kind, mark.step, mark.t, mark.detail))
+        return self._abort(list(self.scheduler.requests), at_stop=True)
+
+    def _abort(self, req_ids: list[str], at_stop: bool) -> list[str]:
+        """End the live ones of `req_ids` as FINISHED_ABORTED and emit their marks
+        (engine.request_marks.abort_marks)."""
+        held = self.scheduler.requests
+        details = {r: abort_detail(held[r], at_stop) for r in req_ids if r in held}
+        aborted = self.scheduler.finish_requests(req_ids, RequestStatus.FINISHED_ABORTED)
+        ended = [(r, details[r]) for r in aborted]
+        self._emit_marks(abort_marks(self.step_index, self.now(), ended, at_stop))
         return aborted
+
+    def _emit_marks(self, marks: list[Mark]) -> None:
+        emit = self.sink.emit
+        for mark in marks:
+            emit(RequestEvent(mark.req, mark.kind, mark.step, mark.t, mark.detail))
 
     def update_config(self, **changes: Any) -> EngineConfig:
         """Change knobs (validated like vLLM); they apply from the next step."""
@@ -286,76 +268,12 @@ class Engine:
         inputs = StepInputs(arrived, rejected, self.runner.simulated, self.config_version)
         event = build_iteration_event(self.scheduler, output, update, updated_step, timing, inputs)
         self.sink.emit(event)
-        self._emit_lifecycle(event, update.finished)
+        self._emit_marks(
+            marks_of_step(event, update.finished, self._first_token_seen, self._tokenizer)
+        )
         self.step_index += 1
         return event
 
-    def _emit_lifecycle(self, event: IterationEvent, finished: list[Request]) -> None:
-        seen = self._first_token_seen
-        first: list[str] = []
-        for req_id in event.sampled_req_ids:
-            if req_id not in seen:
-                seen.add(req_id)
-                first.append(req_id)
-        ends: list[tuple[str, dict[str, Any]]] = []
-        for request in finished:
-            seen.discard(request.request_id)
-            detail = {
-                "reason": request.get_finished_reason(),
-                "num_output_tokens": request.num_output_tokens,
-                "num_preemptions": request.num_preemptions,
-                "num_cached_tokens": max(request.num_cached_tokens, 0),
-                "output_token_ids": request.output_token_ids,
-                **self._text("output_text", request.output_token_ids),
-            }
-            ends.append((request.request_id, detail))
-        marks = step_marks(
-            event.step,
-            event.t_start,
-            event.t_start + event.duration,
-            scheduled=event.new_req_ids,
-            resumed=event.resumed_req_ids,
-            preempted=[(p.req_id, p.tokens_lost) for p in event.preempted],
-            first_token=first,
-            finished=ends,
-        )
-        emit = self.sink.emit
-        for mark in marks:
-            emit(RequestEvent(mark.req, mark.kind, mark.step, mark.t, mark.detail))
-
     # ------------------------------------------------------------ snapshot
     def snapshot(self) -> EngineSnapshot:
-        sched = self.scheduler
-        kv = sched.kv_cache_manager
-        pool = kv.block_pool
-        rows = tuple(
-            RequestRow(
-                req_id=r.request_id,
-                status=r.status.name,
-                num_prompt_tokens=r.num_prompt_tokens,
-                num_tokens=r.num_tokens,
-                num_computed_tokens=r.num_computed_tokens,
-                max_tokens=r.max_tokens,
-                priority=r.priority,
-                num_preemptions=r.num_preemptions,
-                num_cached_tokens=max(r.num_cached_tokens, 0),
-                block_ids=tuple(kv.get_block_ids(r.request_id)),
-            )
-            for r in sched.requests.values()
-        )
-        blocks = tuple(
-            BlockChange(b.block_id, pool.block_state(b), b.owner, b.ref_cnt)
-            for b in pool.blocks[1:]
-        )
-        return EngineSnapshot(
-            step=self.step_index,
-            t=self.now(),
-            config=self.config.as_dict(),
-            config_version=self.config_version,
-            paused=self.paused,
-            simulated=self.runner.simulated,
-            running=tuple(r.request_id for r in sched.running),
-            waiting=tuple(r.request_id for r in sched.waiting),
-            requests=rows,
-            blocks=blocks,
-        )
+        return build_snapshot(self)
