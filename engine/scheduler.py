@@ -8,26 +8,28 @@ hits, decodes, drafts and recompute are all "deficit").
 
 The step's parts live beside this file: the RUNNING pass and preemption
 (engine.scheduler_running), the WAITING scan (engine.scheduler_waiting), applying the
-runner's output (engine.scheduler_update), and the reason codes (engine.waiting_reasons).
+runner's output and drafts (engine.scheduler_update), the reason codes
+(engine.waiting_reasons), and the checks of new requests and knob changes against the
+config (engine.scheduler_checks).
 A variant overrides the hooks marked "hook" (engine.static_batching does).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 from typing import ClassVar
 
-from engine.config import BatchingMode, ConfigError, EngineConfig, SchedulingPolicy
-from engine.kv_cache_manager import KVCacheManager, cdiv
+from engine.config import BatchingMode, EngineConfig, SchedulingPolicy
+from engine.kv_cache_manager import KVCacheManager
 from engine.outputs import ModelRunnerOutput, SchedulerOutput, UpdateResult
 from engine.prefill_cadence import PrefillCadence
 from engine.releases import ReleaseFeatures, release_features
 from engine.request import Request, RequestStatus
 from engine.request_queue import RequestQueue, create_request_queue
+from engine.scheduler_checks import check_config_change, rejection_reason
 from engine.scheduler_plan import StepPlan
 from engine.scheduler_running import schedule_running
-from engine.scheduler_update import apply_output, update_after_schedule
+from engine.scheduler_update import apply_output, update_after_schedule, update_draft_token_ids
 from engine.scheduler_waiting import schedule_waiting
 from engine.waiting import WaitingDetail
 from engine.waiting_reasons import (
@@ -37,16 +39,6 @@ from engine.waiting_reasons import (
     gate_detail,
     waiting_reasons,
 )
-
-_FIXED_WHILE_RUNNING = (
-    "max_model_len",
-    "async_scheduling",
-    "num_speculative_tokens",
-    "prompt_lookup_max",
-    "prompt_lookup_min",
-    "batching",
-)
-"""Scheduler knobs that a running session cannot change (they shape its requests)."""
 
 
 class Scheduler:
@@ -123,20 +115,8 @@ class Scheduler:
 
     def update_config(self, config: EngineConfig) -> None:
         """Take new scheduler knobs; they apply from the next schedule()."""
-        config.validate()
-        old = self.config
-        old_cache = old.cache
-        if dataclasses.replace(config.cache, kv_block_limit=old_cache.kv_block_limit) != old_cache:
-            raise ValueError("the KV pool (cache config) cannot change while running")
-        if config.vllm_version != old.vllm_version:
-            raise ValueError("vllm_version cannot change while running; start a new session")
-        for name in _FIXED_WHILE_RUNNING:
-            if getattr(config.scheduler, name) != getattr(old.scheduler, name):
-                raise ValueError(f"{name} cannot change while running; start a new session")
-        if config.cache.kv_block_limit != old_cache.kv_block_limit:
-            self._check_kv_block_limit(
-                config.cache.kv_block_limit or config.cache.num_usable_blocks
-            )
+        check_config_change(self, config)
+        if config.cache.kv_block_limit != self.config.cache.kv_block_limit:
             self.kv_cache_manager.block_pool.set_limit(config.cache.kv_block_limit)
         if config.scheduler.policy != self.policy:
             queue = create_request_queue(config.scheduler.policy)
@@ -145,17 +125,6 @@ class Scheduler:
             self.waiting = queue
         self.config = config
         self._apply_scheduler_config(config)
-
-    def _check_kv_block_limit(self, limit: int) -> None:
-        for request in self.requests.values():
-            peak_tokens = self._peak_tokens(request.num_prompt_tokens, request.max_tokens)
-            needed = cdiv(peak_tokens, self.kv_cache_manager.block_size)
-            if needed > limit:
-                raise ConfigError(
-                    "kv_block_limit",
-                    f"request {request.request_id!r} needs {needed} blocks at its peak; "
-                    f"a pool of {limit} could never finish it",
-                )
 
     # --------------------------------------------------------------- requests
     def add_request(self, request: Request) -> None:
@@ -166,26 +135,7 @@ class Scheduler:
 
     def rejection_reason(self, num_prompt_tokens: int, max_tokens: int) -> str | None:
         """Why a request could never run here, or None. Checked before it is queued."""
-        if num_prompt_tokens <= 0:
-            return "empty prompt"
-        if num_prompt_tokens >= self.max_model_len:
-            return (
-                f"prompt of {num_prompt_tokens} tokens needs max_model_len > {num_prompt_tokens} "
-                f"(is {self.max_model_len})"
-            )
-        peak_tokens = self._peak_tokens(num_prompt_tokens, max_tokens)
-        needed = cdiv(peak_tokens, self.kv_cache_manager.block_size)
-        usable = self.kv_cache_manager.block_pool.num_usable_blocks
-        if needed > usable:
-            return (
-                f"needs {needed} KV blocks at its peak ({peak_tokens} tokens) but the pool "
-                f"has {usable} usable blocks: it could never finish"
-            )
-        return None
-
-    def _peak_tokens(self, num_prompt_tokens: int, max_tokens: int) -> int:
-        """Slots a request holds at its last step: prompt + outputs - 1 tokens."""
-        return num_prompt_tokens + min(max_tokens, self.max_model_len - num_prompt_tokens) - 1
+        return rejection_reason(self, num_prompt_tokens, max_tokens)
 
     def finish_requests(self, request_ids: Iterable[str], status: RequestStatus) -> list[str]:
         """Finish requests from outside (abort). Returns the ids that were live."""
@@ -343,13 +293,4 @@ class Scheduler:
         self, req_ids: Iterable[str], draft_token_ids: Iterable[list[int]]
     ) -> None:
         """Take the drafter's proposals (vLLM's update_draft_token_ids)."""
-        requests = self.requests
-        for req_id, drafts in zip(req_ids, draft_token_ids, strict=True):
-            request = requests.get(req_id)
-            if request is None or request.is_finished():
-                continue
-            if request.is_prefill_chunk:
-                # Drafts are ignored for a request still in a prefill chunk.
-                request.spec_token_ids = []
-                continue
-            request.spec_token_ids = drafts
+        update_draft_token_ids(self, req_ids, draft_token_ids)

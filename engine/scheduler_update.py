@@ -4,7 +4,7 @@ sampled tokens (drafts verified, stops applied) when its output arrives (vLLM's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from engine.outputs import ModelRunnerOutput, SchedulerOutput, UpdateResult
@@ -132,3 +132,19 @@ def _append_output(
         if check_stop(request, token_id, max_model_len):
             return num, True
     return len(generated), False
+
+
+def update_draft_token_ids(
+    sched: Scheduler, req_ids: Iterable[str], draft_token_ids: Iterable[list[int]]
+) -> None:
+    """Take the drafter's proposals (vLLM's update_draft_token_ids)."""
+    requests = sched.requests
+    for req_id, drafts in zip(req_ids, draft_token_ids, strict=True):
+        request = requests.get(req_id)
+        if request is None or request.is_finished():
+            continue
+        if request.is_prefill_chunk:
+            # Drafts are ignored for a request still in a prefill chunk.
+            request.spec_token_ids = []
+            continue
+        request.spec_token_ids = drafts
