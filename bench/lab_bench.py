@@ -17,7 +17,8 @@ import time
 
 from app.lab.experiments import get_experiment
 from app.lab.sources import workload_spec
-from engine.sweep import PointResult, parse_knob, run_sweep
+from engine.sweep import PointResult, parse_knob
+from engine.sweep_pool import run_sweep
 
 TARGET_S = 20.0
 

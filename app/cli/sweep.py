@@ -192,7 +192,8 @@ def write_out(path: Path, results: list[Any], meta: dict[str, Any]) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from app.lab.sources import SourceError
-    from engine.sweep import SweepError, run_sweep
+    from engine.sweep import SweepError
+    from engine.sweep_pool import run_sweep
 
     out = _check_out(args.out)
     if args.workers is not None and args.workers < 1:

@@ -1,5 +1,5 @@
 """LabWorker: runs the lab's sweeps one at a time on a background thread, each sweep's
-points in spawn worker processes (engine.sweep.run_sweep), never on the event loop.
+points in spawn worker processes (engine.sweep_pool.run_sweep), never on the event loop.
 Each point is stored the moment it finishes; the page polls the store for progress.
 
 Stopping (server shutdown) or cancelling lets the running points finish and keeps them.
@@ -19,7 +19,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.lab import store
 from app.lab.spec import SweepSpec
-from engine.sweep import PointResult, run_sweep
+from engine.sweep import PointResult
+from engine.sweep_pool import run_sweep
 
 log = logging.getLogger("batchscope.lab")
 

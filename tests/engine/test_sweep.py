@@ -13,8 +13,8 @@ from engine.sweep import (
     parse_knob,
     plan_points,
     point_scenario,
-    run_sweep,
 )
+from engine.sweep_pool import run_sweep
 
 BASE = {
     "name": "sweep-base",

@@ -8,7 +8,8 @@ import pytest
 from app.lab.experiments import experiments, get_experiment
 from app.lab.point_session import point_events
 from engine.events import IterationEvent
-from engine.sweep import run_point, run_sweep
+from engine.sweep import run_point
+from engine.sweep_pool import run_sweep
 
 EXPECTED = {
     "s6_chunk_size", "s1_static_vs_continuous", "poisson_static_vs_continuous",
