@@ -1,7 +1,8 @@
 """Engine: one synchronous step = schedule -> runner.execute -> update -> events.
 
 `EngineCore` (engine_core.py) drives this from its own thread; the offline simulator
-drives it directly.
+drives it directly. The requests' lifecycle marks are made in engine.request_marks, the
+snapshot for a late joiner in engine.snapshot.
 """
 
 from __future__ import annotations
