@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from app.nodes.ingest import RemoteNode
+from app.nodes.remote_node import RemoteNode
 
 if TYPE_CHECKING:
     from nats.aio.client import Client

@@ -25,8 +25,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.bus.channel import BusChannel
 from app.bus.fleet import FleetView
 from app.bus.subjects import FIRST_CONNECT_S, connect, ensure_streams
-from app.nodes.ingest import NodeRegistry, RemoteNode
+from app.nodes.ingest import NodeRegistry
 from app.nodes.ownership import restore_state
+from app.nodes.remote_node import RemoteNode
 from app.records.recorder import Recorder
 from protocol.bus import NODES_STREAM, PREFIX, STREAM, subject
 

@@ -22,8 +22,9 @@ from app.live.health import Check
 from app.live.hub import EventHub
 from app.live.supervisor import EngineExit, EngineStatus, EngineSupervisor, describe_exit
 from app.nodes.control import EngineBusy, RemoteControl
-from app.nodes.ingest import NodeRegistry, NodeUnavailable, RemoteNode
+from app.nodes.ingest import NodeRegistry
 from app.nodes.link import Link, LinkClosed
+from app.nodes.remote_node import NodeUnavailable, RemoteNode
 from app.nodes.replies import Replies
 from app.settings import Settings
 from engine.runner.tokenizer import load_tokenizer
