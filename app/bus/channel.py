@@ -1,12 +1,14 @@
-"""Commands to a bus node: the Channel a RemoteNode sends through, as NATS requests on the
-node's `.control` subject; the reply settles the command's future like a websocket's."""
+"""Commands to a bus node, as NATS requests on the node's `.control` subject: the Channel a
+RemoteNode sends through (the reply settles the command's future like a websocket's), and
+the dashboard's own asks (full detail, a window of frames)."""
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from app.nodes.ingest import RemoteNode
+from app.nodes.remote_node import RemoteNode
+from protocol.bus import subject
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -28,3 +30,15 @@ class BusChannel:
         msg = json.loads(reply.data)
         if isinstance(msg, dict) and msg.get("type") == "reply":
             self.node.replies.settle(msg)
+
+
+async def ask_node(nc: Client, node_name: str, req: dict[str, Any]) -> dict[str, Any]:
+    """Ask the node `req` (its name as on the fleet page); raises TimeoutError."""
+    try:
+        reply = await nc.request(
+            subject(node_name, "control"), json.dumps(req).encode(), timeout=5.0
+        )
+    except Exception as exc:
+        raise TimeoutError(f"node {node_name!r} did not answer: {exc}") from None
+    out = json.loads(reply.data)
+    return out if isinstance(out, dict) else {}

@@ -4,8 +4,9 @@ one resumes where it acked.
 
 Frames go through the same intake as /ws/ingest (`NodeRegistry.receive`: seq checks, gap
 marks, publish to the hub). A frames message is acked only once the recorder has written
-every frame accepted up to it, so a dashboard killed at any moment loses nothing the bus
-kept: what it had not recorded is delivered again, and what it had is skipped by seq.
+every frame accepted up to it (app.bus.acks), so a dashboard killed at any moment loses
+nothing the bus kept: what it had not recorded is delivered again, and what it had is
+skipped by seq.
 Each frames message names the last seq its node stored before it (`prev`): a message that
 overtook an earlier one (lost in flight when the bus restarted, delivered again later) waits
 for it instead of making a false gap.
@@ -17,18 +18,19 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.bus.channel import BusChannel
+from app.bus.acks import DurableAcks
+from app.bus.channel import BusChannel, ask_node
 from app.bus.fleet import FleetView
-from app.bus.subjects import FIRST_CONNECT_S, connect, ensure_streams
-from app.nodes.ingest import NodeRegistry, RemoteNode
+from app.bus.subjects import FIRST_CONNECT_S, connect, ensure_streams, pull_consumer
+from app.nodes.ingest import NodeRegistry
 from app.nodes.ownership import restore_state
+from app.nodes.remote_node import RemoteNode
 from app.records.recorder import Recorder
-from protocol.bus import NODES_STREAM, PREFIX, STREAM, subject
+from protocol.bus import NODES_STREAM, subject
 
 if TYPE_CHECKING:  # nats is imported at start(): a dashboard without a bus never loads it
     from nats.aio.client import Client
@@ -46,7 +48,6 @@ HOLD_DELIVERIES = 30
 away: JetStream delivers it again after ack_wait) is sent back this many times, HOLD_DELAY_S
 apart, before its frames are taken anyway and the hole is marked as a gap."""
 FRAMES_ACK_WAIT_S = 10.0
-ACK_INTERVAL_S = 0.1
 LEASE_INTERVAL_S = 10.0
 LEASE_S = 30.0
 
@@ -72,14 +73,8 @@ class BusIntake:
         self.refused = 0
         self.redelivered = 0
         self.held = 0
-        self._accepted = 0
-        self._unacked: deque[tuple[int, Msg]] = deque()
         self._tasks: list[asyncio.Task[None]] = []
-        self.hub.add_listener(self._count)
-
-    def _count(self, session: str, *_: Any) -> None:
-        if not self.hub.is_relayed(session):
-            self._accepted += 1
+        self.acks = DurableAcks(self.hub, recorder)
 
     # ----------------------------------------------------------------- start
     async def start(self) -> None:
@@ -88,27 +83,23 @@ class BusIntake:
         self.nc = await connect(self.url, f"batchscope-dashboard-{self.name}", FIRST_CONNECT_S)
         self.js = self.nc.jetstream(timeout=5.0)
         await ensure_streams(self.js, *self.limits)
-        frames = await self.js.pull_subscribe(
-            f"{PREFIX}.*.frames",
-            durable=f"{self.name}-frames",
-            stream=STREAM,
-            config=api.ConsumerConfig(
-                ack_policy=api.AckPolicy.EXPLICIT,
-                ack_wait=FRAMES_ACK_WAIT_S,
-                max_ack_pending=20_000,
-                deliver_policy=api.DeliverPolicy.ALL,
-            ),
+        frames = await pull_consumer(
+            self.js,
+            self.name,
+            "frames",
+            ack_policy=api.AckPolicy.EXPLICIT,
+            ack_wait=FRAMES_ACK_WAIT_S,
+            max_ack_pending=20_000,
+            deliver_policy=api.DeliverPolicy.ALL,
         )
-        summaries = await self.js.pull_subscribe(
-            f"{PREFIX}.*.summary",
-            durable=f"{self.name}-summary",
-            stream=STREAM,
-            config=api.ConsumerConfig(
-                ack_policy=api.AckPolicy.ALL,
-                ack_wait=30.0,
-                deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
-                max_ack_pending=100_000,
-            ),
+        summaries = await pull_consumer(
+            self.js,
+            self.name,
+            "summary",
+            ack_policy=api.AckPolicy.ALL,
+            ack_wait=30.0,
+            deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
+            max_ack_pending=100_000,
         )
         self._tasks = [
             asyncio.create_task(self._pull(frames, self._on_frames), name="bus-frames"),
@@ -116,7 +107,7 @@ class BusIntake:
                 self._pull(summaries, self._on_summary, True, FETCH_SUMMARIES),
                 name="bus-summary",
             ),
-            asyncio.create_task(self._ack_forever(), name="bus-acks"),
+            asyncio.create_task(self.acks.forever(), name="bus-acks"),
             asyncio.create_task(self._leases_forever(), name="bus-leases"),
         ]
         log.info("dashboard %s consuming the fleet from %s", self.name, self.url)
@@ -142,7 +133,7 @@ class BusIntake:
         """The last step, once the recorder has stopped: ack what it wrote (never more:
         the rest is delivered again to the next run), then leave the bus."""
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._flush_acks(), timeout)
+            await asyncio.wait_for(self.acks.flush(), timeout)
         if self.nc is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.nc.close(), timeout)
@@ -153,7 +144,7 @@ class BusIntake:
             "url": self.url,
             "consumer": self.name,
             "connected": bool(self.nc and self.nc.is_connected),
-            "unacked": len(self._unacked),
+            "unacked": len(self.acks),
             "refused": self.refused,
             "redelivered": self.redelivered,
             "held": self.held,
@@ -188,7 +179,7 @@ class BusIntake:
                     log.exception("bus message on %s not handled", msg.subject)
                     self.refused += 1
                     if not ack_last:
-                        self._unacked.append((self._accepted, msg))
+                        self.acks.hold(msg)
             if ack_last and msgs:
                 with contextlib.suppress(Exception):
                     await msgs[-1].ack()
@@ -241,7 +232,7 @@ class BusIntake:
                     if reply is not None:
                         log.debug("node %s: %s", node_name, reply.get("detail"))
                 self.fleet.count_frames(len(frames))
-        self._unacked.append((self._accepted, msg))
+        self.acks.hold(msg)
 
     async def _node(self, node_name: str, session: str) -> RemoteNode | None:
         node = self.registry.by_session.get(session)
@@ -274,25 +265,6 @@ class BusIntake:
             return {}
         return found if isinstance(found, dict) else {}
 
-    # ------------------------------------------------------------------ acks
-    def _durable(self) -> int:
-        """How many accepted frames are in the database (the recorder writes in order)."""
-        return self._accepted - self.recorder.lag
-
-    async def _ack_forever(self) -> None:
-        while True:
-            await asyncio.sleep(ACK_INTERVAL_S)
-            await self._flush_acks()
-
-    async def _flush_acks(self) -> None:
-        durable = self._durable()
-        while self._unacked and self._unacked[0][0] <= durable:
-            msg = self._unacked.popleft()[1]
-            try:
-                await msg.ack()
-            except Exception as exc:  # not acked: delivered again, skipped by seq
-                log.debug("ack: %s", exc)
-
     # ---------------------------------------------------------------- leases
     async def _leases_forever(self) -> None:
         """Nodes someone is watching keep streaming full detail."""
@@ -315,11 +287,4 @@ class BusIntake:
             raise TimeoutError("not connected to the bus")
         known = [n for n in self.registry.nodes.values() if n.node == node_name]
         req["after_seq"] = known[0].last_seq if known else 0
-        try:
-            reply = await self.nc.request(
-                subject(node_name, "control"), json.dumps(req).encode(), timeout=5.0
-            )
-        except Exception as exc:
-            raise TimeoutError(f"node {node_name!r} did not answer: {exc}") from None
-        out = json.loads(reply.data)
-        return out if isinstance(out, dict) else {}
+        return await ask_node(self.nc, node_name, req)

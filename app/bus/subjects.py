@@ -1,14 +1,15 @@
-"""Connecting to the bus with reconnects that never give up, and creating its two JetStream
-streams (their names, subjects and settings: protocol.bus, shared with the vLLM adapter)."""
+"""Connecting to the bus with reconnects that never give up, creating its two JetStream
+streams (their names, subjects and settings: protocol.bus, shared with the vLLM adapter),
+and a dashboard's durable consumers on them."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from protocol.bus import stream_fields
+from protocol.bus import PREFIX, STREAM, stream_fields
 
 if TYPE_CHECKING:  # nats is imported where a bus is used, not by every dashboard
     from nats.aio.client import Client
@@ -88,3 +89,18 @@ async def ensure_streams(js: JetStreamContext, max_age_s: float, max_bytes: int)
             except Exception as exc:  # another process created it first
                 log.debug("add_stream %s: %s", name, exc)
                 await js.stream_info(name)
+
+
+async def pull_consumer(
+    js: JetStreamContext, name: str, kind: str, **config: Any
+) -> JetStreamContext.PullSubscription:
+    """The durable pull consumer `{name}-{kind}` of every node's `kind` messages (`config`:
+    its nats.js.api.ConsumerConfig fields)."""
+    from nats.js import api
+
+    return await js.pull_subscribe(
+        f"{PREFIX}.*.{kind}",
+        durable=f"{name}-{kind}",
+        stream=STREAM,
+        config=api.ConsumerConfig(**config),
+    )

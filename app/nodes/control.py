@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from app.live.hub import EventHub
-from app.nodes.ingest import NodeRegistry, NodeUnavailable
+from app.nodes.ingest import NodeRegistry
+from app.nodes.remote_node import NodeUnavailable
 from engine.request import SamplingParams
 from engine.runner.tokenizer import ByteTokenizer, Tokenizer
 from protocol.wire import Knobs

@@ -22,14 +22,22 @@ from app.live.health import Check
 from app.live.hub import EventHub
 from app.live.supervisor import EngineExit, EngineStatus, EngineSupervisor, describe_exit
 from app.nodes.control import EngineBusy, RemoteControl
-from app.nodes.ingest import NodeRegistry, NodeUnavailable, RemoteNode
+from app.nodes.ingest import NodeRegistry
 from app.nodes.link import Link, LinkClosed
+from app.nodes.link_intake import (
+    ACK_EVERY,
+    INTAKE_SHARE,
+    INTAKE_WINDOW_S,
+    LINES_PER_TURN,
+    DutyCycle,
+    FrameAcks,
+)
+from app.nodes.remote_node import NodeUnavailable, RemoteNode
 from app.nodes.replies import Replies
 from app.settings import Settings
 from engine.runner.tokenizer import load_tokenizer
-from protocol import control
 from protocol.codes import RECORDED_FRAME_TYPES, MessageType
-from protocol.envelope import encode, split_frame
+from protocol.envelope import split_frame
 from protocol.wire import SessionMeta
 
 log = logging.getLogger("batchscope.engine")
@@ -38,15 +46,8 @@ NODE = "local"
 COMMAND_TIMEOUT_S = 30.0
 READY_TIMEOUT_S = 60.0
 """How long a command waits for an engine process that is (re)starting."""
-LINES_PER_TURN = 2
 SILENT_AFTER_S = 5.0
 """An engine process silent this long (it reports every second) is unhealthy: hung."""
-INTAKE_SHARE = 0.4
-INTAKE_WINDOW_S = 0.05
-ACK_EVERY = 4
-"""Frames folded between acks (the engine keeps at most a window of 16 unacknowledged)."""
-ACK_IDLE_S = 0.01
-"""A frame folded but not yet acknowledged is acknowledged this soon anyway."""
 
 
 class LocalEngine:
@@ -61,10 +62,7 @@ class LocalEngine:
         self._ready = asyncio.Event()
         self._wake = asyncio.Event()
         """Set when a command is sent: frame intake stops resting (its reply is coming)."""
-        self._taken = 0
-        """The newest seq of the live session's frames taken in (folded or refused)."""
-        self._acked: tuple[str | None, int] = (None, 0)
-        """The (session, seq) last acknowledged to the engine process."""
+        self._acks = FrameAcks()
         self._replies = Replies()
         """Commands awaiting replies: they outlive a session switch (a new session's reply
         comes after its announce), so they are the process's, not a session node's."""
@@ -140,14 +138,14 @@ class LocalEngine:
         link = await Link.open(sock)
         self.link = link
         duty = DutyCycle(INTAKE_SHARE, INTAKE_WINDOW_S)
-        acks = asyncio.create_task(self._ack_idle(link))
+        acks = asyncio.create_task(self._acks.send_idle(link, lambda: self.session))
         try:
             while True:
                 started = time.perf_counter()
                 for _ in range(LINES_PER_TURN):
                     self._handle(await link.recv())
-                if self._unacked() >= ACK_EVERY:
-                    await self._ack(link)
+                if self._acks.unacked(self.session) >= ACK_EVERY:
+                    await self._acks.send(link, self.session)
                 # A buffered line is returned without yielding: let the web have its turn,
                 # and keep intake to its share of the loop (viewers and pages get the rest;
                 # the engine process holds or drops what waits, see engine_host). Not while
@@ -170,30 +168,12 @@ class LocalEngine:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), seconds)
 
-    def _unacked(self) -> int:
-        session, seq = self._acked
-        return self._taken - (seq if session == self.session else 0)
-
-    async def _ack(self, link: Link) -> None:
-        """Tell the engine process which frames are folded: it sends a window past that."""
-        session, seq = self.session, self._taken
-        self._acked = (session, seq)
-        await link.send_text(encode(control.ack(session, seq)))
-
-    async def _ack_idle(self, link: Link) -> None:
-        """Acknowledge the tail of a burst (fewer than ACK_EVERY frames) too."""
-        with contextlib.suppress(LinkClosed):
-            while True:
-                await asyncio.sleep(ACK_IDLE_S)
-                if (self.session, self._taken) != self._acked:
-                    await self._ack(link)
-
     def _handle(self, line: str) -> None:
         self.last_heard = time.monotonic()
         msg = json.loads(line)
         kind = msg.get("type")
         if kind in RECORDED_FRAME_TYPES and self.node is not None:
-            self._taken = int(msg["seq"])
+            self._acks.taken = int(msg["seq"])
             # Our own process encoded the frame once: forward its data's text as is.
             parts = split_frame(line)
             data_json = parts.data_json if parts else None
@@ -213,7 +193,7 @@ class LocalEngine:
             if self.node is not None:
                 self.node.connected = False
         self.session = str(msg["session"])
-        self._taken = 0
+        self._acks.taken = 0
         self.workload = msg.get("workload")
         tok = msg.get("tokenizer") or {}
         tokenizer = load_tokenizer(
@@ -282,27 +262,6 @@ class LocalEngine:
         """Start a new live session with the current knobs changed by `changes` (those
         that cannot change while running, such as async_scheduling, included)."""
         return str(await self._local("new_session", changes=changes))
-
-
-class DutyCycle:
-    """Keeps a busy task to `share` of each `window_s`: `used(busy)` says how long to rest."""
-
-    def __init__(self, share: float, window_s: float) -> None:
-        self.share = share
-        self.window_s = window_s
-        self.start = time.perf_counter()
-        self.busy = 0.0
-
-    def used(self, busy: float) -> float:
-        now = time.perf_counter()
-        if now - self.start >= self.window_s:
-            self.start, self.busy = now, 0.0
-        self.busy += busy
-        if self.busy < self.share * self.window_s:
-            return 0.0
-        rest = self.start + self.window_s - now
-        self.start, self.busy = now + max(rest, 0.0), 0.0
-        return max(rest, 0.0)
 
 
 def child_env(settings: Settings) -> dict[str, str]:

@@ -12,8 +12,9 @@ from fastapi import APIRouter, WebSocket
 
 from app.deps import DbDep, NodesDep
 from app.edge.wsio import POLICY, BadMessage, close, closing_on_error, receive_json
-from app.nodes.ingest import NodeRegistry, RemoteNode, node_name_of
+from app.nodes.ingest import NodeRegistry, node_name_of
 from app.nodes.ownership import Refused, claim
+from app.nodes.remote_node import RemoteNode
 from app.security import bearer_matches
 from protocol import control
 from protocol.codes import MessageType

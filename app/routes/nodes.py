@@ -8,7 +8,7 @@ from fastapi.responses import HTMLResponse
 
 from app.api_docs import VIEW_ERRORS
 from app.deps import HubDep, NodesDep, View
-from app.nodes.ingest import NodeView
+from app.nodes.remote_node import NodeView
 from app.routes.links import session_href
 from app.templating import templates
 
