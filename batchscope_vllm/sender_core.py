@@ -229,12 +229,9 @@ class SenderCore:
         try:
             frames = make(*args)
         except Exception:  # a bug here stops observing, never the node
-            first = self.failed is None
-            self.fail("frames")
-            if first:
-                log.exception("batchscope: could not build frames; this node is no longer observed")
-                if self.on_failure is not None:
-                    self.on_failure()
+            first = self._failed_here("frames", "could not build frames")
+            if first and self.on_failure is not None:
+                self.on_failure()
             return
         for frame_type, data in frames:
             self._add(frame_type, data)
@@ -249,12 +246,18 @@ class SenderCore:
         try:
             self._loop()
         except Exception:  # a bug in the sender itself: stop observing, never the node
-            first = self.failed is None
-            self.fail("sender")
-            if first:
-                log.exception("batchscope: the sender failed; this node is no longer observed")
+            self._failed_here("sender", "the sender failed")
             if self.on_failure is not None:
                 self.on_failure()
+
+    def _failed_here(self, where: str, what: str) -> bool:
+        """Called from an `except` block of this thread: fail(where), and log `what` with
+        the traceback if it is the first failure. True if it is."""
+        first = self.failed is None
+        self.fail(where)
+        if first:
+            log.exception("batchscope: %s; this node is no longer observed", what)
+        return first
 
     def _loop(self) -> None:
         """Ship the history until `_done()` (the transport's own)."""
