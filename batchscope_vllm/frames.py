@@ -6,7 +6,7 @@ update_from_output() got or returned, a new request's prompt token ids (a stream
 session only appends to them later: the first `num_prompt_tokens` are hashed into the
 arrival's `prompt_block_hashes`, protocol.blocks). Per request it keeps the little it
 needs to tell prefill from decode and to fill the lifecycle marks (TTFT, ITL, finished
-details); a request is forgotten when it finishes. The hooks are grouped into engine
+details: marks.py); a request is forgotten when it finishes. The hooks are grouped into engine
 steps by steps.StepAssembler, in the loop vLLM runs (sync, or async scheduling's batch
 queue): each frame is one step, with the batch it scheduled and the output it applied
 (`updated_step`), like our own engine's.
@@ -23,15 +23,14 @@ import json
 import time
 from typing import Any
 
+from batchscope_vllm.marks import Frame, RequestMarks, no_outputs
 from batchscope_vllm.rows import Req, Rows, encode_data, read_batch
 from batchscope_vllm.steps import Scheduled, Step, StepAssembler, Updated
 from batchscope_vllm.waiting import Capture, Limits, StepFacts, reasons
 from protocol.blocks import PROMPT_BLOCK_TOKENS, prompt_block_hashes
 from protocol.frames import iteration_payload, request_payload
-from protocol.lifecycle import step_marks, stop_marks
 from protocol.wire import RequestDetail
 
-Frame = tuple[str, dict[str, Any]]
 __all__ = ["Frame", "FrameBuilder", "encode_data"]
 
 
@@ -51,9 +50,8 @@ class FrameBuilder:
         self.async_scheduling = async_scheduling
         self.limits = limits
         """The scheduler's knobs for the waiting reasons (None: reasons are not computed)."""
-        self.reqs: dict[str, Req] = {}
+        self.marks = RequestMarks()
         self.steps = StepAssembler()
-        self.reported_finished: set[str] = set()
         self.queues = (0, 0, total_blocks)
         """(running, waiting, free blocks) after the last hook: a step that did not
         schedule starts from these."""
@@ -64,7 +62,7 @@ class FrameBuilder:
             return self._arrival(item)
         if kind == "s":
             _, so, _step, t0, t1, running, waiting, free, preempted, waits = item
-            batch = read_batch(so, self.reqs, self.steps.in_flight)
+            batch = read_batch(so, self.marks.reqs, self.steps.in_flight)
             rec = Scheduled(so, t0, t1, running, waiting, free, preempted, batch, waits)
             done = self.steps.on_schedule(rec, self.async_scheduling)
         else:
@@ -93,16 +91,13 @@ class FrameBuilder:
         frames: list[Frame] = []
         for step in self.steps.flush():
             frames += self._frames(step)
-        held = [(req_id, _end_detail(rec)) for req_id, rec in self.reqs.items()]
-        self.reqs.clear()
-        marks = stop_marks(self.steps.next_index, max(t - self.t0, 0.0), held)
-        return frames + [("request", request_payload(*mark)) for mark in marks]
+        return frames + self.marks.stop(self.steps.next_index, max(t - self.t0, 0.0))
 
     def _arrival(self, item: tuple[Any, ...]) -> list[Frame]:
         _, req_id, num_prompt, max_tokens, priority, t, _step, prompt = item
         step = self.steps.arrival_step(req_id)
         quoted = json.dumps(req_id)
-        self.reqs[req_id] = Req(num_prompt, quoted, '{"req":' + quoted + ',"n":1,"start":')
+        self.marks.reqs[req_id] = Req(num_prompt, quoted, '{"req":' + quoted + ',"n":1,"start":')
         detail: RequestDetail = {
             "num_prompt_tokens": num_prompt,
             "max_tokens": max_tokens,
@@ -123,17 +118,14 @@ class FrameBuilder:
             running, waiting, free = s.running, s.waiting, s.free
         t_begin = s.t0 if s is not None else u.t2 if u is not None else self.t0
         t_start = t_begin - self.t0
-        frames: list[Frame] = self._aborted(s.so, step.index, t_start) if s else []
-        sampled: list[str] = []
-        finished: list[tuple[str, str]] = []
-        first: list[str] = []
-        appended: dict[str, int] = {}
+        frames: list[Frame] = self.marks.aborted(s.so, step.index, t_start) if s else []
+        outs = no_outputs()
         accepted: dict[str, int] = {}
         updated_step = None
         end = (running, waiting, free)
         t_finish = s.t1 if s is not None else t_begin
         if u is not None:
-            sampled, finished, first, appended = self._outputs(u.outputs)
+            outs = self.marks.outputs(u.outputs)
             batch = self.steps.batch_of(u.so)
             if batch is not None:
                 updated_step = batch[0]
@@ -160,10 +152,10 @@ class FrameBuilder:
             preempted=[
                 {"req": r, "reason": why, "tokens_lost": lost} for r, lost, why in preempted
             ],
-            finished=[{"req": r, "reason": why} for r, why in finished],
+            finished=[{"req": r, "reason": why} for r, why in outs.finished],
             arrived=step.arrived,
             rejected=[],
-            sampled=sampled,
+            sampled=outs.sampled,
             num_running=running,
             num_waiting=waiting,
             num_running_end=end[0],
@@ -183,14 +175,14 @@ class FrameBuilder:
             config_version=0,
             updated_step=updated_step,
             accepted=accepted,
-            appended=appended,
+            appended=outs.appended,
             placeholders=dict(self.steps.in_flight) if self.async_scheduling else None,
             spec_tokens=sum(b.spec.values()) if b else 0,
             waiting_detail=waiting_detail,
         )
         frames.append(("iteration", iteration))
         t_end = t_finish - self.t0
-        frames += self._lifecycle(step.index, t_start, t_end, iteration, preempted, first)
+        frames += self.marks.step(step.index, t_start, t_end, iteration, preempted, outs.first)
         return frames
 
     @staticmethod
@@ -200,16 +192,6 @@ class FrameBuilder:
         if not spec or not generated:
             return {}
         return {r: generated[r] - 1 for r in spec if generated.get(r)}
-
-    def _aborted(self, so: Any, step: int, t: float) -> list[Frame]:
-        """Requests finished outside update_from_output (aborts) since the last step."""
-        frames: list[Frame] = []
-        for req_id in so.finished_req_ids:
-            if req_id in self.reported_finished:
-                self.reported_finished.discard(req_id)
-            elif self.reqs.pop(req_id, None) is not None:
-                frames.append(("request", request_payload(req_id, "aborted", step, t, {})))
-        return frames
 
     def _waiting(self, s: Scheduled | None) -> tuple[dict[str, str], dict[str, Any]]:
         """The step's waiting reasons and their numbers (batchscope_vllm.waiting)."""
@@ -230,76 +212,3 @@ class FrameBuilder:
             largest=b.largest,
         )
         return reasons(cap, self.limits, facts)
-
-    def _outputs(
-        self, outputs: Any
-    ) -> tuple[list[str], list[tuple[str, str]], list[str], dict[str, int]]:
-        """Sampled, finished (with reasons) and first-token ids, in vLLM's output order;
-        counts the new tokens."""
-        sampled: list[str] = []
-        finished: list[tuple[str, str]] = []
-        first: list[str] = []
-        appended: dict[str, int] = {}
-        several = False  # a request got more than one token (else `appended` is not sent)
-        reqs = self.reqs
-        for eco in outputs.values():
-            for out in eco.outputs:
-                req_id = out.request_id
-                tokens = out.new_token_ids
-                if tokens:
-                    sampled.append(req_id)
-                    count = len(tokens)
-                    appended[req_id] = count
-                    several = several or count != 1
-                    rec = reqs.get(req_id)
-                    if rec is not None:
-                        if not rec.num_output:
-                            first.append(req_id)
-                        rec.num_output += len(tokens)
-                        rec.output_ids.extend(tokens)
-                if out.finish_reason is not None:
-                    finished.append((req_id, str(out.finish_reason)))
-        return sampled, finished, first, appended if several else {}
-
-    def _lifecycle(
-        self,
-        step: int,
-        t_start: float,
-        t_end: float,
-        it: dict[str, Any],
-        preempted: list[tuple[str, int, str]],
-        first: list[str],
-    ) -> list[Frame]:
-        """The request marks of one step (protocol.lifecycle, as our engine's)."""
-        for req_id, _, _ in preempted:
-            rec = self.reqs.get(req_id)
-            if rec is not None:
-                rec.preempted = True
-                rec.num_preemptions += 1
-        ends: list[tuple[str, dict[str, Any]]] = []
-        for f in it["finished"]:
-            req_id = f["req"]
-            self.reported_finished.add(req_id)
-            rec = self.reqs.pop(req_id, None) or Req(0, "", "")
-            ends.append((req_id, {"reason": f["reason"], **_end_detail(rec)}))
-        marks = step_marks(
-            step,
-            t_start,
-            t_end,
-            scheduled=it["new"],
-            resumed=it["resumed"],
-            preempted=[(req_id, lost) for req_id, lost, _ in preempted],
-            first_token=first,
-            finished=ends,
-        )
-        return [("request", request_payload(*mark)) for mark in marks]
-
-
-def _end_detail(rec: Req) -> dict[str, Any]:
-    """What a request's last mark (finished, or aborted at a stop) tells of it."""
-    return {
-        "num_output_tokens": rec.num_output,
-        "num_preemptions": rec.num_preemptions,
-        "num_cached_tokens": rec.cached or 0,
-        "output_token_ids": rec.output_ids,
-    }

@@ -21,8 +21,8 @@ The hooks run on vLLM's engine thread and never wait: they take references and c
 (the SchedulerOutput, the returned EngineCoreOutputs, a new request's prompt token ids,
 copies of the waiting queues, free KV blocks, timestamps) and append one tuple per call
 to the sender's bounded intake (`Sender.offer`: a deque append, no lock and no wake-up;
-a full intake counts a drop). The sender thread (`sender.py`) builds and ships the
-frames, in batches.
+a full intake counts a drop); observations.py takes them. The sender thread
+(`sender_core.py`) builds and ships the frames, in batches.
 
 A stop signal (SIGINT/SIGTERM) to vLLM's engine-core process ends the session at once
 (stop.py; in drain mode once vLLM's last request is done); `shutdown()` does too, if the
@@ -32,7 +32,6 @@ engine core gets that far.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
@@ -40,12 +39,12 @@ from vllm.v1.core.sched.scheduler import Scheduler
 
 from batchscope_vllm import compat
 from batchscope_vllm.announce import sender_from_env
+from batchscope_vllm.observations import StepObservations
 from batchscope_vllm.sender import Sender
 from batchscope_vllm.stop import chain_stop_signals
-from batchscope_vllm.waiting import GATE_STATUSES, Capture
+from batchscope_vllm.waiting import GATE_STATUSES
 
 log = logging.getLogger("batchscope_vllm")
-_perf = time.perf_counter
 STOP_TIMEOUT_S = 2.0
 """At a stop signal: how long the sender may take to deliver what is queued and the
 closing frame."""
@@ -55,20 +54,19 @@ sender has the GIL) before vLLM's own handler runs: vLLM's API server may kill t
 engine core within milliseconds of the signal."""
 
 
-class ObserverMixin:
+class ObserverMixin(StepObservations):
     """The hooks; mixed into vLLM's Scheduler (or AsyncScheduler) below. Each hook's
-    observation is a method of its own (`_bs_on_*`), called inside the guard."""
+    observation is a method of its own (`_bs_on_*`, observations.py), called inside the
+    guard."""
 
     batchscope: Sender | None = None
-    _bs_put: Any = None
-    """The sender's offer() while observing; None: every hook is pass-through."""
     _bs_failures = 0
 
     def _bs_init(self) -> None:
         self.batchscope = None
         self._bs_put = None
         self._bs_step = 0
-        self._bs_preempted: list[tuple[str, int, str]] = []
+        self._bs_preempted = []
         self._bs_in_schedule = False
         self._bs_failures = 0
         self._bs_stop_pending = False
@@ -110,11 +108,6 @@ class ObserverMixin:
         """Exceptions inside observation (hooks and sender thread) so far."""
         sender = self.batchscope
         return max(self._bs_failures, sender.observer_errors if sender else 0)
-
-    def _bs_offer(self, item: tuple[Any, ...]) -> None:
-        put = self._bs_put  # (None once the sender thread stopped observing)
-        if put is not None:
-            put(item)  # never blocks: a full intake counts a drop
 
     # ------------------------------------------------------------ hooks
     def add_request(self, request: Any, *args: Any, **kwargs: Any) -> Any:
@@ -171,6 +164,8 @@ class ObserverMixin:
         if self._bs_put is not None and before is not None:
             try:
                 self._bs_on_update(scheduler_output, outputs, before)
+                if self._bs_stop_pending and not self.has_requests():  # type: ignore[attr-defined]
+                    self._bs_stop()  # drained after a stop signal
             except Exception:
                 self._bs_fail("update_from_output")
         return outputs
@@ -187,7 +182,7 @@ class ObserverMixin:
         before vLLM's). Abort mode (`--shutdown-timeout 0`, or nothing in flight): the
         session ends with what was queued, and the handler waits up to STOP_WAIT_S for the
         closing frame to go out. Drain mode: once vLLM has no request left
-        (`_bs_on_update`), so the drained steps are recorded."""
+        (`update_from_output`), so the drained steps are recorded."""
         if self._bs_put is None or self._bs_stop_pending:
             return  # (not observing, or a second signal)
         sched: Any = self
@@ -210,111 +205,6 @@ class ObserverMixin:
         nothing is observed)."""
         sender, self._bs_put = self.batchscope, None
         return sender.close(timeout) if sender is not None else True
-
-    # ------------------------------------------------------------ observations
-    def _bs_on_add(self, request: Any) -> None:
-        sched: Any = self
-        if request.request_id not in sched.requests:  # (not a streaming-input update)
-            item = (
-                "a",
-                request.request_id,
-                request.num_prompt_tokens,
-                request.max_tokens,
-                request.priority,
-                _perf(),
-                self._bs_step,
-                request.prompt_token_ids,  # a reference: hashed on the sender thread
-            )
-            self._bs_offer(item)
-
-    def _bs_on_preempt(self, request: Any) -> None:
-        reason = "kv_blocks" if self._bs_in_schedule else "reset_prefix_cache"
-        self._bs_preempted.append((request.request_id, request.num_computed_tokens, reason))
-
-    def _bs_before_schedule(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        sched: Any = self
-        throttled = bool(args[0] if args else kwargs.get("throttle_prefills", False))
-        cadence = (1, 0)
-        if throttled or self._bs_lay.cadence:
-            # vLLM holds prefills this step (DP balancing, or its local cadence) unless
-            # the last release could not drain the queue (prefill_capacity_bound).
-            if self._bs_lay.cadence:
-                interval = sched.local_prefill_interval
-                executed, last = sched.num_executed_steps, sched.last_prefill_step
-                if (executed + 1) - last < interval:
-                    cadence = (interval, max(last + interval - 1 - executed, 0))
-                    throttled = True
-                else:
-                    cadence = (interval, 0)
-            throttled = throttled and not getattr(sched, "prefill_capacity_bound", False)
-        return (_perf(), throttled, cadence)
-
-    def _bs_on_schedule(self, out: Any, before: tuple[Any, ...]) -> None:
-        sched: Any = self
-        t1 = _perf()
-        lay = self._bs_lay
-        preempted, self._bs_preempted = self._bs_preempted, []
-        step = self._bs_step
-        self._bs_step = step + 1
-        first_q = getattr(sched, lay.first_attr) if lay.first_attr else ()
-        first, waiting = lay.snap_first(first_q), lay.snap_waiting(sched.waiting)
-        num_waiting = len(first_q) + len(sched.waiting)
-        heads = {id(r): (r.status, r.num_tokens, r.num_computed_tokens) for r in first[:3]}
-        heads.update({id(r): (r.status, r.num_tokens, r.num_computed_tokens) for r in waiting[:3]})
-        loras = None
-        if lay.lora_max:
-            loras = frozenset(
-                r.lora_request.lora_int_id for r in sched.running if r.lora_request is not None
-            )
-        cap = Capture(
-            first,
-            waiting,
-            num_waiting,
-            int(getattr(sched, "_pause_state", 0)),
-            int(getattr(sched, "num_waiting_for_streaming_input", 0) or 0),
-            loras,
-            before[1],
-            before[2],
-            step,
-            heads,
-        )
-        self._bs_offer(
-            (
-                "s",
-                out,
-                step,
-                before[0],
-                t1,
-                len(sched.running),
-                num_waiting,
-                sched.kv_cache_manager.block_pool.get_num_free_blocks(),
-                preempted,
-                cap,
-            )
-        )
-
-    def _bs_before_update(self, so: Any, mro: Any) -> tuple[float, dict[str, int] | None]:
-        return (_perf(), compat.generated_counts(so, mro))
-
-    def _bs_on_update(self, so: Any, outputs: Any, before: tuple[Any, ...]) -> None:
-        sched: Any = self
-        lay = self._bs_lay
-        first = len(getattr(sched, lay.first_attr)) if lay.first_attr else 0
-        self._bs_offer(
-            (
-                "u",
-                so,
-                outputs,
-                before[1],
-                before[0],
-                _perf(),
-                len(sched.running),
-                len(sched.waiting) + first,
-                sched.kv_cache_manager.block_pool.get_num_free_blocks(),
-            )
-        )
-        if self._bs_stop_pending and not sched.has_requests():
-            self._bs_stop()  # drained after a stop signal
 
 
 class ObservedScheduler(ObserverMixin, Scheduler):  # type: ignore[misc,unused-ignore]

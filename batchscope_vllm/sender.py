@@ -1,284 +1,35 @@
-"""The sender thread: frames out to a dashboard's /ws/ingest (docs/protocol.md).
+"""The sender thread over a websocket: frames out to a dashboard's /ws/ingest
+(docs/protocol.md).
 
-It drains the scheduler's bounded intake in batches, builds frames (frames.py), and hands
-them to the producer core (protocol.producer: numbering, encoding, a history bounded in
-bytes, the handshake), whose frames it streams over a synchronous websocket:
-announce -> welcome(last_seq) -> JSON arrays of envelopes, resending everything after
-`last_seq` on every (re)connect. While the dashboard is away it keeps building into the
-history; what falls out of it unsent, and what the full queue refused, is counted as
-dropped (a queue drop also skips a seq: the dashboard shows a gap). Control is refused.
-
-The engine thread only appends to the intake (a deque: no lock, no wake-up, ~0.1 µs); this
-thread sleeps SEND_INTERVAL_S (in select() on a pipe, so close() and a stop cut it short),
-builds everything queued meanwhile and sends it as one message. So it takes the GIL a few
-times a second in short bursts, not once per hook. `request_stop()` is safe in a signal
-handler (a flag and a write to that pipe, no lock): the closing frame follows what was
-queued before it.
-
-The session ends with a `session` frame `{"event": "closed", "reason": ...}`: `shutdown`
-(close(), request_stop()), after an `aborted` mark for each request still in flight (vLLM
-aborts them at a stop), or `observer_error` when observing failed (fail(), or here; the
-node serves on, its requests too).
-Every stats message, and that frame, carry `observer_errors` (the first one stops it).
+The intake, the frame building and the session's end are sender_core.SenderCore's; this
+transport streams the producer core's history over a synchronous websocket: announce ->
+welcome(last_seq) -> JSON arrays of envelopes, resending everything after `last_seq` on
+every (re)connect. While the dashboard is away the thread keeps building into the history.
+Control is refused. Every stats message carries `observer_errors`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
-import select
-import threading
 import time
-from collections import deque
-from typing import Any
 
 from websockets.exceptions import WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from batchscope_vllm.frames import FrameBuilder, encode_data
-from batchscope_vllm.waiting import Limits
+from batchscope_vllm.sender_core import REFUSAL, SEND_INTERVAL_S, SenderCore
 from protocol import control
-from protocol.producer import ProducerCore
-from protocol.session import new_session_id, node_opened
+
+__all__ = ["REFUSAL", "SEND_INTERVAL_S", "Sender"]
 
 log = logging.getLogger("batchscope_vllm")
 
-SEND_INTERVAL_S = 0.05
-QUIET_FLUSH_S = 1.0
-"""Async scheduling: a step that only scheduled is emitted once no hook came for this
-long (the next hook would have completed or closed it)."""
 STATS_INTERVAL_S = 1.0
 MAX_MESSAGE_CHARS = 512 * 1024
-MAX_ITEMS_PER_PUMP = 4096
-REFUSAL = "control is not supported for vLLM nodes"
 
 
-class Sender:
-    def __init__(
-        self,
-        url: str,
-        token: str,
-        node: str,
-        announce: dict[str, Any],
-        max_tokens: int,
-        max_seqs: int,
-        total_blocks: int,
-        queue_size: int = 65_536,
-        history_bytes: int = 64 << 20,
-        limits: Limits | None = None,
-    ) -> None:
-        self.url, self.token, self.node = url, token, node
-        self.announce = announce
-        self.frames = ProducerCore(new_session_id(), node, max_chars=history_bytes)
-        """The session's seq, its history (bounded in bytes), what left it unsent, and the
-        handshake; this thread's alone."""
-        self.queue: deque[tuple[Any, ...]] = deque()
-        """The intake: the engine thread appends (offer), this thread pops."""
-        self.queue_size = queue_size
-        self.dropped_in_queue = 0  # incremented by the engine thread only
-        config = announce.get("config") or {}
-        self.builder = FrameBuilder(
-            max_tokens, max_seqs, total_blocks, bool(config.get("async_scheduling")), limits
-        )
-        self._last_item = time.monotonic()
-        self.errors = 0
-        self.observer_errors = 0
-        self.failed: str | None = None  # where observing failed: the session is closed
-        self.on_failure: Any = None  # called when the sender thread fails: the hooks stop
-        self._ended = False
-        self._seen_drops = 0
-        self._closing = threading.Event()
-        self._wake_r, self._wake_w = os.pipe()
-        """A byte written here cuts this thread's wait short (close, fail, request_stop).
-        The pipe lives as long as the process (a closed fd number could be reused)."""
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
-        self._stop_requested = 0.0
-        """Set by request_stop(): the close's timeout in s (0: none requested)."""
-        self._stop_t = 0.0
-        """When the node was told to stop (request_stop, close: a perf_counter time)."""
-        self._flushed = threading.Event()
-        """Set once the closing frame went out on the socket."""
-        self._deadline = float("inf")
-        self._last_problem = ""
-        self._thread = threading.Thread(target=self._run, name="batchscope-sender", daemon=True)
-        self._add("session", node_opened(node, announce))
-
-    # ------------------------------------------------------------ intake (engine thread)
-    def offer(self, item: tuple[Any, ...]) -> None:
-        """Queue one hook's item for this thread; never blocks (a full intake counts a
-        drop). Called by the engine thread only."""
-        if len(self.queue) >= self.queue_size:
-            self.dropped_in_queue += 1
-        else:
-            self.queue.append(item)
-
-    # ------------------------------------------------------------ lifecycle
-    def start(self) -> None:
-        self._thread.start()
-
-    def close(self, timeout: float = 5.0) -> bool:
-        """End the session: deliver what is queued and the closing frame (up to `timeout`
-        s), close the socket, stop the thread. True when every frame produced reached the
-        socket."""
-        self._stop_t = self._stop_t or time.perf_counter()
-        self._begin_close(timeout)
-        self._wake()
-        if self._thread.is_alive():
-            self._thread.join(timeout + 2.0)
-        return self.delivered()
-
-    def request_stop(self, timeout: float = 2.0) -> None:
-        """Like close(timeout), without waiting, and safe in a signal handler (no lock is
-        taken here: this thread sees the request at its next wake-up, within
-        SEND_INTERVAL_S, and ends the session)."""
-        if not self._stop_requested:
-            self._stop_t = self._stop_t or time.perf_counter()
-            self._stop_requested = timeout
-            self._wake()
-
-    def wait_flushed(self, timeout: float) -> bool:
-        """Wait up to `timeout` s for the closing frame to be on the socket."""
-        return self._flushed.wait(timeout)
-
-    def _wake(self) -> None:
-        with contextlib.suppress(OSError):  # full (a wake-up is pending anyway)
-            os.write(self._wake_w, b"\0")
-
-    def _sleep(self, timeout: float) -> None:
-        """Up to `timeout` s, less if woken; the GIL is released meanwhile."""
-        ready, _, _ = select.select([self._wake_r], [], [], timeout)
-        if ready:
-            with contextlib.suppress(OSError):
-                os.read(self._wake_r, 4096)
-
-    def _begin_close(self, timeout: float) -> None:
-        if not self._closing.is_set():
-            self._deadline = time.monotonic() + timeout
-            self._closing.set()
-
-    def fail(self, where: str) -> None:
-        """Observing failed in `where` (the engine thread's hooks): count it, close the
-        session and stop, without waiting (the engine thread goes on at once)."""
-        if self.failed is None:  # the first failure stops observing: later ones are its tail
-            self.failed = where
-            self.observer_errors += 1
-        self._begin_close(5.0)
-        self._wake()
-
-    def delivered(self) -> bool:
-        return not self.queue and self._ended and self.frames.sent >= self.frames.seq
-
-    @property
-    def session(self) -> str:
-        return self.frames.session
-
-    @property
-    def seq(self) -> int:
-        """The newest seq of the session (holes included)."""
-        return self.frames.seq
-
-    @property
-    def connects(self) -> int:
-        return self.frames.connects
-
-    @property
-    def dropped(self) -> int:
-        """Items the full intake refused (counted at once, by the engine thread) and frames
-        that left the history unsent."""
-        return self.dropped_in_queue + self.frames.lost_in_history
-
-    def _done(self) -> bool:
-        if self._stop_requested and not self._closing.is_set():
-            self._begin_close(self._stop_requested)
-        if not self._closing.is_set():
-            return False
-        return time.monotonic() >= self._deadline or self.delivered()
-
-    def _end(self) -> None:  # the closing frame, once everything before it was built
-        if self._ended:
-            return
-        if self.failed is None:
-            # A clean stop: what vLLM aborts, recorded as aborted (FrameBuilder.stop).
-            self._build(self.builder.stop, self._stop_t or time.perf_counter())
-        self._ended = True
-        reason = "observer_error" if self.failed is not None else "shutdown"
-        data: dict[str, Any] = {"event": "closed", "reason": reason}
-        data["observer_errors"] = self.observer_errors
-        if self.failed is not None:
-            data["detail"] = f"observing failed in {self.failed}; the node serves on unobserved"
-        self._add("session", data)
-
-    # ------------------------------------------------------------ frames
-    def _add(self, frame_type: str, data: dict[str, Any]) -> None:
-        self.frames.add(frame_type, encode_data(data), time.time())
-
-    def _pump(self, wait: float) -> None:
-        """Build frames from the queued items (at most MAX_ITEMS_PER_PUMP), first waiting
-        `wait` s unless items are left over from the last batch or a close is asking."""
-        if wait > 0 and len(self.queue) < MAX_ITEMS_PER_PUMP and not self._closing.is_set():
-            self._sleep(wait)
-        if self.failed is not None or self._ended:
-            self._discard()  # (after the closing frame: what the hooks still queued)
-            return
-        items = self.queue
-        if not items:
-            quiet = time.monotonic() - self._last_item
-            if quiet > QUIET_FLUSH_S or self._closing.is_set():
-                # Async scheduling: a step that only scheduled is complete by now.
-                self._build(self.builder.flush)
-            if self._closing.is_set() and self.failed is None:
-                self._end()
-            return
-        self._last_item = time.monotonic()
-        build = self.builder.build
-        for _ in range(MAX_ITEMS_PER_PUMP):
-            try:
-                item = items.popleft()
-            except IndexError:
-                return
-            drops = self.dropped_in_queue
-            if drops != self._seen_drops:
-                # A hole: the dashboard records a visible gap here.
-                self.frames.hole(drops - self._seen_drops)
-                self._seen_drops = drops
-            self._build(build, item)
-            if self.failed is not None:
-                self._discard()
-                return
-
-    def _build(self, make: Any, *args: Any) -> None:
-        try:
-            frames = make(*args)
-        except Exception:  # a bug here stops observing, never the node
-            first = self.failed is None
-            self.fail("frames")
-            if first:
-                log.exception("batchscope: could not build frames; this node is no longer observed")
-                if self.on_failure is not None:
-                    self.on_failure()
-            return
-        for frame_type, data in frames:
-            self._add(frame_type, data)
-
-    def _discard(self) -> None:
-        """After a failure: drop what the hooks queued meanwhile, then end the session."""
-        self.queue.clear()
-        self._end()
-
-    # ------------------------------------------------------------ socket
-    def _run(self) -> None:
-        try:
-            self._loop()
-        except Exception:  # a bug in the sender itself: stop observing, never the node
-            first = self.failed is None
-            self.fail("sender")
-            if first:
-                log.exception("batchscope: the sender failed; this node is no longer observed")
-            if self.on_failure is not None:
-                self.on_failure()
+class Sender(SenderCore):
+    """The sender thread, streaming to a dashboard's /ws/ingest."""
 
     def _loop(self) -> None:
         backoff = 0.2
@@ -347,8 +98,3 @@ class Sender:
             elif msg.get("type") == "error":
                 self.errors += 1
                 log.warning("batchscope: the dashboard says: %s", msg.get("detail"))
-
-    def _problem(self, text: str) -> None:
-        if text != self._last_problem:
-            log.warning("batchscope: %s; buffering (session %s)", text, self.session)
-            self._last_problem = text
