@@ -29,6 +29,7 @@ from engine.releases import ReleaseFeatures
 from engine.request import Request, RequestStatus, SamplingParams
 from engine.runner.base import ChecksTokenIds, Drafter, HasTokenizer, ModelRunner
 from engine.schedulers import create_scheduler
+from protocol.codes import RequestMark
 from protocol.lifecycle import step_marks, stop_marks
 
 Clock = Callable[[], float]
@@ -103,7 +104,7 @@ class Engine:
         if reason is not None:
             self._rejected.append(Rejection(req_id, reason))
             self.sink.emit(
-                RequestEvent(req_id, "rejected", self.step_index, now, {"reason": reason})
+                RequestEvent(req_id, RequestMark.REJECTED, self.step_index, now, {"reason": reason})
             )
             return reason
         cache = self.config.cache
@@ -132,7 +133,7 @@ class Engine:
             "seed": sampling_params.seed,
             **self._text("prompt_text", prompt_token_ids),
         }
-        self.sink.emit(RequestEvent(req_id, "arrived", self.step_index, now, detail))
+        self.sink.emit(RequestEvent(req_id, RequestMark.ARRIVED, self.step_index, now, detail))
         return None
 
     def _text(self, key: str, token_ids: list[int]) -> dict[str, str]:
@@ -156,7 +157,7 @@ class Engine:
             if request is not None:
                 detail["num_output_tokens"] = request.num_output_tokens
                 detail["num_cached_tokens"] = max(request.num_cached_tokens, 0)
-            self.sink.emit(RequestEvent(req_id, "aborted", self.step_index, now, detail))
+            self.sink.emit(RequestEvent(req_id, RequestMark.ABORTED, self.step_index, now, detail))
         return aborted
 
     def stop(self) -> list[str]:
