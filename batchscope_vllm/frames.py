@@ -27,6 +27,7 @@ from batchscope_vllm.rows import Req, Rows, encode_data, read_batch
 from batchscope_vllm.steps import Scheduled, Step, StepAssembler, Updated
 from batchscope_vllm.waiting import Capture, Limits, StepFacts, reasons
 from protocol.blocks import PROMPT_BLOCK_TOKENS, prompt_block_hashes
+from protocol.codes import FrameType, RequestMark
 from protocol.frames import iteration_payload, request_payload
 from protocol.lifecycle import step_marks, stop_marks
 from protocol.wire import RequestDetail
@@ -96,7 +97,7 @@ class FrameBuilder:
         held = [(req_id, _end_detail(rec)) for req_id, rec in self.reqs.items()]
         self.reqs.clear()
         marks = stop_marks(self.steps.next_index, max(t - self.t0, 0.0), held)
-        return frames + [("request", request_payload(*mark)) for mark in marks]
+        return frames + [(FrameType.REQUEST, request_payload(*mark)) for mark in marks]
 
     def _arrival(self, item: tuple[Any, ...]) -> list[Frame]:
         _, req_id, num_prompt, max_tokens, priority, t, _step, prompt = item
@@ -114,7 +115,12 @@ class FrameBuilder:
             # session's later updates extend the same list.
             detail["prompt_block_hashes"] = prompt_block_hashes(prompt, num_tokens=num_prompt)
             detail["prompt_block_tokens"] = PROMPT_BLOCK_TOKENS
-        return [("request", request_payload(req_id, "arrived", step, t - self.t0, detail))]
+        return [
+            (
+                FrameType.REQUEST,
+                request_payload(req_id, RequestMark.ARRIVED, step, t - self.t0, detail),
+            )
+        ]
 
     def _frames(self, step: Step) -> list[Frame]:
         s, u = step.scheduled, step.updated
@@ -188,7 +194,7 @@ class FrameBuilder:
             spec_tokens=sum(b.spec.values()) if b else 0,
             waiting_detail=waiting_detail,
         )
-        frames.append(("iteration", iteration))
+        frames.append((FrameType.ITERATION, iteration))
         t_end = t_finish - self.t0
         frames += self._lifecycle(step.index, t_start, t_end, iteration, preempted, first)
         return frames
@@ -208,7 +214,9 @@ class FrameBuilder:
             if req_id in self.reported_finished:
                 self.reported_finished.discard(req_id)
             elif self.reqs.pop(req_id, None) is not None:
-                frames.append(("request", request_payload(req_id, "aborted", step, t, {})))
+                frames.append(
+                    (FrameType.REQUEST, request_payload(req_id, RequestMark.ABORTED, step, t, {}))
+                )
         return frames
 
     def _waiting(self, s: Scheduled | None) -> tuple[dict[str, str], dict[str, Any]]:
@@ -292,7 +300,7 @@ class FrameBuilder:
             first_token=first,
             finished=ends,
         )
-        return [("request", request_payload(*mark)) for mark in marks]
+        return [(FrameType.REQUEST, request_payload(*mark)) for mark in marks]
 
 
 def _end_detail(rec: Req) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from websockets.sync.client import ClientConnection, connect
 from batchscope_vllm.frames import FrameBuilder, encode_data
 from batchscope_vllm.waiting import Limits
 from protocol import control
+from protocol.codes import FrameType, MessageType, SessionEvent
 from protocol.producer import ProducerCore
 from protocol.session import new_session_id, node_opened
 
@@ -104,7 +105,7 @@ class Sender:
         self._deadline = float("inf")
         self._last_problem = ""
         self._thread = threading.Thread(target=self._run, name="batchscope-sender", daemon=True)
-        self._add("session", node_opened(node, announce))
+        self._add(FrameType.SESSION, node_opened(node, announce))
 
     # ------------------------------------------------------------ intake (engine thread)
     def offer(self, item: tuple[Any, ...]) -> None:
@@ -205,11 +206,11 @@ class Sender:
             self._build(self.builder.stop, self._stop_t or time.perf_counter())
         self._ended = True
         reason = "observer_error" if self.failed is not None else "shutdown"
-        data: dict[str, Any] = {"event": "closed", "reason": reason}
+        data: dict[str, Any] = {"event": SessionEvent.CLOSED, "reason": reason}
         data["observer_errors"] = self.observer_errors
         if self.failed is not None:
             data["detail"] = f"observing failed in {self.failed}; the node serves on unobserved"
-        self._add("session", data)
+        self._add(FrameType.SESSION, data)
 
     # ------------------------------------------------------------ frames
     def _add(self, frame_type: str, data: dict[str, Any]) -> None:
@@ -342,9 +343,9 @@ class Sender:
                 continue
             if not isinstance(msg, dict):
                 continue
-            if msg.get("type") == "command":
+            if msg.get("type") == MessageType.COMMAND:
                 ws.send(json.dumps(control.reply_error(msg.get("id"), REFUSAL)))
-            elif msg.get("type") == "error":
+            elif msg.get("type") == MessageType.ERROR:
                 self.errors += 1
                 log.warning("batchscope: the dashboard says: %s", msg.get("detail"))
 

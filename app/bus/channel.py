@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING
 
 from app.nodes.ingest import RemoteNode
+from protocol.codes import MessageType
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -26,5 +27,5 @@ class BusChannel:
         except Exception as exc:  # no responder, timeout, the bus away
             raise TimeoutError(f"node {self.node.node!r}: {exc}") from None
         msg = json.loads(reply.data)
-        if isinstance(msg, dict) and msg.get("type") == "reply":
+        if isinstance(msg, dict) and msg.get("type") == MessageType.REPLY:
             self.node.replies.settle(msg)
