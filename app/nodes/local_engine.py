@@ -28,7 +28,7 @@ from app.nodes.replies import Replies
 from app.settings import Settings
 from engine.runner.tokenizer import load_tokenizer
 from protocol import control
-from protocol.codes import RECORDED_FRAME_TYPES, MessageType
+from protocol.codes import RECORDED_FRAME_TYPES, FrameType, MessageType
 from protocol.envelope import encode, split_frame
 from protocol.wire import SessionMeta
 
@@ -240,7 +240,7 @@ class LocalEngine:
             return
         self.hub.publish(
             session,
-            "session",
+            FrameType.SESSION,
             {"event": "engine_exit", "detail": describe_exit(exit_), **exit_},
         )
         self.hub.close_session(session)

@@ -44,7 +44,7 @@ def reason_at(req: str, detail: WaitingDetail) -> str:
 def plan_reads(marks: list[Mark], first: int, last: int) -> ReadPlan | None:
     """Ran / waited ranges (inclusive) from the marks in seq order; None when the marks
     cannot tell (no arrival), and the caller reads every frame."""
-    if not marks or marks[0]["kind"] != "arrived":
+    if not marks or marks[0]["kind"] != RequestMark.ARRIVED:
         return None
     plan = ReadPlan()
     waiting_from: int | None = first
