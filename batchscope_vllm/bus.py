@@ -40,6 +40,7 @@ from protocol.bus import (
     stream_fields,
     subject,
 )
+from protocol.codes import FrameType, MessageType
 
 log = logging.getLogger("batchscope_vllm")
 
@@ -64,7 +65,7 @@ class BusSender(Sender):
     # ------------------------------------------------------------ frames
     def _add(self, frame_type: str, data: dict[str, Any]) -> None:
         super()._add(frame_type, data)
-        if frame_type == "iteration":
+        if frame_type == FrameType.ITERATION:
             self.summaries.append(step_summary(data, self.frames.times[-1]))
             if len(self.summaries) > MAX_SUMMARIES:
                 del self.summaries[0]
@@ -210,13 +211,13 @@ class BusSender(Sender):
             req = None
         reply = self._control(req) if isinstance(req, dict) else None
         if reply is None:
-            reply = {"type": "error", "detail": "control: expected a JSON object"}
+            reply = {"type": MessageType.ERROR, "detail": "control: expected a JSON object"}
         with contextlib.suppress(Exception):
             await msg.respond(json.dumps(reply).encode())
 
     def _control(self, req: dict[str, Any]) -> dict[str, Any]:
         kind = req.get("type")
-        if kind == "command":
+        if kind == MessageType.COMMAND:
             return dict(control.reply_error(req.get("id"), REFUSAL))
         self._pump(0)
         return self.detail.answer(req, self.frames, time.time())

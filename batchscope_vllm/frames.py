@@ -28,6 +28,7 @@ from batchscope_vllm.rows import Req, Rows, encode_data, read_batch
 from batchscope_vllm.steps import Scheduled, Step, StepAssembler, Updated
 from batchscope_vllm.waiting import Capture, Limits, StepFacts, reasons
 from protocol.blocks import PROMPT_BLOCK_TOKENS, prompt_block_hashes
+from protocol.codes import FrameType, RequestMark
 from protocol.frames import iteration_payload, request_payload
 from protocol.wire import RequestDetail
 
@@ -109,7 +110,12 @@ class FrameBuilder:
             # session's later updates extend the same list.
             detail["prompt_block_hashes"] = prompt_block_hashes(prompt, num_tokens=num_prompt)
             detail["prompt_block_tokens"] = PROMPT_BLOCK_TOKENS
-        return [("request", request_payload(req_id, "arrived", step, t - self.t0, detail))]
+        return [
+            (
+                FrameType.REQUEST,
+                request_payload(req_id, RequestMark.ARRIVED, step, t - self.t0, detail),
+            )
+        ]
 
     def _frames(self, step: Step) -> list[Frame]:
         s, u = step.scheduled, step.updated
@@ -180,7 +186,7 @@ class FrameBuilder:
             spec_tokens=sum(b.spec.values()) if b else 0,
             waiting_detail=waiting_detail,
         )
-        frames.append(("iteration", iteration))
+        frames.append((FrameType.ITERATION, iteration))
         t_end = t_finish - self.t0
         frames += self.marks.step(step.index, t_start, t_end, iteration, preempted, outs.first)
         return frames

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from batchscope_vllm.rows import Req
+from protocol.codes import FrameType, RequestMark
 from protocol.frames import request_payload
 from protocol.lifecycle import step_marks, stop_marks
 
@@ -70,7 +71,9 @@ class RequestMarks:
             if req_id in self.reported_finished:
                 self.reported_finished.discard(req_id)
             elif self.reqs.pop(req_id, None) is not None:
-                frames.append(("request", request_payload(req_id, "aborted", step, t, {})))
+                frames.append(
+                    (FrameType.REQUEST, request_payload(req_id, RequestMark.ABORTED, step, t, {}))
+                )
         return frames
 
     def step(
@@ -104,14 +107,16 @@ class RequestMarks:
             first_token=first,
             finished=ends,
         )
-        return [("request", request_payload(*mark)) for mark in marks]
+        return [(FrameType.REQUEST, request_payload(*mark)) for mark in marks]
 
     def stop(self, next_step: int, t: float) -> list[Frame]:
         """An `aborted` mark for every request still held, running or waiting, as vLLM's
         engine core aborts them at a stop (protocol.lifecycle.stop_marks); forgets them."""
         held = [(req_id, _end_detail(rec)) for req_id, rec in self.reqs.items()]
         self.reqs.clear()
-        return [("request", request_payload(*mark)) for mark in stop_marks(next_step, t, held)]
+        return [
+            (FrameType.REQUEST, request_payload(*mark)) for mark in stop_marks(next_step, t, held)
+        ]
 
 
 def _end_detail(rec: Req) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from protocol.codes import Phase
 from protocol.envelope import encode
 
 ROW = '{"req":%s,"n":%d,"start":%d,"phase":"%s","prefix_hit":%d,"sample":%s}'
@@ -133,11 +134,11 @@ def read_batch(so: Any, reqs: dict[str, Req], in_flight: dict[str, int]) -> Batc
             b.prefill_chunks += 1
             if n > largest:
                 largest, b.largest = n, (req_id, n)
-            phase = "prefill"
+            phase = Phase.PREFILL
         else:
             b.decode += n
             b.num_decodes += 1
-            phase = "decode"
+            phase = Phase.DECODE
         row = ROW % (quoted, n, start, phase, hit, "true" if sample else "false")
         if drafts:
             b.spec[req_id] = drafts

@@ -19,6 +19,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from batchscope_vllm.sender_core import REFUSAL, SEND_INTERVAL_S, SenderCore
 from protocol import control
+from protocol.codes import MessageType
 
 __all__ = ["REFUSAL", "SEND_INTERVAL_S", "Sender"]
 
@@ -93,8 +94,8 @@ class Sender(SenderCore):
                 continue
             if not isinstance(msg, dict):
                 continue
-            if msg.get("type") == "command":
+            if msg.get("type") == MessageType.COMMAND:
                 ws.send(json.dumps(control.reply_error(msg.get("id"), REFUSAL)))
-            elif msg.get("type") == "error":
+            elif msg.get("type") == MessageType.ERROR:
                 self.errors += 1
                 log.warning("batchscope: the dashboard says: %s", msg.get("detail"))

@@ -29,6 +29,7 @@ from typing import Any
 from batchscope_vllm.frames import FrameBuilder, encode_data
 from batchscope_vllm.waiting import Limits
 from batchscope_vllm.wakeup import Wakeup
+from protocol.codes import FrameType, SessionEvent
 from protocol.producer import ProducerCore
 from protocol.session import new_session_id, node_opened
 
@@ -91,7 +92,7 @@ class SenderCore:
         self._deadline = float("inf")
         self._last_problem = ""
         self._thread = threading.Thread(target=self._run, name="batchscope-sender", daemon=True)
-        self._add("session", node_opened(node, announce))
+        self._add(FrameType.SESSION, node_opened(node, announce))
 
     # ------------------------------------------------------------ intake (engine thread)
     def offer(self, item: tuple[Any, ...]) -> None:
@@ -181,11 +182,11 @@ class SenderCore:
             self._build(self.builder.stop, self._stop_t or time.perf_counter())
         self._ended = True
         reason = "observer_error" if self.failed is not None else "shutdown"
-        data: dict[str, Any] = {"event": "closed", "reason": reason}
+        data: dict[str, Any] = {"event": SessionEvent.CLOSED, "reason": reason}
         data["observer_errors"] = self.observer_errors
         if self.failed is not None:
             data["detail"] = f"observing failed in {self.failed}; the node serves on unobserved"
-        self._add("session", data)
+        self._add(FrameType.SESSION, data)
 
     # ------------------------------------------------------------ frames
     def _add(self, frame_type: str, data: dict[str, Any]) -> None:

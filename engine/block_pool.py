@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from engine.prefix_hash import BlockHash
+from protocol.codes import BlockState
 
 
 class KVCacheBlock:
@@ -240,11 +241,11 @@ class BlockPool:
         self.changed_block_ids = set()
         return changed
 
-    def block_state(self, block: KVCacheBlock) -> str:
+    def block_state(self, block: KVCacheBlock) -> BlockState:
         """free | cached (free, still reusable by hash) | used | shared (ref_cnt > 1) |
         withheld (out of service under a KV pool limit)."""
         if block.ref_cnt == 0:
             if block.prev_free is None and not block.is_null:
-                return "withheld"
-            return "cached" if block.block_hash is not None else "free"
-        return "shared" if block.ref_cnt > 1 else "used"
+                return BlockState.WITHHELD
+            return BlockState.CACHED if block.block_hash is not None else BlockState.FREE
+        return BlockState.SHARED if block.ref_cnt > 1 else BlockState.USED

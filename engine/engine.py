@@ -30,6 +30,7 @@ from engine.request_marks import abort_detail, abort_marks, marks_of_step, text
 from engine.runner.base import ChecksTokenIds, Drafter, HasTokenizer, ModelRunner
 from engine.schedulers import create_scheduler
 from engine.snapshot import build_snapshot
+from protocol.codes import RequestMark
 from protocol.lifecycle import Mark
 
 Clock = Callable[[], float]
@@ -104,7 +105,7 @@ class Engine:
         if reason is not None:
             self._rejected.append(Rejection(req_id, reason))
             self.sink.emit(
-                RequestEvent(req_id, "rejected", self.step_index, now, {"reason": reason})
+                RequestEvent(req_id, RequestMark.REJECTED, self.step_index, now, {"reason": reason})
             )
             return reason
         cache = self.config.cache
@@ -133,7 +134,7 @@ class Engine:
             "seed": sampling_params.seed,
             **text(self._tokenizer, "prompt_text", prompt_token_ids),
         }
-        self.sink.emit(RequestEvent(req_id, "arrived", self.step_index, now, detail))
+        self.sink.emit(RequestEvent(req_id, RequestMark.ARRIVED, self.step_index, now, detail))
         return None
 
     def abort(self, req_ids: Iterable[str]) -> list[str]:

@@ -12,6 +12,7 @@ from engine.releases import ReleaseFeatures
 from engine.runner.base import ModelRunner
 from engine.runner.sim import SimRunner
 from engine.scenario import Scenario, ScenarioRequest
+from protocol.codes import RequestMark
 
 
 def run_scenario(
@@ -190,21 +191,21 @@ def _step_record(ev: IterationEvent) -> dict[str, Any]:
 
 
 def _apply_request_event(rec: dict[str, Any], ev: RequestEvent) -> None:
-    if ev.kind == "scheduled" and rec["first_scheduled_step"] is None:
+    if ev.kind == RequestMark.SCHEDULED and rec["first_scheduled_step"] is None:
         rec["first_scheduled_step"] = ev.step
-    elif ev.kind == "first_token" and rec["first_token_step"] is None:
+    elif ev.kind == RequestMark.FIRST_TOKEN and rec["first_token_step"] is None:
         rec["first_token_step"] = ev.step
-    elif ev.kind == "preempted":
+    elif ev.kind == RequestMark.PREEMPTED:
         rec["num_preemptions"] += 1
-    elif ev.kind == "finished":
+    elif ev.kind == RequestMark.FINISHED:
         rec["finish_step"] = ev.step
         rec["finish_reason"] = ev.detail["reason"]
         rec["num_output_tokens"] = ev.detail["num_output_tokens"]
         rec["output_token_ids"] = list(ev.detail["output_token_ids"])
-    elif ev.kind in ("rejected", "aborted"):
+    elif ev.kind in (RequestMark.REJECTED, RequestMark.ABORTED):
         rec["finish_step"] = ev.step
-        rec["finish_reason"] = "rejected" if ev.kind == "rejected" else "abort"
-        if ev.kind == "rejected":
+        rec["finish_reason"] = "rejected" if ev.kind == RequestMark.REJECTED else "abort"
+        if ev.kind == RequestMark.REJECTED:
             rec["reject_reason"] = ev.detail["reason"]
 
 

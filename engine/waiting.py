@@ -44,10 +44,10 @@ def waiting_text(req_id: str, reason: str, detail: Mapping[str, Any] | None) -> 
     """One sentence: why `req_id` waits at this step, with numbers when there are any."""
     d = detail or {}
     head = d.get("head")
-    if reason == "policy_order" and head:
+    if reason == WaitingReason.POLICY_ORDER and head:
         order = "priority" if d.get("policy") == "priority" else "FCFS"
         return f"behind {head} in {order} order"
-    if reason == "kv_blocks":
+    if reason == WaitingReason.KV_BLOCKS:
         used, usable = d.get("blocks_used"), d.get("blocks_usable")
         what = "its whole sequence" if d.get("full_sequence") else "this chunk"
         return (
@@ -55,12 +55,12 @@ def waiting_text(req_id: str, reason: str, detail: Mapping[str, Any] | None) -> 
             f"{d.get('blocks_free')} free); {req_id} needs {d.get('blocks_needed')} more "
             f"blocks for {what}"
         )
-    if reason == "token_budget" and "padded_tokens" in d:
+    if reason == WaitingReason.TOKEN_BUDGET and "padded_tokens" in d:
         return (
             f"waits: a new decode is padded to {d['padded_tokens']} tokens (speculative "
             f"decoding) and only {d.get('budget_left')} are left in the budget"
         )
-    if reason == "token_budget" and "budget_max" in d:
+    if reason == WaitingReason.TOKEN_BUDGET and "budget_max" in d:
         parts = []
         if d.get("num_decodes"):
             parts.append(f"{d['num_decodes']} decode{'s' if d['num_decodes'] != 1 else ''}")
@@ -72,40 +72,40 @@ def waiting_text(req_id: str, reason: str, detail: Mapping[str, Any] | None) -> 
             )
         spent = " + ".join(parts) or "nothing"
         return f"waits: token budget used ({d['budget_used']}/{d['budget_max']}: {spent})"
-    if reason == "max_num_seqs":
+    if reason == WaitingReason.MAX_NUM_SEQS:
         return f"waits: max_num_seqs {d.get('max_num_seqs', '?')} reached"
-    if reason == "max_num_active_seqs":
+    if reason == WaitingReason.MAX_NUM_ACTIVE_SEQS:
         return (
             f"waits: admission cap max_num_active_seqs {d.get('max_num_active_seqs', '?')} "
             f"reached ({d.get('num_running', '?')} running; max_num_seqs "
             f"{d.get('max_num_seqs', '?')})"
         )
-    if reason == "kv_watermark":
+    if reason == WaitingReason.KV_WATERMARK:
         return (
             f"waits: KV watermark ({d.get('blocks_free')} blocks free, "
             f"{d.get('watermark_blocks')} kept free); {req_id} needs "
             f"{d.get('blocks_needed')} blocks"
         )
-    if reason == "prefill_throttled":
+    if reason == WaitingReason.PREFILL_THROTTLED:
         if d.get("throttled_by_coordinator"):
             return "waits: prefill deferred on this step (data-parallel cadence)"
         return (
             f"waits: prefill throttled until step {d.get('until_step')} "
             f"(prefill_schedule_interval {d.get('prefill_schedule_interval')})"
         )
-    if reason == "no_chunking_fit":
+    if reason == WaitingReason.NO_CHUNKING_FIT:
         return (
             f"waits: chunked prefill is off and {req_id}'s {d.get('tokens_needed')} tokens do "
             f"not fit the {d.get('budget_left')} left in the budget"
         )
-    if reason == "preemption_this_step":
+    if reason == WaitingReason.PREEMPTION_THIS_STEP:
         return f"waits: {d.get('num_preempted', 'a')} request(s) were preempted this step"
-    if reason == "static_batch":
+    if reason == WaitingReason.STATIC_BATCH:
         return (
             f"waits: static batching admits a new batch only when the current one "
             f"({d.get('batch_size', '?')} rows) has finished"
         )
-    if reason == "paused":
+    if reason == WaitingReason.PAUSED:
         return "waits: the engine is paused"
     if reason in GATE_TEXTS:
         return GATE_TEXTS[reason]

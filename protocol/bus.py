@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol import control
+from protocol.codes import MessageType
 from protocol.producer import ProducerCore
 
 PREFIX = "batchscope"
@@ -54,7 +55,7 @@ def frames_message(
     body = (
         f'{{"node":{json.dumps(node)},"session":{json.dumps(session)},"prev":{prev},"frames":['
         + ",".join(text for _, text in batch)
-        + f",{json.dumps({'type': 'stats', **stats})}]}}"
+        + f",{json.dumps({'type': MessageType.STATS, **stats})}]}}"
     )
     return body.encode(), f"{session}:{batch[0][0]}-{batch[-1][0]}"
 

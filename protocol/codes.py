@@ -61,6 +61,16 @@ class MessageType(StrEnum):
     PONG = "pong"
 
 
+class ReplayCommand(StrEnum):
+    """The `type` of a replay viewer's message on /ws/live after its hello (docs/protocol.md,
+    "Replay on the same socket")."""
+
+    SEEK = "seek"
+    PLAY = "play"
+    PAUSE = "pause"
+    STEP = "step"
+
+
 class RequestMark(StrEnum):
     """The `kind` of a `request` frame: one step of a request's lifecycle."""
 
@@ -80,6 +90,9 @@ class SessionEvent(StrEnum):
     OPENED = "opened"
     CLOSED = "closed"
     STATE = "state"
+    GAP = "gap"
+    """Seqs the dashboard never received (`from_seq`, `to_seq`): its own mark, not a
+    producer's."""
 
 
 class WaitingReason(StrEnum):

@@ -9,6 +9,8 @@ import json
 import re
 from typing import Any, NamedTuple
 
+from protocol.codes import MessageType
+
 PROTOCOL_VERSION = 1
 
 
@@ -57,4 +59,4 @@ def split_frame(text: str) -> FrameText | None:
 
 def error_frame(detail: str) -> str:
     """An error answer on a viewer's socket (not a frame of any session)."""
-    return envelope("error", None, None, encode({"detail": detail}))
+    return envelope(MessageType.ERROR, None, None, encode({"detail": detail}))

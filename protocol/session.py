@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol, cast
 
+from protocol.codes import SessionEvent
 from protocol.wire import SessionData, SessionMeta
 
 
@@ -80,4 +81,4 @@ def node_opened(node: str, announce: Mapping[str, Any]) -> SessionData:
     fields = {k: v for k, v in announce.items() if k not in ("name", "source", "node")}
     name = str(announce.get("name") or node)
     meta = session_meta(name, node_source(node), node=node, **fields)
-    return cast(SessionData, {"event": "opened", **meta})
+    return cast(SessionData, {"event": SessionEvent.OPENED, **meta})

@@ -27,6 +27,7 @@ TARGET = ROOT / "static" / "js" / "protocol.js"
 ENUMS: dict[str, type[Enum]] = {
     "FRAME": codes.FrameType,
     "MESSAGE": codes.MessageType,
+    "REPLAY": codes.ReplayCommand,
     "MARK": codes.RequestMark,
     "SESSION_EVENT": codes.SessionEvent,
     "REASON": codes.WaitingReason,

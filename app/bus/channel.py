@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.nodes.remote_node import RemoteNode
 from protocol.bus import subject
+from protocol.codes import MessageType
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -28,7 +29,7 @@ class BusChannel:
         except Exception as exc:  # no responder, timeout, the bus away
             raise TimeoutError(f"node {self.node.node!r}: {exc}") from None
         msg = json.loads(reply.data)
-        if isinstance(msg, dict) and msg.get("type") == "reply":
+        if isinstance(msg, dict) and msg.get("type") == MessageType.REPLY:
             self.node.replies.settle(msg)
 
 

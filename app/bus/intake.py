@@ -31,6 +31,7 @@ from app.nodes.ownership import restore_state
 from app.nodes.remote_node import RemoteNode
 from app.records.recorder import Recorder
 from protocol.bus import NODES_STREAM, subject
+from protocol.codes import MessageType
 
 if TYPE_CHECKING:  # nats is imported at start(): a dashboard without a bus never loads it
     from nats.aio.client import Client
@@ -246,7 +247,7 @@ class BusIntake:
         if announce.get("session") != session:
             announce = {"node": node_name}
         restored = await asyncio.to_thread(restore_state, self.db, session)
-        announce = {**announce, "type": "announce", "node": node_name}
+        announce = {**announce, "type": MessageType.ANNOUNCE, "node": node_name}
         node = self.registry.announce(announce, session, restored)
         self.bus_sessions.add(session)
         if self.nc is not None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.bus.subjects import connect, ensure_streams
 from protocol.bus import step_summary, subject
+from protocol.codes import FrameType, MessageType
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -49,7 +50,7 @@ class LocalSummaries:
     # ------------------------------------------------------- the engine's side
     def tap(self, session: str, seq: int, frame_type: str, data: Mapping[str, Any]) -> None:
         """(The engine process's loop) one frame: an iteration's summary is kept to send."""
-        if frame_type != "iteration":
+        if frame_type != FrameType.ITERATION:
             return
         try:
             row = step_summary(data, time.time())
@@ -138,7 +139,7 @@ class LocalSummaries:
             "bus; its full detail is recorded by that dashboard"
         )
         with contextlib.suppress(Exception):
-            await msg.respond(json.dumps({"type": "error", "detail": detail}).encode())
+            await msg.respond(json.dumps({"type": MessageType.ERROR, "detail": detail}).encode())
 
     async def close(self) -> None:
         if self.nc is None:

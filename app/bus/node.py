@@ -26,6 +26,7 @@ from app.nodes.producer import Producer, QueueSink
 from engine.engine import Engine
 from engine.engine_core import EngineCore
 from protocol.bus import MAX_MSG_BYTES, Detail, frames_message, step_summary, subject
+from protocol.codes import FrameType, MessageType, SessionEvent
 from protocol.control import Reply
 from protocol.envelope import encode
 
@@ -72,7 +73,7 @@ class BusNode(Producer):
         for frame_type, data in self.sink.drain():
             add(frame_type, encode(data), now)
             self.stats.produced += 1
-            if frame_type == "iteration":
+            if frame_type == FrameType.ITERATION:
                 self.summaries.append(step_summary(data, now))
 
     # --------------------------------------------------------------- bus side
@@ -92,7 +93,9 @@ class BusNode(Producer):
             await stop.wait()
         finally:
             self.core.stop()
-            self.sink.queue.put(("session", {"event": "closed", "reason": "shutdown"}))
+            self.sink.queue.put(
+                (FrameType.SESSION, {"event": SessionEvent.CLOSED, "reason": "shutdown"})
+            )
             self._collect()
             for task in tasks:
                 task.cancel()
@@ -196,13 +199,13 @@ class BusNode(Producer):
         except ValueError:
             reply = None
         if reply is None:
-            reply = {"type": "error", "detail": "control: expected a JSON object"}
+            reply = {"type": MessageType.ERROR, "detail": "control: expected a JSON object"}
         with contextlib.suppress(Exception):
             await msg.respond(json.dumps(reply).encode())
 
     async def _control(self, req: dict[str, Any]) -> dict[str, Any] | Reply:
         kind = req.get("type")
-        if kind == "command":
+        if kind == MessageType.COMMAND:
             return await self._command(req)
         self._collect()
         return self.detail.answer(req, self.frames, time.time())

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from app.db.frame_codec import unpack_frame
 from app.db.models import EventRecord, IterationRecord, RequestRecord, StepWaitRecord
 from app.db.queries import iter_frames
+from protocol.codes import FrameType
 from protocol.wire import WaitingDetail
 
 STREAM_ROWS = 500
@@ -83,7 +84,7 @@ def request_mark_texts(db: Session, session_id: str, first: int, last: int) -> I
             EventRecord.session_id == session_id,
             EventRecord.step >= first,
             EventRecord.step <= last,
-            EventRecord.type == "request",
+            EventRecord.type == FrameType.REQUEST,
         )
         .order_by(EventRecord.seq)
         .execution_options(yield_per=STREAM_ROWS)

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from app.db.models import RequestRecord
 from app.protocol.rows import new_row
 from engine.waiting import waiting_text
+from protocol.codes import RequestStatus
 from protocol.wire import WaitingDetail
 
 R = RequestRecord
@@ -31,9 +32,9 @@ def done_where(session_id: str, step: int, query: Any) -> list[ColumnElement[boo
         if not wanted:
             return None
         if wanted == {"finished"}:
-            conds.append(or_(R.status == "FINISHED", R.status.is_(None)))
+            conds.append(or_(R.status == RequestStatus.FINISHED, R.status.is_(None)))
         elif wanted == {"rejected"}:
-            conds.append(R.status == "REJECTED")
+            conds.append(R.status == RequestStatus.REJECTED)
     if query.reason is not None or query.phase is not None:
         return None
     if query.priority is not None:
@@ -49,7 +50,7 @@ def done_where(session_id: str, step: int, query: Any) -> list[ColumnElement[boo
 
 def done_row(r: RequestRecord) -> dict[str, Any]:
     """A done request as the table's row (the fold's keys, app.request_table)."""
-    rejected = r.status == "REJECTED"
+    rejected = r.status == RequestStatus.REJECTED
     outputs = r.num_output_tokens
     itl = None
     first, finish = r.first_token_t, r.finish_t

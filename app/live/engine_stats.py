@@ -16,6 +16,7 @@ from typing import Any
 
 from app.live import metric_defs as d
 from app.live.kv_residency import BlockResidency
+from protocol.codes import RequestMark
 
 
 class Hist:
@@ -167,7 +168,7 @@ class EngineStats:
     def on_request(self, data: Mapping[str, Any]) -> None:
         kind, req, t = data["kind"], data["req"], data["t"]
         detail = data.get("detail") or {}
-        if kind == "arrived":
+        if kind == RequestMark.ARRIVED:
             self._reqs[req] = _Req(
                 t, int(detail.get("num_prompt_tokens", 0)), int(detail.get("max_tokens", 0))
             )
@@ -175,17 +176,17 @@ class EngineStats:
         rec = self._reqs.get(req)
         if rec is None:
             return
-        if kind == "scheduled" and rec.scheduled is None:
+        if kind == RequestMark.SCHEDULED and rec.scheduled is None:
             rec.scheduled = t
-        elif kind == "first_token" and rec.first_token is None:
+        elif kind == RequestMark.FIRST_TOKEN and rec.first_token is None:
             rec.first_token = t
             self.hist["vllm:time_to_first_token_seconds"].observe(t - rec.arrived)
             self._count_prompt(rec)
-        elif kind in ("finished", "aborted", "rejected"):
+        elif kind in (RequestMark.FINISHED, RequestMark.ABORTED, RequestMark.REJECTED):
             del self._reqs[req]
-            if kind == "rejected":
+            if kind == RequestMark.REJECTED:
                 return
-            reason = "abort" if kind == "aborted" else str(detail.get("reason") or "stop")
+            reason = "abort" if kind == RequestMark.ABORTED else str(detail.get("reason") or "stop")
             self.request_success[reason if reason in d.FINISH_REASONS else "stop"] += 1
             self._finished(rec, t, detail)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.protocol.state import SessionState
+from protocol.codes import FrameType, SessionEvent
 from protocol.envelope import encode, envelope
 from protocol.wire import SessionMeta
 
@@ -103,7 +104,7 @@ class EventHub:
         self.sessions[session] = SessionInfo(session, meta.copy(), state)
         if not live:
             if announce:
-                self.publish(session, "session", {"event": "opened", **meta})
+                self.publish(session, FrameType.SESSION, {"event": SessionEvent.OPENED, **meta})
             return state
         self.live_session = session
         for sub in self._subscribers:
@@ -112,13 +113,13 @@ class EventHub:
                 sub.gap = True
                 sub.wakeup.set()
         if announce:
-            self.publish(session, "session", {"event": "opened", **meta})
+            self.publish(session, FrameType.SESSION, {"event": SessionEvent.OPENED, **meta})
         return state
 
     def close_session(self, session: str) -> None:
         info = self.sessions.get(session)
         if info is not None and info.live:
-            self.publish(session, "session", {"event": "closed"})
+            self.publish(session, FrameType.SESSION, {"event": SessionEvent.CLOSED})
             info.live = False
 
     def live_state(self, session: str | None = None) -> SessionState | None:
@@ -204,7 +205,7 @@ class EventHub:
         text = info.snapshots.get(key)
         if text is None:
             snap = state.snapshot_json(compact=compact, columns=columns)
-            text = envelope("snapshot", session, state.seq, snap, ts=round(time.time(), 6))
+            text = envelope(FrameType.SNAPSHOT, session, state.seq, snap, ts=round(time.time(), 6))
             info.snapshots = {k: v for k, v in info.snapshots.items() if k[0] == state.seq}
             info.snapshots[key] = text
         return state.seq, text

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from protocol.codes import BlockState
+
 ACCESS_HISTORY = 4
 """Accesses kept per block for reuse gaps (vLLM's BlockMetricsState)."""
 HELD = ("used", "shared")
@@ -58,20 +60,20 @@ class BlockResidency:
             self._state[block_id] = (state, ref)
             tracked = self._blocks.get(block_id)
             if state in HELD:
-                if before == "cached" and hit_blocks.get(owner, 0) > 0:
+                if before == BlockState.CACHED and hit_blocks.get(owner, 0) > 0:
                     hit_blocks[owner] -= 1
                     self._touch(block_id, t)
                 elif before in HELD:
                     if ref > before_ref:
                         self._touch(block_id, t)
                 else:
-                    if before == "cached" and tracked is not None:
+                    if before == BlockState.CACHED and tracked is not None:
                         out.append(tracked.evicted(t))
                     self._blocks[block_id] = _Block(t, t)
-            elif state == "cached":
+            elif state == BlockState.CACHED:
                 continue  # freed with its content: still resident, evictable
             else:  # free or withheld: the content is gone
-                if before == "cached" and tracked is not None:
+                if before == BlockState.CACHED and tracked is not None:
                     out.append(tracked.evicted(t))
                 self._blocks.pop(block_id, None)
         return out

@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from app.live import metric_defs as d
 from app.live.engine_stats import EngineStats
 from app.live.hub import EventHub
+from protocol.codes import FrameType, SessionEvent
 from protocol.wire import SessionMeta
 
 log = logging.getLogger("batchscope.metrics")
@@ -65,16 +66,16 @@ class Metrics(Collector):
         stats = self._stats(session)
         if stats is None:
             return
-        if frame_type == "iteration":
+        if frame_type == FrameType.ITERATION:
             stats.on_iteration(data)
-        elif frame_type == "request":
+        elif frame_type == FrameType.REQUEST:
             stats.on_request(data)
-        elif frame_type == "config":
+        elif frame_type == FrameType.CONFIG:
             stats.config.update(data.get("config") or {})
-        elif frame_type == "session" and data.get("event") == "closed":
+        elif frame_type == FrameType.SESSION and data.get("event") == SessionEvent.CLOSED:
             stats.live = False
             self._forget_ended()
-        elif frame_type == "session" and data.get("event") == "opened":
+        elif frame_type == FrameType.SESSION and data.get("event") == SessionEvent.OPENED:
             stats.live = True
 
     def _stats(self, session: str) -> EngineStats | None:

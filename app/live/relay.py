@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from app.live.hub import EventHub
-from protocol.codes import FrameType
+from protocol.codes import FrameType, SessionEvent
 from protocol.wire import SessionMeta
 
 log = logging.getLogger("batchscope.relay")
@@ -216,12 +216,12 @@ class PgRelay:
             # reconnecting): a visible mark at the first missing seq, never a silent hole.
             self.gaps += 1
             gap = {
-                "event": "gap",
+                "event": SessionEvent.GAP,
                 "from_seq": info.state.seq + 1,
                 "to_seq": seq - 1,
                 "reason": "relay: frames lost while the database connection was down",
             }
-            self.hub.publish(session, "session", gap, seq=info.state.seq + 1)
+            self.hub.publish(session, FrameType.SESSION, gap, seq=info.state.seq + 1)
         self.hub.publish(session, frame_type, data, seq=seq)
         self.received += 1
 

@@ -34,7 +34,7 @@ from engine.runner.base import ModelRunner
 from engine.scenario import Scenario
 from engine.workload import PoissonWorkload
 from protocol import control
-from protocol.codes import MessageType
+from protocol.codes import FrameType, MessageType, SessionEvent
 from protocol.envelope import encode
 from protocol.session import engine_fields, new_session_id, session_meta
 
@@ -107,7 +107,7 @@ class EngineHost:
                 }
             )
             await self.link.send_text(encode(announce))
-            self.out.queue_frame("session", {"event": "opened", **meta})
+            self.out.queue_frame(FrameType.SESSION, {"event": SessionEvent.OPENED, **meta})
             s = self.settings
             # Only a flat-out simulation waits for its frames; anything with a pace of its
             # own (a model on a device, a realtime simulation) drops what cannot go out.
@@ -190,7 +190,9 @@ class EngineHost:
         command, result_of = to_command(kind, args, self._next_req_id)
         result = await asyncio.wrap_future(self.core.submit(command))
         if kind in PAUSED_AFTER:
-            self.out.sink.queue.put(("session", {"event": "state", "paused": PAUSED_AFTER[kind]}))
+            self.out.sink.queue.put(
+                (FrameType.SESSION, {"event": SessionEvent.STATE, "paused": PAUSED_AFTER[kind]})
+            )
         return result_of(result)
 
     # ----------------------------------------------------------------- run

@@ -3,7 +3,7 @@ protocol frames into the hub over /ws/ingest. One RemoteNode per connected produ
 (app.nodes.remote_node).
 
 Producer seq numbers detect loss and duplicates; the hub assigns its own seq per session,
-so a producer's gap becomes a visible `session` frame ({"event": "gap"}) in the stream.
+so a producer's gap becomes a visible `session` frame ({"event": SessionEvent.GAP}) in the stream.
 Control commands travel back over the same socket and are answered by id.
 """
 
@@ -26,7 +26,7 @@ from app.nodes.remote_node import NodeUnavailable, NodeView, RemoteNode
 from app.nodes.replies import Channel
 from app.protocol.models import INT32_MAX, validate_frame
 from app.protocol.state import SessionState
-from protocol.codes import RECORDED_FRAME_TYPES
+from protocol.codes import RECORDED_FRAME_TYPES, FrameType, MessageType, SessionEvent
 from protocol.envelope import encode
 from protocol.session import node_source, session_meta
 from protocol.wire import SessionMeta
@@ -52,7 +52,7 @@ class NodeRegistry:
         node.last_error = f"frame {item.seq} not recorded: {item.reason}"
         ws = node.ws
         if ws is not None and node.connected:
-            text = encode({"type": "error", "seq": item.seq, "detail": node.last_error})
+            text = encode({"type": MessageType.ERROR, "seq": item.seq, "detail": node.last_error})
             task = asyncio.get_running_loop().create_task(_send_quietly(ws, text))
             self._sends.add(task)
             task.add_done_callback(self._sends.discard)
@@ -124,19 +124,22 @@ class NodeRegistry:
         events: their data is not validated again, and `data_json` (the data as that
         process encoded it) is forwarded as is."""
         kind = msg.get("type")
-        if kind == "reply":
+        if kind == MessageType.REPLY:
             cid = msg.get("id")
             if not _is_count(cid):
                 node.invalid += 1
-                return {"type": "error", "detail": "reply: id must be a non-negative integer"}
+                return {
+                    "type": MessageType.ERROR,
+                    "detail": "reply: id must be a non-negative integer",
+                }
             node.replies.settle(msg)
             return None
-        if kind == "stats":
+        if kind == MessageType.STATS:
             buffered, dropped = msg.get("buffered", 0), msg.get("dropped", 0)
             if not (_is_count(buffered) and _is_count(dropped)):
                 node.invalid += 1
                 return {
-                    "type": "error",
+                    "type": MessageType.ERROR,
                     "detail": f"stats: buffered and dropped must be integers 0-{INT32_MAX}",
                 }
             node.producer_buffered, node.producer_dropped = buffered, dropped
@@ -146,14 +149,18 @@ class NodeRegistry:
             return None
         if kind not in RECORDED_FRAME_TYPES:
             node.invalid += 1
-            return {"type": "error", "detail": f"unknown message type {kind!r}"}
+            return {"type": MessageType.ERROR, "detail": f"unknown message type {kind!r}"}
         seq = msg.get("seq")
         if not _is_count(seq) or seq < 1:
             node.invalid += 1
-            return {"type": "error", "detail": f"seq: must be an integer 1-{INT32_MAX}"}
+            return {"type": MessageType.ERROR, "detail": f"seq: must be an integer 1-{INT32_MAX}"}
         if msg.get("session") not in (None, node.session):
             node.invalid += 1
-            return {"type": "error", "seq": seq, "detail": "session: not this connection's"}
+            return {
+                "type": MessageType.ERROR,
+                "seq": seq,
+                "detail": "session: not this connection's",
+            }
         if seq <= node.last_seq:
             return None  # a resend after reconnecting: already have it
         if trusted:
@@ -164,7 +171,7 @@ class NodeRegistry:
             except (ValidationError, ValueError) as exc:
                 node.invalid += 1
                 detail = f"{kind} frame: {_first_error(exc)}"
-                return {"type": "error", "seq": seq, "detail": detail}
+                return {"type": MessageType.ERROR, "seq": seq, "detail": detail}
         return self._accept(node, kind, seq, clean, data_json)
 
     def _accept(
@@ -178,23 +185,23 @@ class NodeRegistry:
         """A frame that passed validation (or came over the trusted link, which encoded
         `data_json` once): step checks, gap marks, publish."""
         last_step = self.hub.sessions[node.session].state.step
-        if kind == "iteration" and clean["step"] <= last_step:
+        if kind == FrameType.ITERATION and clean["step"] <= last_step:
             # Whatever is accepted must be storable: a step is recorded once.
             node.invalid += 1
             detail = f"iteration frame: step {clean['step']} is not after step {last_step}"
-            return {"type": "error", "seq": seq, "detail": detail}
+            return {"type": MessageType.ERROR, "seq": seq, "detail": detail}
         if seq > node.last_seq + 1:
             # Frames the producer dropped: mark the hole with a frame of its own, using
             # the first missing seq (the producer will never send that number again).
             node.gaps += 1
             node.missing += seq - node.last_seq - 1
-            gap = {"event": "gap", "from_seq": node.last_seq + 1, "to_seq": seq - 1}
-            self.hub.publish(node.session, "session", gap, seq=node.last_seq + 1)
+            gap = {"event": SessionEvent.GAP, "from_seq": node.last_seq + 1, "to_seq": seq - 1}
+            self.hub.publish(node.session, FrameType.SESSION, gap, seq=node.last_seq + 1)
         node.last_seq = seq
         node.frames += 1
         node.tick()
         self.hub.publish(node.session, kind, clean, seq=seq, data_json=data_json)
-        if kind == "session" and clean.get("event") == "closed":
+        if kind == FrameType.SESSION and clean.get("event") == SessionEvent.CLOSED:
             # The producer ended its session (a clean shutdown): recorded as closed.
             self._ended(node, str(clean.get("reason") or "closed")[:32])
         return None

@@ -36,7 +36,7 @@ from app.nodes.remote_node import NodeUnavailable, RemoteNode
 from app.nodes.replies import Replies
 from app.settings import Settings
 from engine.runner.tokenizer import load_tokenizer
-from protocol.codes import RECORDED_FRAME_TYPES, MessageType
+from protocol.codes import RECORDED_FRAME_TYPES, FrameType, MessageType
 from protocol.envelope import split_frame
 from protocol.wire import SessionMeta
 
@@ -220,7 +220,7 @@ class LocalEngine:
             return
         self.hub.publish(
             session,
-            "session",
+            FrameType.SESSION,
             {"event": "engine_exit", "detail": describe_exit(exit_), **exit_},
         )
         self.hub.close_session(session)

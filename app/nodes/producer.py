@@ -29,7 +29,7 @@ from engine.engine import Engine
 from engine.engine_core import EngineCore
 from engine.events import Event
 from protocol import control
-from protocol.codes import MessageType
+from protocol.codes import FrameType, MessageType, SessionEvent
 from protocol.envelope import encode
 from protocol.producer import ProducerCore
 from protocol.session import new_session_id, node_opened
@@ -94,7 +94,7 @@ class Producer:
         self.stats = ProducerStats()
         self._req_ids = itertools.count(1)
         # The session's first frame, as a local session's: who we are and our knobs.
-        self.sink.queue.put(("session", node_opened(node, announce)))
+        self.sink.queue.put((FrameType.SESSION, node_opened(node, announce)))
 
     @property
     def session(self) -> str:
@@ -169,7 +169,9 @@ class Producer:
         """A clean stop while connected: the engine stops (aborting what is in flight,
         Engine.stop), and its last frames and a closing one (reason `shutdown`) go out."""
         await asyncio.to_thread(self.core.stop)
-        self.sink.queue.put(("session", {"event": "closed", "reason": "shutdown"}))
+        self.sink.queue.put(
+            (FrameType.SESSION, {"event": SessionEvent.CLOSED, "reason": "shutdown"})
+        )
         await self._flush(ws)
 
     async def _flush(self, ws: Any) -> None:
@@ -199,7 +201,9 @@ class Producer:
         except Exception as exc:
             return control.reply_error(msg.get("id"), error_detail(exc))
         if kind in PAUSED_AFTER:
-            self.sink.queue.put(("session", {"event": "state", "paused": PAUSED_AFTER[kind]}))
+            self.sink.queue.put(
+                (FrameType.SESSION, {"event": SessionEvent.STATE, "paused": PAUSED_AFTER[kind]})
+            )
         return control.reply_ok(msg.get("id"), result_of(result))
 
     def _next_req_id(self) -> str:

@@ -18,7 +18,7 @@ from app.protocol.checkpoint import Checkpoint
 from app.protocol.latencies import Latencies
 from app.protocol.rows import close_open, new_row
 from app.protocol.step_fold import fold_iteration
-from protocol.codes import FrameType, RequestMark, RequestStatus
+from protocol.codes import FrameType, RequestMark, RequestStatus, SessionEvent
 from protocol.envelope import encode
 from protocol.views import (
     ConfigMark,
@@ -111,7 +111,7 @@ class SessionState:
     def _apply_session(self, data: SessionData) -> None:
         self.meta.update(cast(SessionMeta, {k: v for k, v in data.items() if k != "event"}))
         self.paused = bool(data.get("paused", self.paused))
-        if data.get("event") == "opened" and not self.config:
+        if data.get("event") == SessionEvent.OPENED and not self.config:
             self.config = dict(data.get("config") or {})
             self.simulated = bool(data.get("simulated", self.simulated))
 

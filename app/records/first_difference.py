@@ -43,6 +43,7 @@ from engine.releases import (
 )
 from engine.scenario import Scenario, ScenarioError
 from engine.simulate import run_scenario
+from protocol.codes import FrameType
 from protocol.wire import IterationData, Knobs
 
 CONTEXT = 3
@@ -145,7 +146,7 @@ def first_step_apart(run_a: list[IterationData], run_b: list[IterationData]) -> 
 def recorded_steps(db: Session, session_id: str) -> Iterator[IterationData]:
     for _, text in queries.iter_frames(db, session_id):
         frame = json.loads(text)
-        if frame.get("type") == "iteration":
+        if frame.get("type") == FrameType.ITERATION:
             yield cast(IterationData, frame["data"])
 
 

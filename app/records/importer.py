@@ -31,7 +31,7 @@ from app.db.writes import (
 from app.protocol.models import FRAME_MODELS, validate_frame
 from app.protocol.state import SessionState
 from app.records.recorder import CHECKPOINT_EVERY
-from protocol.codes import RECORDED_FRAME_TYPES, FrameType
+from protocol.codes import RECORDED_FRAME_TYPES, FrameType, SessionEvent
 from protocol.envelope import PROTOCOL_VERSION
 
 ENVELOPE_KEYS = {"v", "type", "session", "seq", "data"}
@@ -164,9 +164,9 @@ class _FrameChecker:
                 validate_frame(ftype, data)
             except ValidationError as exc:
                 raise fail(f"{ftype} frame: {_pydantic_message(exc)}") from None
-        if ftype == "session" and not isinstance(data.get("event"), str):
+        if ftype == FrameType.SESSION and not isinstance(data.get("event"), str):
             raise fail("session frame: event: field required")
-        if ftype == "iteration":
+        if ftype == FrameType.ITERATION:
             if not isinstance(data.get("step"), int) or data["step"] <= self.step:
                 raise fail(f"iteration step {data.get('step')!r} does not follow step {self.step}")
             self.step = data["step"]
@@ -233,7 +233,7 @@ def _write(db: Session, path: Path, header: SessionHeader) -> None:
         ftype, seq, data = checker.check(number, text, validate_data=False)
         if state is None:
             # The hub opens a session's state with the meta its "opened" frame carries.
-            opened = ftype == "session" and data["event"] == "opened"
+            opened = ftype == FrameType.SESSION and data["event"] == SessionEvent.OPENED
             meta = (
                 {k: v for k, v in data.items() if k != "event"}
                 if opened

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.records.life_types import Mark
+from protocol.codes import RequestMark
 from protocol.wire import WaitingDetail
 
 HEAD_GATES = ("kv_blocks", "no_chunking_fit")
@@ -43,21 +44,21 @@ def reason_at(req: str, detail: WaitingDetail) -> str:
 def plan_reads(marks: list[Mark], first: int, last: int) -> ReadPlan | None:
     """Ran / waited ranges (inclusive) from the marks in seq order; None when the marks
     cannot tell (no arrival), and the caller reads every frame."""
-    if not marks or marks[0]["kind"] != "arrived":
+    if not marks or marks[0]["kind"] != RequestMark.ARRIVED:
         return None
     plan = ReadPlan()
     waiting_from: int | None = first
     running_from: int | None = None
     for m in marks:
         kind, step = m["kind"], m["step"]
-        if kind in ("scheduled", "resumed") and running_from is None:
+        if kind in (RequestMark.SCHEDULED, RequestMark.RESUMED) and running_from is None:
             if waiting_from is not None and step > waiting_from:
                 plan.waiting.append((waiting_from, step - 1))
             running_from, waiting_from = step, None
-        elif kind == "preempted" and running_from is not None:
+        elif kind == RequestMark.PREEMPTED and running_from is not None:
             plan.running.append((running_from, step))
             running_from, waiting_from = None, step  # it waits from this step's end
-        elif kind in ("finished", "aborted", "rejected"):
+        elif kind in (RequestMark.FINISHED, RequestMark.ABORTED, RequestMark.REJECTED):
             if running_from is not None:
                 plan.running.append((running_from, step))
             elif waiting_from is not None:

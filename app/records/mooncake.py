@@ -25,6 +25,7 @@ from app.db.models import EventRecord, RequestRecord
 from app.db.queries import get_session
 from engine.mooncake import DEFAULT_BLOCK_TOKENS, BlockNumbering, trace_line
 from protocol.blocks import PROMPT_BLOCK_TOKENS, coarser
+from protocol.codes import FrameType, RequestMark
 
 COMPLETED = ("stop", "length")
 
@@ -64,14 +65,14 @@ def mooncake_lines(
     produced = _output_lengths(db, session_id)
     stored = db.scalars(
         select(EventRecord.frame)
-        .where(EventRecord.session_id == session_id, EventRecord.type == "request")
+        .where(EventRecord.session_id == session_id, EventRecord.type == FrameType.REQUEST)
         .order_by(EventRecord.seq)
     )
     numbering = BlockNumbering(block_tokens)
     rows: list[tuple[float, int, int, int, list[int]]] = []
     for n, text in enumerate(stored):
         data = json.loads(unpack_frame(text))["data"]
-        if data["kind"] != "arrived":
+        if data["kind"] != RequestMark.ARRIVED:
             continue
         detail = data.get("detail") or {}
         prompt = detail.get("prompt_token_ids")

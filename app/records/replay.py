@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.queries import SessionRow, get_session, iter_frames, state_at_step
 from app.errors import NotFound
+from protocol.codes import FrameType, MessageType, ReplayCommand
 from protocol.envelope import encode, envelope, error_frame
 from protocol.views import ReplayStatus, SnapshotData
 
@@ -62,7 +63,9 @@ class ReplayPlayer:
         self.num_steps = meta["steps"]
         self.seq, self.step = snap["seq"], snap["step"]
         snap["replay"] = self._status()
-        await self.ws.send_text(envelope("snapshot", self.session_id, self.seq, encode(snap)))
+        await self.ws.send_text(
+            envelope(FrameType.SNAPSHOT, self.session_id, self.seq, encode(snap))
+        )
 
     def _status(self) -> ReplayStatus:
         return {
@@ -102,7 +105,7 @@ class ReplayPlayer:
                 break
             for seq, text in page:
                 frame = json.loads(text)
-                if frame["type"] == "iteration":
+                if frame["type"] == FrameType.ITERATION:
                     step = frame["data"]["step"]
                     if until_step is not None and step > until_step:
                         await self._flush(batch)
@@ -129,19 +132,19 @@ class ReplayPlayer:
     async def handle(self, message: Mapping[str, Any]) -> None:
         kind = message.get("type")
         try:
-            if kind == "seek":
+            if kind == ReplayCommand.SEEK:
                 await self.seek(int(message.get("step", 0)))
-            elif kind == "play":
+            elif kind == ReplayCommand.PLAY:
                 await self.play(float(message.get("speed", 1.0)))
-            elif kind == "pause":
+            elif kind == ReplayCommand.PAUSE:
                 await self.pause()
-            elif kind == "step":
+            elif kind == ReplayCommand.STEP:
                 delta = int(message.get("delta", 1))
                 if delta >= 0:
                     await self.play(MAX_SPEED, until_step=self.step + delta)
                 else:
                     await self.seek(self.step + delta)
-            elif kind == "hello":
+            elif kind == MessageType.HELLO:
                 await self.seek(self.step)
             else:
                 raise ValueError(f"unknown replay command {kind!r}")

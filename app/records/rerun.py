@@ -33,6 +33,7 @@ from engine.events import Event, EventSink
 from engine.releases import SUPPORTED, ReleaseFeatures, nearest_supported
 from engine.request import SamplingParams
 from engine.runner import make_runner
+from protocol.codes import FrameType, RequestMark
 from protocol.session import new_session_id
 from protocol.wire import SessionMeta
 
@@ -92,12 +93,12 @@ def load_arrivals(db: Session, session_id: str) -> tuple[SessionRow, list[Arriva
     arrivals: list[Arrival] = []
     rows = db.scalars(
         select(EventRecord.frame)
-        .where(EventRecord.session_id == session_id, EventRecord.type == "request")
+        .where(EventRecord.session_id == session_id, EventRecord.type == FrameType.REQUEST)
         .order_by(EventRecord.seq)
     )
     for stored in rows:
         data = json.loads(unpack_frame(stored))["data"]
-        if data["kind"] != "arrived":
+        if data["kind"] != RequestMark.ARRIVED:
             continue
         d = data["detail"]
         if "prompt_token_ids" not in d:

@@ -169,7 +169,7 @@ async def rerun_session(
             frame = split_frame(text)
             if frame is None:
                 raise RerunFailed(f"the re-run's engine wrote an unreadable line: {text[:80]}")
-            steps += frame.type == "iteration"
+            steps += frame.type == FrameType.ITERATION
             batch.append(TextFrame(new_id, frame.type, frame.seq, text))
             if len(batch) >= BATCH_FRAMES:
                 await recorder.write_now(batch)

@@ -18,6 +18,7 @@ from app.bus.fleet import FleetRow
 from app.deps import BusDep, Control, FleetDep, HubDep, ServiceDep, SettingsDep, View
 from app.routes.links import session_href
 from app.templating import templates
+from protocol.codes import MessageType
 
 router = APIRouter()
 SORT_KEYS = tuple(FleetRow.__annotations__)
@@ -89,7 +90,7 @@ async def _ask(call: Any) -> dict[str, Any]:
         reply: dict[str, Any] = await call
     except TimeoutError as exc:
         raise HTTPException(503, str(exc)) from None
-    if reply.get("type") == "error":
+    if reply.get("type") == MessageType.ERROR:
         raise HTTPException(422, str(reply.get("detail")))
     return reply
 

@@ -24,6 +24,7 @@ from app.live.hub import EventHub, Subscriber
 from app.live.pacing import MAX_BATCH_BYTES, STALE_AFTER_S, ClientPace
 from app.records.replay import ReplayPlayer
 from app.security import has_control, origin_allowed
+from protocol.codes import FrameType, MessageType
 from protocol.envelope import encode, envelope, error_frame
 
 router = APIRouter()
@@ -46,7 +47,7 @@ async def _send_snapshot(
     """`columns`: the client asked for request rows as columns (docs/protocol.md)."""
     sid = session or hub.live_session
     if sid is None or sid not in hub.sessions:
-        await ws.send_text(envelope("snapshot", None, 0, "null"))
+        await ws.send_text(envelope(FrameType.SNAPSHOT, None, 0, "null"))
         return None, 0
     # A snapshot of a 10,000-request session allocates ~10^5 objects at once: a full cyclic
     # collection in the middle would add a few hundred ms to a page's first paint.
@@ -94,7 +95,7 @@ async def _sender(
         if sub.gap or resync.is_set():
             compact = sub.gap
             if sub.gap:
-                gap = envelope("gap", current, last_seq, encode({"dropped": sub.dropped}))
+                gap = envelope(FrameType.GAP, current, last_seq, encode({"dropped": sub.dropped}))
                 await ws.send_text(gap)
             sub.gap = False
             sub.dropped = 0
@@ -130,7 +131,7 @@ async def _sender(
 async def _ping(ws: WebSocket, pace: ClientPace) -> None:
     ping = pace.ping(time.monotonic())
     if ping is not None:
-        await ws.send_text(envelope("ping", None, None, encode({"id": ping})))
+        await ws.send_text(envelope(MessageType.PING, None, None, encode({"id": ping})))
 
 
 async def _receiver(
@@ -143,10 +144,10 @@ async def _receiver(
             await ws.send_text(error_frame(str(exc)))
             continue
         kind = data.get("type") if isinstance(data, dict) else None
-        if kind == "hello":
+        if kind == MessageType.HELLO:
             resync.set()
             sub.wakeup.set()
-        elif kind == "pong" and pace.pong(data.get("id")):
+        elif kind == MessageType.PONG and pace.pong(data.get("id")):
             pass
         else:
             await ws.send_text(error_frame("only 'hello' and 'pong' messages are accepted here"))
@@ -210,7 +211,7 @@ async def _serve_viewer(
     ws: WebSocket, settings: SettingsDep, hub: HubDep, db: DbDep, recorder: RecorderDep
 ) -> None:
     hello = await _hello(ws)
-    if not isinstance(hello, dict) or hello.get("type") != "hello":
+    if not isinstance(hello, dict) or hello.get("type") != MessageType.HELLO:
         await close(ws, PROTOCOL_ERROR, "expected a hello message first")
         return
     session = hello.get("session")

@@ -30,6 +30,13 @@
     MESSAGE_LIST: Object.freeze([
       "announce", "welcome", "stats", "command", "reply", "error", "ack", "hello", "ping", "pong",
     ]),
+    REPLAY: Object.freeze({
+      SEEK: "seek",
+      PLAY: "play",
+      PAUSE: "pause",
+      STEP: "step",
+    }),
+    REPLAY_LIST: Object.freeze(["seek", "play", "pause", "step"]),
     MARK: Object.freeze({
       ARRIVED: "arrived",
       REJECTED: "rejected",
@@ -48,8 +55,9 @@
       OPENED: "opened",
       CLOSED: "closed",
       STATE: "state",
+      GAP: "gap",
     }),
-    SESSION_EVENT_LIST: Object.freeze(["opened", "closed", "state"]),
+    SESSION_EVENT_LIST: Object.freeze(["opened", "closed", "state", "gap"]),
     REASON: Object.freeze({
       TOKEN_BUDGET: "token_budget",
       MAX_NUM_SEQS: "max_num_seqs",

@@ -7,6 +7,7 @@
   "use strict";
   const BS = window.BS;
   if (!BS || !BS.mode || !BS.mode.replay) return;
+  const REPLAY = BS.protocol.REPLAY; // the replay commands (protocol/codes.py ReplayCommand)
   const SETTLE_MS = 400; // panels (requests, latency) refresh at most this often
   const DRAG_MS = 150; // seek while dragging the scrubber, at most this often
   const st = { steps: 0, playing: false, speed: 1, dragTimer: null, settleTimer: null,
@@ -20,24 +21,24 @@
   }
   function seek(step) {
     st.playing = false;
-    send({ type: "seek", step: step }, true);
+    send({ type: REPLAY.SEEK, step: step }, true);
     ui();
   }
   function play() {
     if (st.steps <= 0) return;
-    if (BS.model.step >= st.steps - 1) send({ type: "seek", step: 0 }, true); // from the top
+    if (BS.model.step >= st.steps - 1) send({ type: REPLAY.SEEK, step: 0 }, true); // from the top
     st.playing = true;
-    send({ type: "play", speed: st.speed });
+    send({ type: REPLAY.PLAY, speed: st.speed });
     ui();
   }
   function pause() {
     st.playing = false;
-    send({ type: "pause" });
+    send({ type: REPLAY.PAUSE });
     ui();
   }
   function stepBy(delta) {
     st.playing = false;
-    send({ type: "step", delta: delta }, delta < 0);
+    send({ type: REPLAY.STEP, delta: delta }, delta < 0);
     ui();
   }
 
@@ -101,7 +102,7 @@
     $("rp-fwd").addEventListener("click", function () { stepBy(1); });
     $("rp-speed").addEventListener("change", function (ev) {
       st.speed = parseFloat(ev.target.value) || 1;
-      if (st.playing) send({ type: "play", speed: st.speed });
+      if (st.playing) send({ type: REPLAY.PLAY, speed: st.speed });
     });
     const scrub = $("rp-scrub");
     scrub.addEventListener("input", function () {
