@@ -61,6 +61,12 @@ def traces(
     threshold = int(knobs["long_prefill_token_threshold"])  # type: ignore[call-overload]
     if release_features(version).spec_pads_new_decodes and k and 0 < threshold < 1 + k:
         knobs["long_prefill_token_threshold"] = 0  # refused: vLLM 0.25+ would fail on it
+    if release_features(version).spec_pads_new_decodes and k and budget < 1 + k:
+        # A decode admitted with a full prefix hit (a resumed request) is padded to 1 + K
+        # tokens and waits while they exceed the budget: under a budget below 1 + K it
+        # never runs, in vLLM 0.25+ as here (the waiting reason says so). Not a trace
+        # that can drain.
+        knobs["max_num_batched_tokens"] = 1 + k
     # (arrival step, prompt length, max_tokens, priority, shared-prefix group)
     reqs = draw(
         st.lists(

@@ -1,5 +1,6 @@
 """Re-running a long recording streams off the event loop: the server keeps answering
-within a fraction of a second throughout, and the re-run is recorded whole."""
+throughout (no stall near the seconds a starved loop shows), and the re-run is recorded
+whole."""
 
 from __future__ import annotations
 
@@ -36,9 +37,11 @@ def test_a_long_rerun_never_freezes_the_server(tmp_path: object) -> None:
 
         poller = threading.Thread(target=poll)
         poller.start()
+        started = time.monotonic()
         try:
             r = c.post(f"/api/sessions/{original}/rerun", json={}, timeout=300)
         finally:
+            took = time.monotonic() - started
             done.set()
             poller.join()
         assert r.status_code == 200, r.text
@@ -46,5 +49,9 @@ def test_a_long_rerun_never_freezes_the_server(tmp_path: object) -> None:
         assert rerun["steps"] > 10_000
         row = c.get(f"/api/sessions/{rerun['session']}").json()
         assert row["steps"] == rerun["steps"] and row["ended_at"] is not None
+    # A loop the re-run starves stalls for seconds (it used to: 6-13 s). On a loaded 2-core
+    # box a healthy one still misses a beat now and then (1.04 s was seen at load 12).
     assert len(latencies) > 20
-    assert max(latencies) < 1.0, f"the loop stalled {max(latencies):.2f}s during the re-run"
+    assert max(latencies) < 3.0, (
+        f"the loop stalled {max(latencies):.2f}s during the {took:.1f}s re-run"
+    )
