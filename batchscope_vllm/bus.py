@@ -22,6 +22,7 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import nats
@@ -63,7 +64,7 @@ class BusSender(Sender):
         self.js: JetStreamContext | None = None
 
     # ------------------------------------------------------------ frames
-    def _add(self, frame_type: str, data: dict[str, Any]) -> None:
+    def _add(self, frame_type: str, data: Mapping[str, Any]) -> None:
         super()._add(frame_type, data)
         if frame_type == FrameType.ITERATION:
             self.summaries.append(step_summary(data, self.frames.times[-1]))

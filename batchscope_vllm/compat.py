@@ -15,6 +15,7 @@ and small functions the hooks call. The version is read only to be reported.
 from __future__ import annotations
 
 import importlib.metadata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
@@ -119,7 +120,7 @@ class Layout:
     flight (`num_stale_output_tokens`, 0.33)."""
 
 
-def layout(sched: Any, gate_codes: dict[str, str]) -> Layout:
+def layout(sched: Any, gate_codes: Mapping[str, str]) -> Layout:
     """Detect the layout of `sched`; `gate_codes` maps RequestStatus names to codes."""
     from vllm.v1.request import RequestStatus
 

@@ -15,8 +15,10 @@ from batchscope_vllm.rows import Req
 from protocol.codes import FrameType, RequestMark
 from protocol.frames import request_payload
 from protocol.lifecycle import step_marks, stop_marks
+from protocol.wire import FrameData, IterationData
 
-Frame = tuple[str, dict[str, Any]]
+Frame = tuple[str, FrameData]
+"""A frame to send: its type (codes.FrameType) and its data."""
 
 
 class Outputs(NamedTuple):
@@ -81,7 +83,7 @@ class RequestMarks:
         step: int,
         t_start: float,
         t_end: float,
-        it: dict[str, Any],
+        it: IterationData,
         preempted: list[tuple[str, int, str]],
         first: list[str],
     ) -> list[Frame]:

@@ -11,6 +11,7 @@ cached one flagged in `resumed_req_ids`, the V2 runner (0.33's default) in
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +37,7 @@ class Rows:
         return self.count
 
 
-def encode_data(data: dict[str, Any]) -> str:
+def encode_data(data: Mapping[str, Any]) -> str:
     """Frame data as compact JSON, with `Rows` spliced in as they are."""
     rows = data.get("scheduled")
     if not isinstance(rows, Rows):

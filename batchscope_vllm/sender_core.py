@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 from batchscope_vllm.frames import FrameBuilder, encode_data
@@ -189,7 +190,7 @@ class SenderCore:
         self._add(FrameType.SESSION, data)
 
     # ------------------------------------------------------------ frames
-    def _add(self, frame_type: str, data: dict[str, Any]) -> None:
+    def _add(self, frame_type: str, data: Mapping[str, Any]) -> None:
         self.frames.add(frame_type, encode_data(data), time.time())
 
     def _pump(self, wait: float) -> None:

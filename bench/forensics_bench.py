@@ -22,8 +22,8 @@ from statistics import median
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-from live_server import LiveServer, live_server, recorder_lag  # noqa: E402
+sys.path.insert(0, str(ROOT))
+from tools.live_server import LiveServer, live_server, recorder_lag  # noqa: E402
 
 ENV = {
     "BATCHSCOPE_REALTIME": "false",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 from app.live.hub import EventHub
@@ -28,7 +29,7 @@ class HubSink:
         self.session = session
         self.closed = False
         self.dropped = 0
-        self._pending: deque[tuple[str, dict[str, Any], str]] = deque()
+        self._pending: deque[tuple[str, Mapping[str, Any], str]] = deque()
         self._scheduled = False
         self._unreported_drops = 0
 

@@ -173,7 +173,7 @@ def back_to_back(
 def unstarted(running: int) -> Scheduler:
     """An ObservedScheduler whose sender thread is not started (interleaved() drains it)."""
     start = Sender.start
-    Sender.start = lambda _self: None  # type: ignore[method-assign]
+    Sender.start = lambda _self: None  # type: ignore[method-assign,assignment]
     try:
         return make(ObservedScheduler, running)
     finally:

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +123,8 @@ class VllmReference:
         reply = self._expect()
         if reply != "ok":
             raise RuntimeError(f"vllm reference on {scenario_path}: {reply}")
-        return json.loads(out_path.read_text())
+        result: dict[str, Any] = json.loads(out_path.read_text())
+        return result
 
     def close(self) -> None:
         if self.proc.stdin:
@@ -318,7 +320,7 @@ def _fit_release(rng: random.Random, config: dict[str, Any], version: str, new_k
         config["long_prefill_token_threshold"] = 1 + k if 1 + k <= config["max_model_len"] else 0
     if not new_knobs:
         return
-    later = {
+    later: dict[str, Callable[[], Any]] = {
         "max_num_active_seqs": lambda: rng.choice([0, rng.randint(1, config["max_num_seqs"])]),
         "watermark": lambda: rng.choice([0.0, 0.05, 0.1, 0.25]),
         "prefill_schedule_interval": lambda: rng.choice([1, 2, 3, 5]),
@@ -350,7 +352,7 @@ def _tidy(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _candidates(data: dict[str, Any]):
+def _candidates(data: dict[str, Any]) -> Iterator[dict[str, Any]]:
     reqs = data["requests"]
     cfg = data["config"]
     for i in range(len(reqs)):
@@ -394,7 +396,12 @@ def _candidates(data: dict[str, Any]):
         yield with_cfg(max_num_seqs=cfg["max_num_seqs"] - 1)
 
 
-def shrink(data: dict[str, Any], sig: str, check, budget: int = 2000) -> dict[str, Any]:
+def shrink(
+    data: dict[str, Any],
+    sig: str,
+    check: Callable[[dict[str, Any]], str | None],
+    budget: int = 2000,
+) -> dict[str, Any]:
     """Greedy minimisation keeping the mismatch signature. check(data) -> signature | None."""
     best = _materialise(data)
     tries = 0
@@ -421,7 +428,9 @@ class Comparer:
         self.workdir = workdir
         self.n = 0
 
-    def compare(self, data: dict[str, Any]):
+    def compare(
+        self, data: dict[str, Any]
+    ) -> tuple[dict[str, Any] | None, dict[str, Any], dict[str, Any]]:
         self.n += 1
         path = self.workdir / f"s{self.n}.json"
         path.write_text(json.dumps(data))

@@ -12,7 +12,8 @@ import contextlib
 import sys
 from pathlib import Path
 
-from live_server import LiveServer, chromium, live_server
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tools.live_server import LiveServer, chromium, live_server
 
 
 def drive_demo(server: LiveServer) -> None:

@@ -24,8 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from live_server import LiveServer, chromium, live_server, recorder_lag
-from ui_bench_js import (
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.browser.harness import synthetic_snapshot  # noqa: E402
+from tools.live_server import LiveServer, chromium, live_server, recorder_lag  # noqa: E402
+from tools.ui_bench_js import (  # noqa: E402
     FILTER_JS,
     FIRST_PAINT_JS,
     FPS_JS,
@@ -33,10 +36,6 @@ from ui_bench_js import (
     PAINT_SNAPSHOT_JS,
     SYNTHETIC_JS,
 )
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from tests.browser.harness import synthetic_snapshot  # noqa: E402
 
 ENV = {
     "BATCHSCOPE_MAX_NUM_SEQS": "512",

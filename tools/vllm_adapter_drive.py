@@ -39,6 +39,8 @@ class DriveScheduler(RecordingScheduler, ObservedScheduler):
     """Drafts per step, as vLLM's __init__ reads them from a speculative config (the
     reference has none and sets num_spec_tokens after building): the observer starts,
     and announces, knowing them."""
+    num_spec_tokens: int
+    """vLLM's Scheduler's (drafts per step)."""
 
     def _bs_init(self) -> None:
         self.num_spec_tokens = self.num_spec_at_init or self.num_spec_tokens

@@ -112,7 +112,7 @@ def _model_dir(max_model_len: int) -> str:
     return path
 
 
-class RecordingScheduler(Scheduler):
+class RecordingScheduler(Scheduler):  # type: ignore[misc,unused-ignore]
     """vLLM's Scheduler, unchanged, except that preemptions are logged in call order
     (SchedulerOutput.preempted_req_ids is a set)."""
 
@@ -126,7 +126,7 @@ class RecordingScheduler(Scheduler):
         super()._preempt_request(request, *args, **kwargs)
 
 
-class RecordingAsyncScheduler(RecordingScheduler, AsyncScheduler):
+class RecordingAsyncScheduler(RecordingScheduler, AsyncScheduler):  # type: ignore[misc,unused-ignore]
     """vLLM's AsyncScheduler (output placeholders), with the same preemption log."""
 
 
@@ -219,7 +219,7 @@ def build_scheduler(
         ],
     )
     cache_config.num_gpu_blocks = cc.num_gpu_blocks
-    sched_obj = scheduler_cls(
+    sched_obj: SchedulerT = scheduler_cls(
         vllm_config=vllm_config,
         kv_cache_config=kv_cache_config,
         block_size=cc.block_size,

@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 import pytest
 import websockets
+from websockets.typing import Origin
 
 from app.protocol.models import validate_frame
 from tests.conftest import LiveServer, server_process
@@ -167,7 +168,7 @@ async def _stalled_client_scenario(live: LiveServer) -> None:
 async def test_foreign_origin_is_refused(live_server: LiveServer) -> None:
     with pytest.raises(websockets.InvalidStatus) as info:
         async with websockets.connect(
-            live_server.ws_url + "/ws/live", origin="http://evil.example"
+            live_server.ws_url + "/ws/live", origin=Origin("http://evil.example")
         ):
             pass
     assert info.value.response.status_code == 403
