@@ -12,6 +12,12 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
+BUSY_TIMEOUT_S = 30.0
+"""How long a SQLite connection waits for another's write lock before "database is locked".
+The recorder's writer process takes the lock for each batch; on a loaded box it can come
+back for it again and again, and pysqlite's default of 5 s then failed the lab's writes
+(a sweep ended "failed" mid-run)."""
+
 IMMEDIATE = "batchscope_sqlite_immediate"
 """Execution option: this transaction writes, so on SQLite it takes the write lock up front."""
 
@@ -34,7 +40,7 @@ def make_engine(url: str, writer: bool = False) -> Engine:
         else:
             # One shared connection, or every connection would see its own empty database.
             kwargs["poolclass"] = StaticPool
-        kwargs["connect_args"] = {"check_same_thread": False}
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": BUSY_TIMEOUT_S}
     else:
         kwargs["pool_pre_ping"] = True
     engine = create_engine(url, **kwargs)
