@@ -34,6 +34,7 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import ROOT, TOKEN, free_port, wait_healthy
+from tests.lifeline import die_with_us
 
 LOAD = {"prompt_len": 40, "max_tokens": 1000, "count": 256}
 ONE = {"prompt_len": 8, "max_tokens": 1000, "count": 1}
@@ -70,7 +71,9 @@ def _server(root: Path, realtime: str, db: str) -> Iterator[str]:
         cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--runner"]
         cmd += ["sim", "--workload", "none", "--token", TOKEN, "--database-url", url_db]
         with open(Path(tmp) / "server.log", "w") as log:
-            proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=log, stderr=log)
+            proc = subprocess.Popen(
+                cmd, env=env, cwd=root, stdout=log, stderr=log, preexec_fn=die_with_us()
+            )
             url = f"http://127.0.0.1:{port}"
             try:
                 if not wait_healthy(proc, url, 60):

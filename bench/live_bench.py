@@ -25,6 +25,7 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import LiveServer, server_process
+from tests.lifeline import die_with_us
 
 WINDOW_S = 6.0
 SETTLE_S = 2.0
@@ -106,7 +107,7 @@ def _loaded_server(paced: bool = False) -> Iterator[LiveServer]:
 
 def _viewers(ws_url: str, seconds: float) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-m", "bench.live_viewers", ws_url, str(CLIENTS), str(seconds)]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=die_with_us())
 
 
 def _pct(values: list[float], q: float) -> float:

@@ -21,6 +21,7 @@ import uvicorn
 
 from app.main import create_app
 from app.settings import Settings
+from tests.lifeline import die_with_us
 
 TOKEN = "test-token-123"
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,7 +133,13 @@ def server_process(database_url: str = "sqlite://", **env_settings: Any) -> Iter
         database_url,
     ]
     proc = subprocess.Popen(
-        cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd,
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=die_with_us(),
     )
     url = f"http://127.0.0.1:{port}"
     try:

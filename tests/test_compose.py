@@ -26,6 +26,7 @@ from packaging.requirements import Requirement
 
 from tests.app.records.conftest import PG_ADMIN, PostgresDatabases, _pg_unreachable
 from tests.conftest import ROOT, TOKEN, free_port
+from tests.lifeline import die_with_us
 
 UPGRADE, SERVE = "batchscope db upgrade", "batchscope serve --host 0.0.0.0"
 
@@ -123,6 +124,7 @@ def test_compose_command_records_into_postgresql(compose: dict[str, Any], tmp_pa
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            preexec_fn=die_with_us(),
         )
         try:
             deadline = time.monotonic() + 60

@@ -29,6 +29,7 @@ import websockets.sync.client as ws_client
 
 from app.db.migrate import head_revision
 from tests.conftest import ROOT, TOKEN, free_port, start_server
+from tests.lifeline import die_with_us
 
 SITE = Path(sysconfig.get_paths()["purelib"])
 SOURCES = (
@@ -117,6 +118,7 @@ def test_the_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> Non
         [str(bin_dir / "batchscope"), "serve", "--runner", "sim", "--workload", "none",
          "--port", str(port), "--token", TOKEN],
         cwd=work, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=die_with_us(),
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     headers = {"Authorization": f"Bearer {TOKEN}"}

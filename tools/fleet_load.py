@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.bus.subjects import connect, ensure_streams  # noqa: E402
 from protocol.bus import subject  # noqa: E402
+from tests.lifeline import die_with_us  # noqa: E402
 
 INTERVAL_S = 0.25
 """How often a node publishes its summaries (as `engine --bus` does)."""
@@ -110,7 +111,11 @@ def detail_nodes(bus: str, count: int, log_dir: Path) -> list[subprocess.Popen[b
         cmd += ["--runner", "sim", "--workload", "poisson", "--detail", "always"]
         env = {**os.environ, "BATCHSCOPE_WORKLOAD_RATE": "10", "PYTHONPATH": str(ROOT)}
         log = open(log_dir / f"full-{i}.log", "ab")  # noqa: SIM115
-        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=log))
+        procs.append(
+            subprocess.Popen(
+                cmd, cwd=ROOT, env=env, stdout=log, stderr=log, preexec_fn=die_with_us()
+            )
+        )
     return procs
 
 

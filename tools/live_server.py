@@ -19,6 +19,8 @@ from typing import Any
 
 import httpx
 
+from tests.lifeline import die_with_us
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
@@ -70,6 +72,7 @@ def live_server(
                 [*cli, "serve", "--port", str(port), "--runner", runner, "--workload", workload,
                  "--database-url", db_url, f"--token={token}"],
                 cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                preexec_fn=die_with_us(),
             )  # fmt: skip
         try:
             url = f"http://127.0.0.1:{port}"

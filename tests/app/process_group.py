@@ -15,6 +15,7 @@ import time
 import websockets
 
 from tests.conftest import ROOT, TOKEN, wait_healthy
+from tests.lifeline import die_with_us
 
 
 def serve(url: str, port: int, rate: float = 40.0, engine: bool = True) -> subprocess.Popen[str]:
@@ -28,6 +29,7 @@ def serve(url: str, port: int, rate: float = 40.0, engine: bool = True) -> subpr
     proc = subprocess.Popen(
         cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,  # its own process group
+        preexec_fn=die_with_us(),
     )  # fmt: skip
     if wait_healthy(proc, f"http://127.0.0.1:{port}", 60):
         return proc

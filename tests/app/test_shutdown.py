@@ -23,6 +23,7 @@ from sqlalchemy import text
 from app.db.session import make_engine
 from tests.app.bus import fleet_procs as fp
 from tests.conftest import ROOT, TOKEN, free_port, wait_healthy
+from tests.lifeline import die_with_us
 
 EXIT_S = 180.0
 """Generous: a loaded 2-core box; the shutdown's own bounds add up to about 4 minutes."""
@@ -57,7 +58,13 @@ def _serve(port: int, db: str, bus: str, log: Path, workload: str) -> subprocess
     env["PYTHONFAULTHANDLER"] = "1"  # a hung stop is shown: SIGABRT dumps every thread
     out = open(log, "ab")  # noqa: SIM115
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=die_with_us(),
     )
     if not wait_healthy(proc, f"http://127.0.0.1:{port}", 120):
         fp.stop(proc, signal.SIGKILL)

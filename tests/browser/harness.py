@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 
+from tests.lifeline import die_with_us
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -77,7 +79,9 @@ def start_server(
     if not engine:
         cmd.append("--no-engine")
     with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_us()
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.browser.harness import ROOT, Console, Server, start_server, stop_process
+from tests.lifeline import die_with_us
 
 
 @pytest.fixture
@@ -32,7 +33,9 @@ def node(observer: Server, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
         "--runner", "sim", "--node", "n1",
     ]  # fmt: skip
     with (tmp_path / "engine.log").open("wb") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_us()
+        )
     try:
         yield proc
     finally:

@@ -36,6 +36,7 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, free_port
+from tests.lifeline import die_with_us
 
 MODEL_NAME = "tiny"
 START_DEADLINE_S = float(os.environ.get("BATCHSCOPE_VLLM_NODE_DEADLINE", "300"))
@@ -203,6 +204,7 @@ def launch(
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         start_new_session=True,
+        preexec_fn=die_with_us(),
     )
     return VllmNode(
         f"http://127.0.0.1:{port}", MODEL_NAME, log, proc, time.monotonic(), _log_file=out

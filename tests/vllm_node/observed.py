@@ -31,6 +31,7 @@ from app.db.models import SessionRecord
 from app.db.queries import iter_frames
 from app.db.session import make_engine
 from tests.conftest import ROOT, TOKEN, free_port
+from tests.lifeline import die_with_us
 from tests.vllm_node.conftest import VllmNode, parse_metrics
 
 OBSERVED = ("--scheduler-cls", "batchscope_vllm.ObservedScheduler")
@@ -133,7 +134,12 @@ def start_dashboard(directory: Path, timeout: float = 60.0, port: int | None = N
     cmd += ["--token", TOKEN, "--database-url", db_url]
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            cmd,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_us(),
         )
     dash = Dashboard(f"http://127.0.0.1:{port}", db_url, proc, log)
     try:

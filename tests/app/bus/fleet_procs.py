@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import ROOT, TOKEN, free_port
+from tests.lifeline import die_with_us
 
 NATS_SERVER = "/usr/sbin/nats-server"
 
@@ -45,7 +46,9 @@ class NatsServer:
         cmd = [NATS_SERVER, "-js", "-a", "127.0.0.1", "-p", str(self.port)]
         cmd += ["-sd", str(self.store)]
         log = open(self.store.parent / f"nats-{self.port}.log", "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_us()
+        )
         if not _wait_port(self.port, 30):
             self.proc.kill()
             raise RuntimeError("nats-server did not start")
@@ -79,6 +82,7 @@ def dashboard(
     proc = subprocess.Popen(
         cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=full_env,
         start_new_session=True,  # its own group: with its recorder's writer process
+        preexec_fn=die_with_us(),
     )  # fmt: skip
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and proc.poll() is None:
@@ -97,7 +101,9 @@ def node(
     cmd += ["--runner", "sim", "--workload", "poisson", *extra]
     env = {**os.environ, "BATCHSCOPE_WORKLOAD_RATE": str(rate)}
     out = open(log, "ab")  # noqa: SIM115
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
+    return subprocess.Popen(
+        cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_us()
+    )
 
 
 def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:

@@ -14,6 +14,7 @@ import httpx
 
 from app.db import migrate
 from tests.conftest import ROOT, TOKEN, free_port
+from tests.lifeline import die_with_us
 
 
 def _serve(db: Path, port: int, *extra: str) -> subprocess.Popen[str]:
@@ -22,7 +23,12 @@ def _serve(db: Path, port: int, *extra: str) -> subprocess.Popen[str]:
         "--port", str(port), "--token", TOKEN, "--database-url", f"sqlite:///{db}", *extra,
     ]  # fmt: skip
     return subprocess.Popen(
-        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=die_with_us(),
     )
 
 

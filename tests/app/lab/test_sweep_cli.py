@@ -22,6 +22,7 @@ from engine.scenario import parse_scenario
 from engine.sweep import SweepPoint, point_scenario
 from tests.conftest import ROOT, cli
 from tests.engine.test_sweep import BASE  # the engine sweep test's scenario
+from tests.lifeline import die_with_us
 
 
 @pytest.fixture
@@ -144,7 +145,7 @@ def test_ctrl_c_keeps_the_finished_runs_and_still_writes_out(tmp_path: Path) -> 
          "poisson:rate=30,n=40,prompt=256,output=128", "--knob",
          "num_gpu_blocks=100:1000:25", "--repeat", "2", "--workers", "2", "--out", str(out)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
+        start_new_session=True, preexec_fn=die_with_us(),
     )  # fmt: skip
     assert proc.stderr is not None
     try:

@@ -18,6 +18,7 @@ import httpx
 from tests.app.lab.test_lab_api import start, wait_for
 from tests.conftest import ROOT, TOKEN, LiveServer, cli, free_port, wait_healthy
 from tests.engine.trace_gen import generate_trace, write_trace
+from tests.lifeline import die_with_us
 
 B = 32
 BAD_LINE = '{"timestamp": 3, "input_length": 10, "hash_ids": []}'
@@ -63,7 +64,7 @@ def serve_trace(trace: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str
            "--workload", f"trace:{trace}", "--trace-block-tokens", str(B), "--token", TOKEN,
            "--database-url", "sqlite://", *extra]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)  # fmt: skip
+                            text=True, preexec_fn=die_with_us())  # fmt: skip
     try:
         yield proc, f"http://127.0.0.1:{port}"
     finally:

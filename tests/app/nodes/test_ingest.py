@@ -19,6 +19,7 @@ import pytest
 import websockets
 
 from tests.conftest import ROOT, TOKEN, cli, free_port
+from tests.lifeline import die_with_us
 
 
 def _serve(port: int, db: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
@@ -42,6 +43,7 @@ def _serve(port: int, db: str, env: dict[str, str] | None = None) -> subprocess.
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, **(env or {})},
+        preexec_fn=die_with_us(),
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -70,7 +72,12 @@ def _producer(port: int, *extra: str) -> subprocess.Popen[str]:
         *extra,
     ]
     return subprocess.Popen(
-        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=die_with_us(),
     )
 
 
