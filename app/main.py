@@ -20,7 +20,6 @@ from app.bus.fleet import FleetView
 from app.bus.intake import BusIntake
 from app.db.lifecycle import describe_orphan, mark_ended, mark_orphans
 from app.db.private import ServingDatabase
-from app.db.session import make_engine, make_sessionmaker
 from app.deps import install_error_handlers
 from app.edge.hosts import AllowedHosts
 from app.edge.middleware import EdgeMiddleware
@@ -83,8 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Start order: database -> hub -> recorder -> engine process; reverse on shutdown.
         database = ServingDatabase(settings.database_url)
         await asyncio.to_thread(database.prepare)
-        db_engine = make_engine(database.url)
-        app.state.db = make_sessionmaker(db_engine)
+        app.state.db = database.sessions()
         for orphan in await asyncio.to_thread(mark_orphans, app.state.db):
             log.warning("%s", describe_orphan(orphan))
         recorder = _recorder(hub, app.state.db, database)
@@ -125,7 +123,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if cap is not None:
                 cap.cancel()
             await _shutdown(app, local, relay, bus, recorder)
-            db_engine.dispose()
             database.remove()
 
     app = FastAPI(
@@ -254,12 +251,11 @@ def _bus_intake(app: FastAPI, settings: Settings, recorder: Recorder) -> BusInta
 
 
 def _recorder(hub: EventHub, db: sessionmaker[Session], database: ServingDatabase) -> Recorder:
-    """A file or server database is written by a writer process. A private one is written
-    in a thread of this process, on its own connections that take SQLite's write lock up
-    front (as the writer process does), so that the web's writes wait their turn."""
+    """A file or server database is written by a writer process; a private one in a thread
+    of this process, on its own connections (ServingDatabase.sessions)."""
     if not database.private:
         return Recorder(hub, db, database_url=database.url)
-    return Recorder(hub, make_sessionmaker(make_engine(database.url, writer=True)))
+    return Recorder(hub, database.sessions(writer=True))
 
 
 def _register_health(

@@ -15,7 +15,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
 from app.db.migrate import is_memory_url, require_migrated, upgrade
+from app.db.session import make_engine, make_sessionmaker
 
 
 class ServingDatabase:
@@ -25,6 +29,7 @@ class ServingDatabase:
     def __init__(self, database_url: str) -> None:
         self.private = is_memory_url(database_url)
         self._folder: Path | None = None
+        self._engines: list[Engine] = []
         if not self.private:
             self.url = database_url
             return
@@ -39,7 +44,20 @@ class ServingDatabase:
         else:
             require_migrated(self.url)
 
+    def sessions(self, writer: bool = False) -> sessionmaker[Session]:
+        """Sessions on a new engine (pool) of this database, disposed by `remove`. A
+        `writer` takes SQLite's write lock up front: the recorder's, when it writes a
+        private database in a thread of this process (as the writer process does for any
+        other), so that the web's writes wait their turn."""
+        engine = make_engine(self.url, writer=writer)
+        self._engines.append(engine)
+        return make_sessionmaker(engine)
+
     def remove(self) -> None:
+        """Close every engine `sessions` made; a private database's folder goes too."""
+        for engine in self._engines:
+            engine.dispose()
+        self._engines.clear()
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
             self._folder = None
