@@ -7,7 +7,9 @@
 #
 # Each run gets its own --basetemp and log under $SOAK_DIR (default /tmp/batchscope-soak);
 # PostgreSQL databases are per test already. Exit 0 only when every foreground run passed;
-# the side runs' results are printed too. Hours on a 2-core box: not for a shared machine.
+# the side runs' results are printed too; the side run still going when the foreground is
+# done is stopped (SIGTERM: what it started dies with it, tests/lifeline.py). Hours on a
+# 2-core box: not for a shared machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,17 +29,31 @@ suite() {  # suite NAME: one full run, its log in $dir/NAME.log; returns pytest'
   "$py" -m pytest -p no:cacheprovider --basetemp="$dir/$1.tmp" "${@:2}" >"$dir/$1.log" 2>&1
 }
 
+side_suite() {  # as suite, in the background (its pid in $dir/side.pid, to stop it)
+  suite "$@" &
+  echo $! >"$dir/side.pid"
+  wait $!
+}
+
+stop_side() {
+  touch "$dir/done"
+  [[ -e $dir/side.pid ]] && pkill -TERM -P "$(cat "$dir/side.pid")" 2>/dev/null
+  kill "$side" 2>/dev/null
+}
+
 # The side load: full runs back to back until the foreground is done.
 (
   i=1
   while [[ ! -e $dir/done ]]; do
-    suite "side$i" "$@"
-    echo "side run $i: exit $? ($(tail -n 1 "$dir/side$i.log"))" >>"$dir/side.txt"
+    side_suite "side$i" "$@"
+    code=$?
+    [[ -e $dir/done ]] && code="stopped when the foreground was done"
+    echo "side run $i: exit $code ($(tail -n 1 "$dir/side$i.log"))" >>"$dir/side.txt"
     i=$((i + 1))
   done
 ) &
 side=$!
-trap 'touch "$dir/done"; kill "$side" 2>/dev/null' EXIT
+trap stop_side EXIT
 
 failed=0
 for n in $(seq 1 "$runs"); do
@@ -48,7 +64,7 @@ for n in $(seq 1 "$runs"); do
   [[ $code -eq 0 ]] || failed=1
 done
 touch "$dir/done"
-echo "waiting for the side run to finish ..."
+[[ -e $dir/side.pid ]] && pkill -TERM -P "$(cat "$dir/side.pid")" 2>/dev/null
 wait "$side"
 trap - EXIT
 cat "$dir/side.txt" 2>/dev/null
