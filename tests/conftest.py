@@ -21,10 +21,14 @@ import uvicorn
 
 from app.main import create_app
 from app.settings import Settings
-from tests.lifeline import die_with_us
+from tests.lifeline import die_with_us, take_ctrl_c
 
 TOKEN = "test-token-123"
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    take_ctrl_c()  # a run started in the background still tests Ctrl-C (tests/lifeline.py)
 
 
 def free_port() -> int:

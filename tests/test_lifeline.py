@@ -1,5 +1,6 @@
-"""A child started with tests.lifeline dies when the process that started it is SIGKILLed
-(no teardown runs), as a killed test run's servers must."""
+"""tests.lifeline: a child dies when the process that started it is SIGKILLed (no teardown
+runs), as a killed test run's servers must; and a run started in the background (SIGINT
+ignored) still passes Ctrl-C on to what it starts."""
 
 from __future__ import annotations
 
@@ -51,3 +52,21 @@ def test_a_child_dies_with_the_process_that_started_it() -> None:
     finally:
         if _alive(child):
             os.kill(child, signal.SIGKILL)
+
+
+IGNORING = """
+import signal, subprocess, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a run started with nohup or `&` inherits it
+from tests.lifeline import take_ctrl_c
+take_ctrl_c()
+probe = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+print(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout)
+"""
+
+
+def test_a_run_started_in_the_background_still_passes_ctrl_c_on() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", IGNORING], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert out.stdout.strip() == "True", out.stdout + out.stderr
