@@ -30,6 +30,7 @@ from app.nodes.ingest import NodeRegistry
 from app.nodes.ownership import restore_state
 from app.nodes.remote_node import RemoteNode
 from app.records.recorder import Recorder
+from app.tasks import cancel_and_wait
 from protocol.bus import NODES_STREAM, subject
 from protocol.codes import MessageType
 
@@ -123,12 +124,8 @@ class BusIntake:
     async def stop_intake(self) -> None:
         """The first step of a shutdown: no more messages are fetched or taken in (one
         cut off half-way is not acked: JetStream delivers it again to the next run)."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(BaseException):
-                await task
-        self._tasks = []
+        tasks, self._tasks = self._tasks, []
+        await cancel_and_wait(tasks)
 
     async def close(self, timeout: float = 10.0) -> None:
         """The last step, once the recorder has stopped: ack what it wrote (never more:

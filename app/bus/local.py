@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from app.bus.subjects import connect, ensure_streams
+from app.tasks import cancel_and_wait
 from protocol.bus import step_summary, subject
 from protocol.codes import FrameType, MessageType
 
@@ -83,9 +84,7 @@ class LocalSummaries:
                 await asyncio.wait((connecting, stopping), return_when=asyncio.FIRST_COMPLETED)
                 stopping.cancel()
                 if not connecting.done():
-                    connecting.cancel()
-                    with contextlib.suppress(BaseException):
-                        await connecting
+                    await cancel_and_wait([connecting])
                     return
                 if connecting.exception() is not None:  # the engine runs on regardless
                     log.warning("bus %s: %s; retrying", self.url, connecting.exception())

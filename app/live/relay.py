@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from app.live.hub import EventHub
+from app.tasks import cancel_and_wait
 from protocol.codes import FrameType, SessionEvent
 from protocol.wire import SessionMeta
 
@@ -235,11 +236,8 @@ class PgRelay:
             await asyncio.wait_for(self._ready.wait(), 10)
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        tasks, self._tasks = self._tasks, []
+        await cancel_and_wait(tasks)
 
     def healthy(self) -> bool:
         return all(self.connected.values())

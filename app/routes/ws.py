@@ -9,7 +9,6 @@ Every refusal is an error frame or a close code; an unexpected failure closes wi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import time
 from typing import Any
@@ -24,6 +23,7 @@ from app.live.hub import EventHub, Subscriber
 from app.live.pacing import MAX_BATCH_BYTES, STALE_AFTER_S, ClientPace
 from app.records.replay import ReplayPlayer
 from app.security import has_control, origin_allowed
+from app.tasks import cancel_and_wait
 from protocol.codes import FrameType, MessageType
 from protocol.envelope import encode, envelope, error_frame
 
@@ -233,11 +233,7 @@ async def _serve_viewer(
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(BaseException):
-                    await task
+            await cancel_and_wait(tasks)
         for task in done:
             exc = task.exception()
             if exc is not None and not isinstance(exc, WebSocketDisconnect):
