@@ -85,7 +85,7 @@ fmt: $(STAMP)
 	$(BIN)/ruff format .
 
 # The suite three times in a row while another full run of it runs beside it: timing tests
-# must assert behaviour, not win a race. Takes hours on a 2-core box; see tools/soak.sh.
+# must assert behaviour, not win a race. Takes about 1½ h on a 2-core box; see tools/soak.sh.
 soak: $(STAMP) browser vllm-venv vllm-node
 	tools/soak.sh
 

@@ -8,7 +8,7 @@
 # Each run gets its own --basetemp and log under $SOAK_DIR (default /tmp/batchscope-soak);
 # PostgreSQL databases are per test already. Exit 0 only when every foreground run passed;
 # the side runs' results are printed too; the side run still going when the foreground is
-# done is stopped (SIGTERM: what it started dies with it, tests/lifeline.py). Hours on a
+# done is stopped (SIGTERM: what it started dies with it, tests/lifeline.py). About 1½ h on a
 # 2-core box: not for a shared machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
