@@ -121,7 +121,12 @@ async def delete(session_id: str, db: DbDep, hub: HubDep) -> Deleted:
     tags=TAGS,
     responses=VIEW_ERRORS,
 )
-async def state_at(session_id: str, db: DbDep, step: StepQuery = None) -> SnapshotData:
+async def state_at(
+    session_id: str, db: DbDep, recorder: RecorderDep, step: StepQuery = None
+) -> SnapshotData:
+    if recorder is not None:  # a live session is read as far as it has been shown
+        await recorder.flush()
+
     def load() -> SnapshotData:
         with db() as s:
             meta = queries.get_session(s, session_id)
@@ -144,6 +149,8 @@ async def rerun(session_id: str, db: DbDep, recorder: RecorderDep, body: RerunDe
     """The recording's arrivals at their recorded times, under its knobs and release: the
     knobs it started with, changed when the recording changed them. A knob given here
     holds for the whole re-run (its recorded changes are dropped)."""
+    if recorder is not None:  # a live session's arrivals up to now, all of them
+        await recorder.flush()
     knobs = body.model_dump(exclude_none=True)
     runner = str(knobs.pop("runner", "sim"))
     name = str(knobs.pop("name", ""))
