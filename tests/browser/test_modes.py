@@ -38,6 +38,8 @@ def test_async_and_spec_modes_show(page: Any, server: Server, console: Console) 
     assert page.locator("#mode-release").text_content() == "vLLM 0.20"  # the scenario's
     assert page.evaluate("() => document.body.classList.contains('mode-async')")
     page.locator("#hdr-batches").wait_for(state="visible")
+    # The table draws its rows throttled, after the model: a loaded box shows them late.
+    page.wait_for_function("() => document.querySelectorAll('#steps-table td.notes').length >= 3")
     notes = page.locator("#steps-table td.notes").all_text_contents()
     assert notes[:3] == ["output in flight", "applied step 0", "applied step 1"]
     # A's in-flight tokens reach max_tokens (3): step 5 is not scheduled for it.
