@@ -78,6 +78,16 @@ async def get_recorder(conn: HTTPConnection) -> Recorder | None:
     return recorder
 
 
+async def get_recorded_db(conn: HTTPConnection) -> sessionmaker[Session]:
+    """The database, once the recorder has written what it still holds: a read of the
+    recording (an export, a state, a re-run's arrivals) then sees a live or just-ended
+    session as far as the live view has shown it."""
+    recorder = await get_recorder(conn)
+    if recorder is not None:
+        await recorder.flush()
+    return await get_db(conn)
+
+
 async def get_health(conn: HTTPConnection) -> HealthRegistry:
     health: HealthRegistry = conn.app.state.health
     return health
@@ -132,6 +142,7 @@ async def get_body(request: Request) -> Form:
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 DbDep = Annotated[sessionmaker[Session], Depends(get_db)]
+RecordedDbDep = Annotated[sessionmaker[Session], Depends(get_recorded_db)]
 HubDep = Annotated[EventHub, Depends(get_hub)]
 NodesDep = Annotated[NodeRegistry, Depends(get_nodes)]
 FleetDep = Annotated[FleetView, Depends(get_fleet)]

@@ -13,7 +13,7 @@ from fastapi.responses import Response, StreamingResponse
 from sqlalchemy.orm import Session
 
 from app.api_docs import error_responses
-from app.deps import DbDep, RecorderDep, View
+from app.deps import RecordedDbDep, View
 from app.records.export import jsonl_lines, perfetto_trace
 from app.records.mooncake import mooncake_lines
 from engine.mooncake import DEFAULT_BLOCK_TOKENS
@@ -58,17 +58,12 @@ def _chunks(db: Session, lines: Iterator[str]) -> Iterator[str]:
 )
 async def export_session(
     session_id: str,
-    db: DbDep,
-    recorder: RecorderDep,
+    db: RecordedDbDep,
     fmt: Annotated[Literal["jsonl", "perfetto", "mooncake"], Query(alias="format")] = "jsonl",
     block_tokens: Annotated[int, Query(ge=1, le=1 << 20)] = DEFAULT_BLOCK_TOKENS,
 ) -> Response:
     """`jsonl`: the protocol frames; `perfetto`: a Chrome JSON trace; `mooncake`: the
     arrivals as a Mooncake JSONL trace (hash ids over `block_tokens`-token blocks)."""
-    # The file is read from the recording: first write what the recorder still holds, so
-    # that a session just seen to finish (live, or just ended) is exported whole.
-    if recorder is not None:
-        await recorder.flush()
     if fmt == "perfetto":
 
         def build() -> str:

@@ -15,7 +15,7 @@ from app.api_docs import CONTROL_ERRORS, error_responses
 from app.api_models import Deleted, Renamed, RerunResult, SessionListRow, Snapshot
 from app.db import queries
 from app.db.session import write_transaction
-from app.deps import Control, DbDep, HubDep, RecorderDep, View, json_or_form
+from app.deps import Control, DbDep, HubDep, RecordedDbDep, RecorderDep, View, json_or_form
 from app.edge.bounds import StepQuery
 from app.forms import parse_config_changes
 from app.live.hub import EventHub
@@ -121,12 +121,7 @@ async def delete(session_id: str, db: DbDep, hub: HubDep) -> Deleted:
     tags=TAGS,
     responses=VIEW_ERRORS,
 )
-async def state_at(
-    session_id: str, db: DbDep, recorder: RecorderDep, step: StepQuery = None
-) -> SnapshotData:
-    if recorder is not None:  # a live session is read as far as it has been shown
-        await recorder.flush()
-
+async def state_at(session_id: str, db: RecordedDbDep, step: StepQuery = None) -> SnapshotData:
     def load() -> SnapshotData:
         with db() as s:
             meta = queries.get_session(s, session_id)
@@ -145,12 +140,12 @@ async def state_at(
     tags=TAGS,
     responses=WRITE_ERRORS,
 )
-async def rerun(session_id: str, db: DbDep, recorder: RecorderDep, body: RerunDep) -> RerunResult:
+async def rerun(
+    session_id: str, db: RecordedDbDep, recorder: RecorderDep, body: RerunDep
+) -> RerunResult:
     """The recording's arrivals at their recorded times, under its knobs and release: the
     knobs it started with, changed when the recording changed them. A knob given here
     holds for the whole re-run (its recorded changes are dropped)."""
-    if recorder is not None:  # a live session's arrivals up to now, all of them
-        await recorder.flush()
     knobs = body.model_dump(exclude_none=True)
     runner = str(knobs.pop("runner", "sim"))
     name = str(knobs.pop("name", ""))

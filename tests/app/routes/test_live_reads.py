@@ -17,12 +17,13 @@ from protocol.codes import FrameType, RequestMark
 from tests.conftest import start_server
 
 COUNT = 3
+Shown = tuple[httpx.Client, dict[str, Any]]
 
 
 @pytest.fixture
-def shown() -> Iterator[tuple[httpx.Client, dict[str, Any], Recorder]]:
+def shown() -> Iterator[Shown]:
     """A live session whose requests all finished, with their frames held in the
-    recorder's batch (its periodic flush held back): (client, /api/state, recorder)."""
+    recorder's batch (its periodic flush held back): (client, its /api/state)."""
     live, server, thread = start_server(max_num_seqs=4)
     try:
         recorder: Recorder = live.app.state.recorder
@@ -38,16 +39,14 @@ def shown() -> Iterator[tuple[httpx.Client, dict[str, Any], Recorder]]:
                 assert time.monotonic() < deadline, state["requests"]
                 time.sleep(0.1)
             assert recorder.pending  # the recording trails what the live view shows
-            yield c, state, recorder
+            yield c, state
     finally:
         server.should_exit = True
         thread.join(10)
 
 
-def test_an_export_right_after_the_requests_finish_holds_them_all(
-    shown: tuple[httpx.Client, dict[str, Any], Recorder],
-) -> None:
-    c, state, _ = shown
+def test_an_export_right_after_the_requests_finish_holds_them_all(shown: Shown) -> None:
+    c, state = shown
     got = c.get(f"/api/sessions/{state['session']}/export?format=jsonl")
     assert got.status_code == 200, got.text
     frames = [json.loads(line) for line in got.text.splitlines()[1:]]  # after the header
@@ -60,10 +59,8 @@ def test_an_export_right_after_the_requests_finish_holds_them_all(
     assert finished == {r["req"] for r in state["requests"]}
 
 
-def test_the_state_at_the_last_step_is_the_one_shown(
-    shown: tuple[httpx.Client, dict[str, Any], Recorder],
-) -> None:
-    c, state, _ = shown
+def test_the_state_at_the_last_step_is_the_one_shown(shown: Shown) -> None:
+    c, state = shown
     got = c.get(f"/api/sessions/{state['session']}/state")
     assert got.status_code == 200, got.text
     assert {r["req"]: r["status"] for r in got.json()["requests"]} == {
@@ -71,10 +68,8 @@ def test_the_state_at_the_last_step_is_the_one_shown(
     }
 
 
-def test_a_rerun_takes_every_arrival_shown(
-    shown: tuple[httpx.Client, dict[str, Any], Recorder],
-) -> None:
-    c, state, _ = shown
+def test_a_rerun_takes_every_arrival_shown(shown: Shown) -> None:
+    c, state = shown
     got = c.post(f"/api/sessions/{state['session']}/rerun", json={}, timeout=120)
     assert got.status_code == 200, got.text
     rerun = c.get(f"/api/sessions/{got.json()['session']}").json()
