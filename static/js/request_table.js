@@ -95,6 +95,47 @@
     return tr;
   }
 
+  function syncAttr(old, now, name) {
+    const v = now.getAttribute(name);
+    if (old.getAttribute(name) === v) return;
+    if (v === null) old.removeAttribute(name);
+    else old.setAttribute(name, v);
+  }
+
+  /** Make the cell `old` show what `now` shows, in place (a cell replaced while a button
+   * is down on it loses the click as well). */
+  function patchCell(old, now) {
+    syncAttr(old, now, "class");
+    syncAttr(old, now, "title");
+    if (!old.children.length && !now.children.length) old.textContent = now.textContent;
+    else old.replaceChildren(...Array.from(now.childNodes));
+  }
+
+  /** Make `old` draw as `now`, the same request's row, in place: the row under the
+   * pointer stays the node it was. */
+  function patch(old, now) {
+    syncAttr(old, now, "class");
+    syncAttr(old, now, "data-status");
+    Array.from(now.cells).forEach(function (td, j) {
+      if (!old.cells[j].isEqualNode(td)) patchCell(old.cells[j], td);
+    });
+  }
+
+  /** Put the drawn rows in the body, keeping the rows already there: a row replaced while
+   * a button is down on it would lose the click (it goes to the table body). */
+  function place(rows) {
+    const body = st.body;
+    rows.forEach(function (tr, i) {
+      const old = body.children[i];
+      if (!old) body.appendChild(tr);
+      else if (old.isEqualNode(tr)) return;
+      else if (old.dataset.req && old.dataset.req === tr.dataset.req &&
+        old.cells.length === tr.cells.length) patch(old, tr);
+      else body.replaceChild(tr, old);
+    });
+    while (body.children.length > rows.length) body.lastElementChild.remove();
+  }
+
   function draw(model) {
     const top = st.scroll.scrollTop;
     const first = Math.max(0, Math.floor(top / ROW) - OVERSCAN);
@@ -117,7 +158,7 @@
     }
     st.table.dataset.total = String(src.n);
     st.table.style.transform = "translateY(" + first * ROW + "px)";
-    st.body.replaceChildren(frag);
+    place(Array.from(frag.children));
     st.table.dataset.first = String(first);
     st.table.dataset.rows = String(src.n);
   }
