@@ -143,10 +143,10 @@
     const last = Math.min(src.n, Math.ceil((top + st.viewH) / ROW) + OVERSCAN);
     st.space.style.height = src.n * ROW + "px";
     const control = document.body.dataset.control === "1";
-    const frag = document.createDocumentFragment();
+    const rows = [];
     for (let i = first; i < last; i++) {
       const r = src.at(i);
-      frag.appendChild(r ? row(model, r, control) : placeholder(i));
+      rows.push(r ? row(model, r, control) : placeholder(i));
     }
     if (!src.n && src.ready) {
       const tr = document.createElement("tr");
@@ -154,11 +154,11 @@
         : BS.mode.replay && BS.filters.params().toString() ? "No request matches the filters."
           : src.empty);
       tr.firstChild.colSpan = 15;
-      frag.appendChild(tr);
+      rows.push(tr);
     }
     st.table.dataset.total = String(src.n);
     st.table.style.transform = "translateY(" + first * ROW + "px)";
-    place(Array.from(frag.children));
+    place(rows);
     st.table.dataset.first = String(first);
     st.table.dataset.rows = String(src.n);
   }
