@@ -10,6 +10,7 @@
   const STATUS = BS.protocol.STATUS; // static/js/protocol.js
   const ROW = 22; // px per row (CSS .vtable tr height)
   const OVERSCAN = 8;
+  const TAP = 5; // px a pointer may move between press and release on a row and still select it
   const st = { scroll: null, space: null, body: null, key: "", pending: false, throttle: null };
   BS.requestTable = st;
 
@@ -95,30 +96,34 @@
     return tr;
   }
 
-  function syncAttr(old, now, name) {
-    const v = now.getAttribute(name);
-    if (old.getAttribute(name) === v) return;
-    if (v === null) old.removeAttribute(name);
-    else old.setAttribute(name, v);
+  /** Give `old` the attributes of `now`, touching only those that differ. */
+  function syncAttrs(old, now) {
+    for (const a of Array.from(old.attributes)) if (!now.hasAttribute(a.name)) old.removeAttribute(a.name);
+    for (const a of Array.from(now.attributes)) {
+      if (old.getAttribute(a.name) !== a.value) old.setAttribute(a.name, a.value);
+    }
   }
 
-  /** Make the cell `old` show what `now` shows, in place (a cell replaced while a button
-   * is down on it loses the click as well). */
-  function patchCell(old, now) {
-    syncAttr(old, now, "class");
-    syncAttr(old, now, "title");
-    if (!old.children.length && !now.children.length) old.textContent = now.textContent;
-    else old.replaceChildren(...Array.from(now.childNodes));
-  }
-
-  /** Make `old` draw as `now`, the same request's row, in place: the row under the
-   * pointer stays the node it was. */
-  function patch(old, now) {
-    syncAttr(old, now, "class");
-    syncAttr(old, now, "data-status");
-    Array.from(now.cells).forEach(function (td, j) {
-      if (!old.cells[j].isEqualNode(td)) patchCell(old.cells[j], td);
+  /** Make the node `old` draw as `now` in place, down the tree: a node of the same kind
+   * keeps its identity (its text or attributes change), only a node of another kind is
+   * replaced. A node replaced while a button is down on it loses the click (Chromium
+   * sends none when the pressed node is gone by the release), so the row, the cell and the
+   * status badge under the pointer must stay the nodes they were. */
+  function morph(old, now) {
+    if (old.nodeType === Node.TEXT_NODE) {
+      if (old.data !== now.data) old.data = now.data;
+      return;
+    }
+    syncAttrs(old, now);
+    const kids = Array.from(now.childNodes); // moved out of `now` below: a fixed list
+    kids.forEach(function (n, j) {
+      const o = old.childNodes[j];
+      if (!o) old.appendChild(n);
+      else if (o.isEqualNode(n)) return;
+      else if (o.nodeType === n.nodeType && o.nodeName === n.nodeName) morph(o, n);
+      else old.replaceChild(n, o);
     });
+    while (old.childNodes.length > kids.length) old.lastChild.remove();
   }
 
   /** Put the drawn rows in the body, keeping the rows already there: a row replaced while
@@ -129,8 +134,7 @@
       const old = body.children[i];
       if (!old) body.appendChild(tr);
       else if (old.isEqualNode(tr)) return;
-      else if (old.dataset.req && old.dataset.req === tr.dataset.req &&
-        old.cells.length === tr.cells.length) patch(old, tr);
+      else if (old.dataset.req && old.dataset.req === tr.dataset.req) morph(old, tr);
       else body.replaceChild(tr, old);
     });
     while (body.children.length > rows.length) body.lastElementChild.remove();
@@ -215,11 +219,24 @@
     new ResizeObserver((e) => { st.viewH = e[e.length - 1].contentRect.height; soon(); }).observe(st.scroll);
     st.scroll.addEventListener("scroll", soon, { passive: true });
     document.body.addEventListener("bs:filter", function () { st.scroll.scrollTop = 0; soon(); });
+    // A press on a row and a release where it was pressed select that row, whatever drew
+    // in between: a click goes to the nodes under both press and release, so a row
+    // redrawn or moved under a still pointer would not get one.
+    let pressed = null;
+    st.body.addEventListener("pointerdown", function (ev) {
+      const tr = ev.button === 0 && !ev.target.closest("button") && ev.target.closest("tr[data-req]");
+      pressed = tr ? { req: tr.dataset.req, x: ev.clientX, y: ev.clientY } : null;
+    });
+    window.addEventListener("pointercancel", function () { pressed = null; });
+    window.addEventListener("pointerup", function (ev) {
+      const p = pressed;
+      pressed = null;
+      if (!p || Math.abs(ev.clientX - p.x) > TAP || Math.abs(ev.clientY - p.y) > TAP) return;
+      if (BS.select) BS.select(p.req, {});
+    });
     st.body.addEventListener("click", function (ev) {
       const tr = ev.target.closest("tr[data-req]");
-      if (!tr) return;
-      if (ev.target.closest("button.abort")) { abort(tr.dataset.req); return; }
-      if (BS.select) BS.select(tr.dataset.req, {});
+      if (tr && ev.target.closest("button.abort")) abort(tr.dataset.req);
     });
     for (const th of document.querySelectorAll("#requests-head th[data-sort]")) {
       th.addEventListener("click", () => sortBy(th.dataset.sort));

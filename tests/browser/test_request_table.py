@@ -1,7 +1,8 @@
 """The request table takes a click while it redraws: a press on a row and its release
 select that row even when a draw (a step, a selection made elsewhere) lands between them.
-The table redraws in place, so the row and the cell under the pointer stay the nodes
-they were; a node replaced between press and release gets no click at all."""
+The table redraws in place (the row, the cell and the status badge under the pointer stay
+the nodes they were: a node replaced between press and release gets no click at all), and
+a press and a release at the same place select the row pressed even if it moved away."""
 
 from __future__ import annotations
 
@@ -59,5 +60,54 @@ def test_a_cell_that_changes_under_the_pointer_still_takes_the_click(
     )
     page.mouse.up()
     page.locator(f'#rq-body[data-req="{req}"]').wait_for()
-    assert server.api("POST", f"/api/requests/{req}/abort").status_code < 300
+    page.locator(f'#requests-table tr.selected[data-req="{req}"]').wait_for()
+    assert f"req={req}" in page.url
+    assert console.errors == []  # the request may have finished by now: the server goes per test
+
+
+def test_a_status_badge_that_changes_under_the_pointer_still_takes_the_click(
+    page: Any, server: Server, console: Console
+) -> None:
+    assert server.api("POST", "/api/pause").status_code == 200
+    resp = server.api("POST", "/api/requests", json={"prompt_len": 16, "max_tokens": 64})
+    assert resp.status_code == 201, resp.text
+    row = page.locator("#requests-table tr[data-status=waiting]")
+    row.wait_for()
+    req = row.get_attribute("data-req")
+    press(page, row.locator("span.status"))
+    assert server.api("POST", "/api/step").status_code == 200  # it is scheduled: running
+    page.wait_for_function(
+        "r => document.querySelector(`#requests-table tr[data-req='${r}'] span.status`)"
+        ".textContent === 'running'",
+        arg=req,
+    )
+    page.mouse.up()
+    page.locator(f'#rq-body[data-req="{req}"]').wait_for()
+    page.locator(f'#requests-table tr.selected[data-req="{req}"]').wait_for()
+    assert f"req={req}" in page.url
+    assert console.errors == []
+
+
+def test_a_row_that_moves_away_under_a_still_pointer_is_still_the_one_selected(
+    page: Any, server: Server, console: Console
+) -> None:
+    resp = server.api("POST", "/api/requests", json={"prompt_len": 16, "max_tokens": 4, "count": 3})
+    assert resp.status_code == 201, resp.text
+    page.wait_for_function(ALL_FINISHED.replace(">= 2", ">= 3"))
+    req = page.evaluate("() => BS.model.order[1]")
+    press(page, page.locator(f'#requests-table tr[data-req="{req}"] td').nth(2))
+    # Something above the table grows while the button is down: the rows slide down, so
+    # the release lands on another row (or on none) where the pressed one was.
+    page.evaluate("() => { document.getElementById('req-scroll').style.marginTop = '90px'; }")
+    page.mouse.up()
+    page.locator(f'#rq-body[data-req="{req}"]').wait_for()
+    page.locator(f'#requests-table tr.selected[data-req="{req}"]').wait_for()
+    assert page.locator("#requests-table tr.selected").count() == 1
+    # A press dragged off the row to another one is no selection (the tap moved > 5 px).
+    other = page.evaluate("() => BS.model.order[2]")
+    press(page, page.locator(f'#requests-table tr[data-req="{other}"] td').nth(2))
+    page.mouse.move(600, 5, steps=4)
+    page.mouse.up()
+    page.wait_for_timeout(300)
+    assert f"req={req}" in page.url
     assert console.errors == []
