@@ -6,6 +6,7 @@ Every error names the field that is wrong, e.g. `requests[3].prompt_len: must be
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,10 @@ def prompt_tokens(index: int, prompt_len: int) -> list[int]:
     return [20000 + index] + [100 + (37 * j + index) % 9000 for j in range(1, prompt_len)]
 
 
-def load_scenario(path: str | Path) -> Scenario:
+def load_scenario(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Scenario:
+    """The scenario in the JSON file at `path`; `overrides`: knobs by name that replace the
+    file's (as `batchscope simulate --vllm-version` gives them) before it is validated, so
+    the config is checked once, as the release it will run as."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
@@ -105,16 +109,19 @@ def load_scenario(path: str | Path) -> Scenario:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ScenarioError(str(path), f"not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    return parse_scenario(data)
+    return parse_scenario(data, overrides)
 
 
-def parse_scenario(data: Any) -> Scenario:
+def parse_scenario(data: Any, overrides: Mapping[str, Any] | None = None) -> Scenario:
     if not isinstance(data, dict):
         raise ScenarioError("scenario", "must be a JSON object with 'config' and 'requests'")
     unknown = set(data) - {"name", "description", "config", "requests"}
     if unknown:
         raise ScenarioError(sorted(unknown)[0], "unknown top-level key")
-    config, max_steps = _parse_config(data.get("config", {}))
+    raw_config = data.get("config", {})
+    if overrides and isinstance(raw_config, dict):
+        raw_config = {**raw_config, **overrides}
+    config, max_steps = _parse_config(raw_config)
     raw_requests = data.get("requests")
     if not isinstance(raw_requests, list):
         raise ScenarioError("requests", "must be a list")

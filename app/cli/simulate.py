@@ -4,7 +4,6 @@ SimRunner's cost model on the torch runner): the engine offline, no dashboard.""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from pathlib import Path
 
@@ -82,22 +81,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from engine.config import ConfigError
     from engine.scenario import ScenarioError, load_scenario
     from engine.simulate import format_table, run_scenario
 
     try:
-        scenario = load_scenario(args.file)
+        # The flags join the file's knobs before the one validation: the config is checked
+        # as the release it runs as, never as the file's (or the newest) first.
+        scenario = load_scenario(args.file, loop_overrides(args))
     except ScenarioError as exc:
         raise CliError(str(exc)) from None
-    overrides = loop_overrides(args)
-    if overrides:
-        try:
-            scenario = dataclasses.replace(
-                scenario, config=scenario.config.with_updates(**overrides)
-            )
-        except (ConfigError, ValueError) as exc:
-            raise CliError(str(exc)) from None
     runner = make_runner_from_args(args, scenario.config)
     result = run_scenario(scenario, runner)
     if args.out:

@@ -71,3 +71,22 @@ def test_vllm_version_takes_every_release_and_refuses_others(tmp_path: Path) -> 
         proc = cli("simulate", "scenarios/seed.json", "--vllm-version", unknown)
         assert proc.returncode == 2
         assert "from 0.20 to 0.33" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_vllm_version_validates_the_file_as_that_release(tmp_path: Path) -> None:
+    # A threshold above max_model_len: vLLM 0.20 .. 0.26 run it, 0.27 on refuse it. The
+    # file names no release (so the newest); the flag's release is the one it is checked as.
+    scenario = json.loads(Path("scenarios/seed.json").read_text())
+    scenario["config"].pop("vllm_version", None)
+    max_model_len = scenario["config"].get("max_model_len", 2048)
+    scenario["config"]["long_prefill_token_threshold"] = max_model_len + 1
+    path = tmp_path / "wide_threshold.json"
+    path.write_text(json.dumps(scenario))
+    out = tmp_path / "r.json"
+    proc = cli("simulate", str(path), "--vllm-version", "0.20", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["completed"] == len(scenario["requests"])
+    proc = cli("simulate", str(path), "--vllm-version", "0.27", "--out", str(out))
+    assert proc.returncode == 2
+    assert "cannot be greater than max_model_len" in proc.stderr
+    assert "vLLM 0.27" in proc.stderr and "Traceback" not in proc.stderr
