@@ -274,16 +274,6 @@ def _validate_release(sc: SchedulerConfig, version: str) -> None:
             f"long_prefill_token_threshold ({threshold}) cannot be greater than "
             f"max_model_len ({sc.max_model_len}) (vLLM {version})",
         )
-    k = sc.num_speculative_tokens
-    if features.spec_pads_new_decodes and k and 0 < threshold < 1 + k:
-        # vLLM pads a newly admitted decode to 1 + K tokens, then the threshold cuts it
-        # and an assertion fails: the engine would stop.
-        raise ConfigError(
-            "long_prefill_token_threshold",
-            f"with num_speculative_tokens {k}, vLLM {version} pads a newly admitted decode "
-            f"to {1 + k} tokens and fails when long_prefill_token_threshold ({threshold}) "
-            f"cuts it; use 0 or a threshold >= {1 + k}",
-        )
 
 
 def _positive(name: str, value: int) -> None:

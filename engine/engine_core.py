@@ -25,8 +25,10 @@ from engine.commands import (
     UpdateConfig,
 )
 from engine.engine import Engine
+from engine.faults import SchedulerAssertion
 
 BeforeStep = Callable[[Engine], None]
+OnFailure = Callable[[SchedulerAssertion], None]
 BACKLOG_WAIT_S = 0.002
 
 
@@ -40,6 +42,7 @@ class EngineCore:
         idle_wait_s: float = 0.05,
         before_step: BeforeStep | None = None,
         backlog: Callable[[], bool] | None = None,
+        on_failure: OnFailure | None = None,
     ) -> None:
         """`realtime`: a simulated runner's modelled step time is waited out, so a live
         view of the SimRunner moves at model speed rather than thousands of steps/s."""
@@ -57,6 +60,10 @@ class EngineCore:
         self.paused = False
         self._steps_requested = 0
         self.error: BaseException | None = None
+        self.on_failure = on_failure
+        """Told, on the engine thread, when vLLM's scheduler would fail an assertion: the
+        engine steps no more (as vLLM's would stop) and says so; commands still answer."""
+        self.failure: SchedulerAssertion | None = None
 
     # -------------------------------------------------------------- control
     def start(self) -> None:
@@ -89,8 +96,10 @@ class EngineCore:
                     break
                 if self.before_step is not None and not self.paused:
                     self.before_step(engine)
-                runnable = engine.has_unfinished_requests() and (
-                    not self.paused or self._steps_requested > 0
+                runnable = (
+                    self.failure is None
+                    and engine.has_unfinished_requests()
+                    and (not self.paused or self._steps_requested > 0)
                 )
                 if not runnable:
                     self._drain(block=True)
@@ -100,7 +109,11 @@ class EngineCore:
                     continue
                 if self.paused:
                     self._steps_requested -= 1
-                event = engine.step()
+                try:
+                    event = engine.step()
+                except SchedulerAssertion as fault:
+                    self._fail(fault)
+                    continue
                 pause = 0.0
                 if self.realtime and event.simulated:
                     pause = event.forward_ms / 1000.0 / self.speed - event.duration
@@ -113,6 +126,13 @@ class EngineCore:
         except BaseException as exc:  # surfaced to the web side via `error`
             self.error = exc
             raise
+
+    def _fail(self, fault: SchedulerAssertion) -> None:
+        """vLLM's engine stops at this assertion: ours holds still, paused, and says why."""
+        self.failure = fault
+        self._set_paused(True)
+        if self.on_failure is not None:
+            self.on_failure(fault)
 
     def _set_paused(self, paused: bool) -> None:
         self.paused = self.engine.paused = paused
@@ -151,6 +171,8 @@ class EngineCore:
                 result = engine.update_config(**command.changes)
             elif isinstance(command, Pause):
                 self._set_paused(True)
+            elif isinstance(command, Resume | Step) and self.failure is not None:
+                raise RuntimeError(f"the engine stopped: {self.failure}")
             elif isinstance(command, Resume):
                 self._set_paused(False)
             elif isinstance(command, Step):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.block_pool import KVCacheBlock
+from engine.faults import SchedulerAssertion
 from engine.outputs import PAD_DRAFT
 from engine.request import Request, RequestStatus
 from engine.waiting_reasons import (
@@ -101,6 +102,15 @@ def schedule_waiting(
             num_tokens = num_computed + num_new_tokens
             return _kv_gate(sched, plan, request, num_tokens, hit_blocks, False, watermark)
 
+        if padded and num_new_tokens != 1 + sched.num_spec_tokens:
+            # vLLM accepts this configuration and fails here, its slots already allocated.
+            raise SchedulerAssertion(
+                sched.current_step,
+                "num_new_tokens == 1 + self.num_spec_tokens",
+                f"request {request.request_id}, a new decode padded to "
+                f"{1 + sched.num_spec_tokens} tokens, was cut to {num_new_tokens} by "
+                f"long_prefill_token_threshold {threshold}",
+            )
         admit(sched, plan, num_new_tokens, num_computed, num_hit_tokens)
         plan.token_budget -= num_new_tokens
         if looked_up and caching and at_admission and not request.num_preemptions:

@@ -8,6 +8,7 @@ from typing import Any
 
 from engine.engine import Engine
 from engine.events import IterationEvent, ListSink, RequestEvent
+from engine.faults import SchedulerAssertion, failure_text
 from engine.releases import ReleaseFeatures
 from engine.runner.base import ModelRunner
 from engine.runner.sim import SimRunner
@@ -28,7 +29,10 @@ def run_scenario(
     With `sink` (to keep the events, e.g. to record the run as a session), the events
     are timed on the runner's clock too (seconds of summed step time, idle jumps
     included) instead of the wall clock. `features`: the release's, some changes reverted
-    (engine.releases.features_reverting)."""
+    (engine.releases.features_reverting).
+
+    Where vLLM's scheduler would fail an assertion (engine.faults), the run stops at that
+    step as vLLM's engine does, and the result's `failure` names the assertion and step."""
     clock_ms = 0.0
     options: dict[str, Any] = {}
     if sink is not None:
@@ -50,6 +54,7 @@ def run_scenario(
     idle: dict[int, float] = {}
     arrived_at: dict[str, tuple[int, float]] = {}
     added_step = -1
+    failure: dict[str, int | str] | None = None
     while engine.step_index < scenario.max_steps:
         step = engine.step_index
         due = list(arrivals.get(step, ())) if step != added_step else []
@@ -73,11 +78,18 @@ def run_scenario(
             clock_ms += gap
             idle_ms += gap
             continue
-        event = engine.step()
+        try:
+            event = engine.step()
+        except SchedulerAssertion as fault:
+            # vLLM's engine stops at this step: so does the run, and its result says why.
+            failure = fault.as_dict()
+            break
         clock_ms += event.forward_ms
         if idle_ms:
             idle[step], idle_ms = idle_ms, 0.0
     result = build_result(scenario, sink)
+    if failure is not None:
+        result["failure"] = failure
     for rec in result["steps"]:
         if rec["step"] in idle:
             rec["idle_ms"] = idle[rec["step"]]
@@ -237,4 +249,7 @@ def format_table(result: dict[str, Any]) -> str:
         f"steps: {result['num_steps']}  preemptions: {result['total_preemptions']}  "
         f"completed: {result['completed']}"
     )
+    failure = result.get("failure")
+    if failure:
+        lines.append(failure_text(failure))
     return "\n".join(lines)

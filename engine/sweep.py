@@ -197,13 +197,16 @@ def run_point(
     base: Mapping[str, Any], point: SweepPoint, runner: str = "sim", cost_model: str | None = None
 ) -> PointResult:
     """One run (in a worker process): the point's scenario through simulate."""
+    from engine.faults import failure_text
     from engine.simulate import run_scenario
 
     data = point_scenario(base, point)
     scenario = parse_scenario(data)
     result = run_scenario(scenario, make_point_runner(runner, cost_model, scenario.config))
     usable = scenario.config.cache.kv_block_limit or scenario.config.cache.num_usable_blocks
-    return PointResult(point, run_metrics(result, usable))
+    failure = result.get("failure")
+    error = failure_text(failure) if failure else None
+    return PointResult(point, run_metrics(result, usable), error)
 
 
 def make_point_runner(runner: str, cost_model: str | None, config: Any) -> Any:

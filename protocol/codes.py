@@ -33,6 +33,9 @@ class FrameType(StrEnum):
     CONFIG = "config"
     SESSION = "session"
     SNAPSHOT = "snapshot"
+    FAILED = "failed"
+    """The producer's engine stopped where vLLM's would (`step`, `assertion`, `detail`:
+    engine.faults); it steps no more."""
     GAP = "gap"
 
 
@@ -90,6 +93,9 @@ class SessionEvent(StrEnum):
     OPENED = "opened"
     CLOSED = "closed"
     STATE = "state"
+    FAILED = "failed"
+    """The producer's engine stopped where vLLM's would (`step`, `assertion`, `detail`:
+    engine.faults); it steps no more."""
     GAP = "gap"
     """Seqs the dashboard never received (`from_seq`, `to_seq`): its own mark, not a
     producer's."""

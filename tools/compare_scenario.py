@@ -169,6 +169,18 @@ def first_difference(ours: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any
         if a != b:
             keys = sorted(k for k in set(a) | set(b or {}) if a.get(k) != (b or {}).get(k))
             return {"where": "request", "index": rid, "keys": keys, "ours": a, "vllm": b}
+    failed = [
+        {k: (run.get("failure") or {}).get(k) for k in ("step", "assertion")} for run in (ours, ref)
+    ]
+    if failed[0] != failed[1]:
+        # A run that stops where vLLM's scheduler fails an assertion: same step, same check.
+        return {
+            "where": "total",
+            "index": "failure",
+            "keys": ["failure"],
+            "ours": failed[0],
+            "vllm": failed[1],
+        }
     for key in TOTAL_KEYS:
         if ours.get(key) != ref.get(key):
             return {

@@ -14,6 +14,7 @@ record has the shape of `engine.simulate.build_result`'s steps, without waiting_
 from __future__ import annotations
 
 import time
+import traceback
 from collections import defaultdict, deque
 from collections.abc import Callable
 from typing import Any
@@ -50,6 +51,8 @@ class Driver:
         self.num_spec = scenario.config.scheduler.num_speculative_tokens
         self.requests = {r.id: empty_request_record(r) for r in scenario.requests}
         self.live: dict[str, Request] = {}
+        self.failure: dict[str, Any] | None = None
+        """Set when vLLM's scheduler fails an assertion: its step and condition."""
         self.steps: list[dict[str, Any]] = []
         self.step_us: list[float] = []
         self.num_arrivals = 0
@@ -286,7 +289,12 @@ class Driver:
             arrived = self.add_arrivals(step, arrivals.get(step, []))
             if not self.sched.has_unfinished_requests() and step >= last_arrival and not self.queue:
                 break
-            rec = self.step_async(step) if async_scheduling else self.step_sync(step)
+            try:
+                rec = self.step_async(step) if async_scheduling else self.step_sync(step)
+            except AssertionError as exc:
+                # vLLM's engine stops at a failed assertion: the run ends at this step.
+                self.failure = {"step": step, "assertion": failed_assertion(exc)}
+                break
             self.steps.append({"step": step, "arrived": arrived, **rec})
             step += 1
         return self.result()
@@ -308,7 +316,15 @@ class Driver:
             "steps": steps,
             "requests": requests,
             "timing": step_timing(overheads),
+            **({"failure": self.failure} if self.failure else {}),
         }
+
+
+def failed_assertion(exc: AssertionError) -> str:
+    """The condition of the `assert` that raised `exc`, as its source line spells it."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    line = (frames[-1].line or "").strip() if frames else ""
+    return line.removeprefix("assert ").split(",")[0].strip() or repr(exc)
 
 
 def runner_output(req_ids: list[str], sampled: list[list[int]]) -> ModelRunnerOutput:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from app.cli.common import (
@@ -81,6 +82,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from engine.faults import failure_text
     from engine.scenario import ScenarioError, load_scenario
     from engine.simulate import format_table, run_scenario
 
@@ -102,4 +104,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             raise CliError(f"cannot write {out}: {exc.strerror}") from None
     if args.table or not args.out:
         print(format_table(result))
+    failure = result.get("failure")
+    if failure:
+        # vLLM's engine would stop here too: the run is not complete, and says so.
+        print(f"batchscope simulate: {failure_text(failure)}", file=sys.stderr)
+        return 1
     return 0

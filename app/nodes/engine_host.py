@@ -30,6 +30,7 @@ from app.settings import Settings
 from engine.config import EngineConfig, knobs_to_reset
 from engine.engine import Engine
 from engine.engine_core import EngineCore
+from engine.faults import SchedulerAssertion
 from engine.runner.base import ModelRunner
 from engine.scenario import Scenario
 from engine.workload import PoissonWorkload
@@ -118,9 +119,16 @@ class EngineHost:
                 speed=s.sim_speed,
                 before_step=hook,
                 backlog=self.out.backlogged if flat_out else None,
+                on_failure=self._failed,
             )
             self.core.start()
             return session
+
+    def _failed(self, fault: SchedulerAssertion) -> None:
+        """On the engine thread: the session says where and why its engine stopped."""
+        failed = {"event": SessionEvent.FAILED, **fault.as_dict()}
+        self.out.sink.queue.put((FrameType.SESSION, failed))
+        self.out.sink.queue.put((FrameType.SESSION, {"event": SessionEvent.STATE, "paused": True}))
 
     def workload_spec(self) -> dict[str, Any] | None:
         return asdict(self.workload.spec) if self.workload else None

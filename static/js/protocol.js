@@ -12,9 +12,12 @@
       CONFIG: "config",
       SESSION: "session",
       SNAPSHOT: "snapshot",
+      FAILED: "failed",
       GAP: "gap",
     }),
-    FRAME_LIST: Object.freeze(["iteration", "request", "config", "session", "snapshot", "gap"]),
+    FRAME_LIST: Object.freeze([
+      "iteration", "request", "config", "session", "snapshot", "failed", "gap",
+    ]),
     MESSAGE: Object.freeze({
       ANNOUNCE: "announce",
       WELCOME: "welcome",
@@ -55,9 +58,10 @@
       OPENED: "opened",
       CLOSED: "closed",
       STATE: "state",
+      FAILED: "failed",
       GAP: "gap",
     }),
-    SESSION_EVENT_LIST: Object.freeze(["opened", "closed", "state", "gap"]),
+    SESSION_EVENT_LIST: Object.freeze(["opened", "closed", "state", "failed", "gap"]),
     REASON: Object.freeze({
       TOKEN_BUDGET: "token_budget",
       MAX_NUM_SEQS: "max_num_seqs",

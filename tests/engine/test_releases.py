@@ -162,8 +162,9 @@ def test_validation_of_0_33() -> None:
     EngineConfig(scheduler=cfg, vllm_version="0.20").validate()
     with pytest.raises(ConfigError, match="cannot be greater than max_model_len"):
         EngineConfig(scheduler=cfg, vllm_version="0.33").validate()
-    with pytest.raises(ConfigError, match="pads a newly admitted decode to 4 tokens"):
-        make_config(num_speculative_tokens=3, long_prefill_token_threshold=2).validate()
+    # vLLM accepts a threshold that cuts a padded decode (it fails only if a run pads one:
+    # tests/engine/test_faults.py), so it is accepted here too.
+    make_config(num_speculative_tokens=3, long_prefill_token_threshold=2).validate()
     make_config(num_speculative_tokens=3, long_prefill_token_threshold=4).validate()
     with pytest.raises(ConfigError, match="max_num_active_seqs"):
         make_config(max_num_seqs=4, max_num_active_seqs=5).validate()

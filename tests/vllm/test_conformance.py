@@ -45,6 +45,17 @@ def test_shipped_scenarios_decide_exactly_as_vllm(release: str) -> None:
     assert proc.stdout.count("identical") == len(SCENARIOS)
 
 
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_run_stops_where_vllms_scheduler_fails(release: str) -> None:
+    # K = 4 and threshold 4, which vLLM accepts: 0.33 fails an assertion at step 3 (a padded
+    # decode cut by the threshold), 0.20 runs on. Ours must stop (or not) at the same step.
+    fault = ROOT / "tests" / "engine" / "spec_threshold_fault.json"
+    proc = _compare(release, str(fault))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    steps = "3 steps" if release == "0.33" else "31 steps"
+    assert f"identical ({steps}" in proc.stdout
+
+
 RANDOM = [
     (release, n, seed, extra)
     for release in RELEASES
