@@ -9,7 +9,7 @@ PORT    ?= 8000
 
 DB      ?= sqlite:///./data/batchscope.db
 
-.PHONY: install browser nats vllm-venv vllm-venv-033 vllm-node run test check fmt-check lint js-lint fmt \
+.PHONY: install browser nats vllm-venv vllm-venv-033 vllm-venv-034 vllm-node run test check fmt-check lint js-lint fmt \
         bench soak screenshot clean
 
 $(STAMP): pyproject.toml requirements/lock.txt
@@ -45,7 +45,7 @@ nats:
 
 # The real vLLM 0.20.0 on CPU in its own venv, for tests/vllm (the adapter against vLLM's
 # own scheduler); a no-op when current. The first run downloads vLLM (~245 MB).
-vllm-venv: vllm-venv-033
+vllm-venv: vllm-venv-033 vllm-venv-034
 	tools/setup_vllm_venv.sh
 
 # The real vLLM 0.33.0 on CPU in .venv-vllm-033: tests/vllm run the adapter against both
@@ -57,6 +57,11 @@ vllm-venv-033:
 # random Llama made locally); a no-op when current. The first run downloads ~400 MB.
 vllm-node:
 	tools/setup_vllm_node.sh
+
+# The real vLLM 0.34.0 on CPU in .venv-vllm-034: tests/vllm check the engine's decisions
+# against it. The first run downloads vLLM (~340 MB).
+vllm-venv-034:
+	tools/setup_vllm_venv.sh 0.34
 
 run: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-$(DB)} $(BIN)/batchscope db upgrade

@@ -4,8 +4,8 @@ A session chooses a release (`EngineConfig.vllm_version`). `release_features(ver
 turns the table into booleans once, when the scheduler takes its config; the hot paths
 read those booleans and never compare version strings. `since` is the first vLLM release
 whose source has the change (found by reading each release's scheduler, KV cache manager,
-block pool, request and EngineCore, 0.20.0 .. 0.33.0). Every minor release from 0.20 to
-0.33 is selectable (`SUPPORTED`) and decides with the changes whose `since` it has reached;
+block pool, request and EngineCore, 0.20.0 .. 0.34.0). Every minor release from 0.20 to
+0.34 is selectable (`SUPPORTED`) and decides with the changes whose `since` it has reached;
 only the releases in `CHECKED` are checked step for step against vLLM
 (tools/compare_scenario.py). A patch release runs as its minor release (0.27.1 -> 0.27).
 docs/vllm_releases.md shows the same table.
@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from functools import cache
 
-OLDEST, NEWEST = 20, 33
+OLDEST, NEWEST = 20, 34
 """The minor releases of vLLM 0.x the table covers, both included."""
 SUPPORTED: tuple[str, ...] = tuple(f"0.{minor}" for minor in range(OLDEST, NEWEST + 1))
 """Releases a session can decide as: every minor release the table covers."""
-CHECKED: tuple[str, ...] = ("0.20", "0.33")
+CHECKED: tuple[str, ...] = ("0.20", "0.33", "0.34")
 """Releases checked step for step against vLLM itself (tools/compare_scenario.py, in CI)."""
 DEFAULT_VLLM_VERSION = SUPPORTED[-1]
 """The newest supported release: what a session runs unless it says otherwise."""
@@ -48,6 +48,14 @@ CHANGES: tuple[Change, ...] = (
         "decision",
         "long_prefill_token_threshold does not cap a request that is alone (running + "
         "waiting <= 1 when the step starts), drafts included",
+        f"{SCHED}: Scheduler.schedule (threshold set before the running loop)",
+    ),
+    Change(
+        "threshold_needs_chunked_prefill",
+        "0.34",
+        "decision",
+        "long_prefill_token_threshold caps nothing when chunked prefill is off (before, it "
+        "cut a prompt to the threshold even then, and the cut prompt ran in pieces)",
         f"{SCHED}: Scheduler.schedule (threshold set before the running loop)",
     ),
     Change(
@@ -203,6 +211,7 @@ class ReleaseFeatures:
 
     version: str
     lone_request_uncapped: bool
+    threshold_needs_chunked_prefill: bool
     priority_self_preemption_continues: bool
     preemption_rewinds_by_position: bool
     unhashed_blocks_reused_first: bool

@@ -94,6 +94,8 @@ class Scheduler:
         # Later releases (engine.releases): booleans and numbers for the hot paths.
         f = self.features
         self.lone_request_uncapped = f.lone_request_uncapped
+        # 0.34+: without chunked prefill the threshold caps nothing.
+        self.threshold_off = f.threshold_needs_chunked_prefill and not sc.enable_chunked_prefill
         self.threshold_adaptive = sc.long_prefill_token_threshold_adaptive
         self.max_num_active_reqs = sc.max_num_active_seqs or sc.max_num_seqs
         self.watermark_blocks = int(sc.watermark * config.cache.num_gpu_blocks)
@@ -257,7 +259,7 @@ class Scheduler:
 
     def _step_threshold(self) -> int:
         """This step's long_prefill_token_threshold (0 = no cap)."""
-        threshold = self.long_prefill_token_threshold
+        threshold = 0 if self.threshold_off else self.long_prefill_token_threshold
         if not threshold or not self.lone_request_uncapped:
             return threshold
         # 0.31+: a request alone has nobody to starve.

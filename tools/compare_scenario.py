@@ -43,7 +43,7 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROJECT_PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
-VLLM_VENVS = {"0.20": ".venv-vllm", "0.33": ".venv-vllm-033"}
+VLLM_VENVS = {"0.20": ".venv-vllm", "0.33": ".venv-vllm-033", "0.34": ".venv-vllm-034"}
 """The reference venv of each supported release (tools/setup_vllm_venv.sh builds them)."""
 DEFAULT_VLLM_VERSION = "0.20"
 REFERENCE = REPO_ROOT / "tools" / "vllm_reference.py"

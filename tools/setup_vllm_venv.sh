@@ -3,12 +3,14 @@
 # bench/vllm_adapter_bench.py, kept out of the project venv:
 #   tools/setup_vllm_venv.sh         .venv-vllm      vLLM 0.20.0  (requirements/vllm-ref.txt)
 #   tools/setup_vllm_venv.sh 0.33    .venv-vllm-033  vLLM 0.33.0  (requirements/vllm-ref-0.33.txt)
+#   tools/setup_vllm_venv.sh 0.34    .venv-vllm-034  vLLM 0.34.0  (requirements/vllm-ref-0.34.txt)
 # Idempotent: a stamp keyed on the requirements file's hash skips a venv already current.
 #   PY=python3            interpreter to create the venv with
 #   VLLM_VENV=DIR         where (relative to the repo root; default by release, as above)
 #   VLLM_REQS=FILE        the pinned list (default by release, as above)
 #   VLLM_FIND_LINKS=DIR   extra --find-links dir (e.g. one holding an already downloaded
-#                         vllm wheel, to skip its download: 0.20.0 ~245 MB, 0.33.0 ~336 MB)
+#                         vllm wheel, to skip its download: 0.20.0 ~245 MB, 0.33.0 ~336 MB,
+#                         0.34.0 ~340 MB)
 # Everything is installed --no-deps from the pinned list, torch==2.13.0 (the local CPU wheel)
 # first: pip never resolves, so it never swaps torch for another (multi-GB) build.
 set -euo pipefail

@@ -13,6 +13,7 @@ record has the shape of `engine.simulate.build_result`'s steps, without waiting_
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import traceback
 from collections import defaultdict, deque
@@ -94,7 +95,7 @@ class Driver:
         pending: dict[str, list[int]] = defaultdict(list)
         for batch in reversed(self.queue):  # oldest first
             ro = batch.runner_output
-            for rid, i in ro.req_id_to_index.items():
+            for rid, i in output_index(ro).items():
                 pending[rid].extend(ro.sampled_token_ids[i])
         req_ids = list(out.num_scheduled_tokens)
         sampled: list[list[int]] = []
@@ -179,7 +180,7 @@ class Driver:
         the drafter's list (requests of the batch that got tokens, in batch order)."""
         sched = self.sched
         ro = batch.runner_output
-        generated = {rid: len(ro.sampled_token_ids[i]) for rid, i in ro.req_id_to_index.items()}
+        generated = {rid: len(ro.sampled_token_ids[i]) for rid, i in output_index(ro).items()}
         t0 = time.perf_counter()
         engine_outputs = sched.update_from_output(batch.out, ro)
         elapsed = time.perf_counter() - t0
@@ -327,11 +328,27 @@ def failed_assertion(exc: AssertionError) -> str:
     return line.removeprefix("assert ").split(",")[0].strip() or repr(exc)
 
 
+_HAS_INDEX = "req_id_to_index" in {f.name for f in dataclasses.fields(ModelRunnerOutput)}
+"""vLLM 0.20 .. 0.33's ModelRunnerOutput maps each request to its row; 0.34's does not."""
+
+
+def output_index_of(req_ids: list[str]) -> dict[str, int]:
+    return {rid: i for i, rid in enumerate(req_ids)}
+
+
+def output_index(ro: ModelRunnerOutput) -> dict[str, int]:
+    """Each request's row in `ro` (its req_ids order, where the release has no map)."""
+    index: dict[str, int] | None = getattr(ro, "req_id_to_index", None)
+    return index if index is not None else output_index_of(list(ro.req_ids))
+
+
 def runner_output(req_ids: list[str], sampled: list[list[int]]) -> ModelRunnerOutput:
     """vLLM's ModelRunnerOutput for `sampled` tokens per request (no logprobs, no pooling)."""
+    # 0.34 dropped req_id_to_index (a request's row is its place in req_ids).
+    index = {"req_id_to_index": output_index_of(req_ids)} if _HAS_INDEX else {}
     return ModelRunnerOutput(
         req_ids=req_ids,
-        req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
+        **index,
         sampled_token_ids=sampled,
         logprobs=None,
         prompt_logprobs_dict={},

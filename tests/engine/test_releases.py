@@ -38,16 +38,17 @@ def test_the_docs_table_is_the_code_table() -> None:
     # Which releases are selectable and which are checked against vLLM, as the code says.
     assert f"every minor release from {SUPPORTED[0]} to\n{SUPPORTED[-1]}" in text
     assert f"| {', '.join(CHECKED)} | step for step against vLLM itself" in text
-    assert f"| {SUPPORTED[1]} … {SUPPORTED[-2]} | the per-change release column only" in text
+    unchecked = [r for r in SUPPORTED if r not in CHECKED]
+    assert f"| {unchecked[0]} … {unchecked[-1]} | the per-change release column only" in text
 
 
 def test_every_flag_is_in_the_table_and_releases_switch_them() -> None:
     flags = {f.name for f in fields(ReleaseFeatures)} - {"version"}
     assert flags == {c.flag for c in CHANGES}
-    old, new = release_features("0.20"), release_features("0.33")
+    old, new = release_features("0.20"), release_features("0.34")
     assert not any(getattr(old, f) for f in flags)
     assert all(getattr(new, f) for f in flags)
-    assert DEFAULT_VLLM_VERSION == SUPPORTED[-1] == "0.33"
+    assert DEFAULT_VLLM_VERSION == SUPPORTED[-1] == "0.34"
 
 
 def test_release_names() -> None:
@@ -55,20 +56,20 @@ def test_release_names() -> None:
     assert normalize_version("0.27.1") == normalize_version(0.27) == "0.27"
     assert EngineConfig(vllm_version="0.20.0").vllm_version == "0.20"
     assert EngineConfig(vllm_version="0.25.1").validate().vllm_version == "0.25"
-    for unknown in ("0.19", "0.34", "1.0", "0.2x", ""):
-        with pytest.raises(ConfigError, match=r"vllm_version: .*from 0\.20 to 0\.33"):
+    for unknown in ("0.19", "0.35", "1.0", "0.2x", ""):
+        with pytest.raises(ConfigError, match=r"vllm_version: .*from 0\.20 to 0\.34"):
             EngineConfig(vllm_version=unknown).validate()
     assert nearest_supported("0.33.0") == ("0.33", True)
     assert nearest_supported("0.22.0") == ("0.22", True)
     assert nearest_supported("0.32.0+cpu") == ("0.32", True)
     assert nearest_supported("0.19.1") == ("0.20", False)  # none of the table's changes
-    assert nearest_supported("0.40.0") == ("0.33", False)
-    assert nearest_supported(None) == ("0.33", False)
+    assert nearest_supported("0.40.0") == ("0.34", False)
+    assert nearest_supported(None) == ("0.34", False)
 
 
-def test_every_minor_release_from_0_20_to_0_33_is_selectable() -> None:
-    assert tuple(f"0.{m}" for m in range(20, 34)) == SUPPORTED
-    assert set(CHECKED) == {"0.20", "0.33"} and set(CHECKED) <= set(SUPPORTED)
+def test_every_minor_release_from_0_20_to_0_34_is_selectable() -> None:
+    assert tuple(f"0.{m}" for m in range(20, 35)) == SUPPORTED
+    assert set(CHECKED) == {"0.20", "0.33", "0.34"} and set(CHECKED) <= set(SUPPORTED)
     assert {c.since for c in CHANGES} <= set(SUPPORTED)
 
 
@@ -119,7 +120,8 @@ def test_the_cumulative_sets_of_some_releases_in_between() -> None:
             "long_prefill_token_threshold_adaptive",
         }
     )
-    assert flags("0.33") == {c.flag for c in CHANGES}
+    assert flags("0.33") == {c.flag for c in CHANGES} - {"threshold_needs_chunked_prefill"}
+    assert flags("0.34") == {c.flag for c in CHANGES}
 
 
 @pytest.mark.parametrize(("knob", "value"), [("watermark", 0.1), ("max_num_active_seqs", 2)])
@@ -191,6 +193,24 @@ def test_a_lone_request_is_not_capped_by_the_threshold_since_0_31(version: str, 
     make_request(s, "A", 10)
     make_request(s, "B", 10)  # two requests: the cap applies
     assert scheduled(step(s)) == {"A": 4, "B": 4}
+
+
+@pytest.mark.parametrize(("version", "plan"), [("0.33", {"A": 4, "B": 4}), ("0.34", {"A": 10})])
+def test_without_chunked_prefill_the_threshold_caps_nothing_since_0_34(
+    version: str, plan: dict[str, int]
+) -> None:
+    s = make_scheduler(
+        long_prefill_token_threshold=4,
+        max_num_batched_tokens=16,
+        max_model_len=16,
+        enable_chunked_prefill=False,
+        vllm_version=version,
+    )
+    make_request(s, "A", 10)
+    make_request(s, "B", 10)
+    # 0.33 cut each prompt to 4 even with chunking off; 0.34 admits A whole, and B's
+    # whole prompt no longer fits the 6 tokens left.
+    assert scheduled(step(s)) == plan
 
 
 def test_adaptive_threshold_floors_at_a_fair_share() -> None:

@@ -67,10 +67,10 @@ def test_vllm_version_takes_every_release_and_refuses_others(tmp_path: Path) -> 
         assert proc.returncode == 0, proc.stderr
         first[release] = json.loads(out.read_text())["steps"][0]["scheduled"]
     assert first == {"0.20": {"A": 4}, "0.30": {"A": 4}, "0.31.2": {"A": 8}}
-    for unknown in ("0.19", "0.34"):
+    for unknown in ("0.19", "0.35"):
         proc = cli("simulate", "scenarios/seed.json", "--vllm-version", unknown)
         assert proc.returncode == 2
-        assert "from 0.20 to 0.33" in proc.stderr and "Traceback" not in proc.stderr
+        assert "from 0.20 to 0.34" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_vllm_version_validates_the_file_as_that_release(tmp_path: Path) -> None:

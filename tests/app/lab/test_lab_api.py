@@ -159,6 +159,6 @@ def test_the_release_is_a_lab_knob_over_every_release(live_server: LiveServer) -
         assert [p["knobs"] for p in done["points"]] == [
             {"vllm_version": v} for v in ("0.20", "0.27", "0.33")
         ]
-        resp = c.post("/api/lab/sweeps", json={**body, "values": "0.20,0.34"})
+        resp = c.post("/api/lab/sweeps", json={**body, "values": "0.20,0.35"})
         assert resp.status_code == 422, resp.text
-        assert "from 0.20 to 0.33" in resp.json()["detail"]
+        assert "from 0.20 to 0.34" in resp.json()["detail"]

@@ -102,11 +102,11 @@ def test_a_release_in_between_is_taken_and_an_unknown_one_refused(
 ) -> None:
     with live_server.client() as c:
         before = _state(c)["session"]
-        for unknown in ("0.19", "0.34", "0.2x"):
+        for unknown in ("0.19", "0.35", "0.2x"):
             r = c.post("/api/engine/session", json={"vllm_version": unknown})
             assert r.status_code == 422, r.text
             detail = r.json()["detail"]
-            assert detail.startswith("vllm_version:") and "from 0.20 to 0.33" in detail, detail
+            assert detail.startswith("vllm_version:") and "from 0.20 to 0.34" in detail, detail
         assert _state(c)["session"] == before
         # 0.27 has the watermark (0.24) but not the admission cap (0.31).
         r = c.post("/api/engine/session", json={"vllm_version": "0.27", "max_num_active_seqs": 2})
