@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
 from engine.releases import CHECKED
+from tests.conftest import ROOT
 from tests.vllm.venvs import require_vllm
 
 SCENARIOS = sorted(str(p) for p in (ROOT / "scenarios").glob("*.json"))
