@@ -36,6 +36,14 @@ PrefillScheduleInterval = Annotated[
 ThresholdAdaptive = Annotated[
     bool | None, Field(description="floor the threshold at budget // requests (vLLM >= 0.31)")
 ]
+CacheAwareWindow = Annotated[
+    int | None,
+    Field(ge=0, description="cache-aware admission look-ahead window (0: off; vLLM >= 0.34)"),
+]
+CacheAwareThreshold = Annotated[
+    float | None,
+    Field(ge=0.0, le=1.0, description="KV usage from which the window applies (vLLM >= 0.34)"),
+]
 
 
 class _Body(BaseModel):
@@ -74,6 +82,8 @@ class LiveKnobs(_Body):
     watermark: Watermark = None
     prefill_schedule_interval: PrefillScheduleInterval = None
     long_prefill_token_threshold_adaptive: ThresholdAdaptive = None
+    cache_aware_admission_window: CacheAwareWindow = None
+    cache_aware_admission_threshold: CacheAwareThreshold = None
 
 
 class RerunBody(LiveKnobs):
@@ -117,6 +127,8 @@ class NewSessionBody(_Body):
     watermark: Watermark = None
     prefill_schedule_interval: PrefillScheduleInterval = None
     long_prefill_token_threshold_adaptive: ThresholdAdaptive = None
+    cache_aware_admission_window: CacheAwareWindow = None
+    cache_aware_admission_threshold: CacheAwareThreshold = None
 
 
 class WorkloadBody(_Body):

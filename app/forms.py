@@ -22,13 +22,14 @@ INT_KNOBS = (
     # knobs of later vLLM releases: the engine refuses them on a release without them
     "max_num_active_seqs",
     "prefill_schedule_interval",
+    "cache_aware_admission_window",
 )
 BOOL_KNOBS = (
     "enable_chunked_prefill",
     "scheduler_reserve_full_isl",
     "long_prefill_token_threshold_adaptive",
 )
-FLOAT_KNOBS = ("watermark",)
+FLOAT_KNOBS = ("watermark", "cache_aware_admission_threshold")
 KNOB_MAX = 1 << 20
 
 

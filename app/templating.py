@@ -121,6 +121,17 @@ LATER_KNOBS: tuple[dict[str, str], ...] = tuple(
             "bool",
             "floor long_prefill_token_threshold at max_num_batched_tokens // requests",
         ),
+        (
+            "cache_aware_admission_window",
+            "int",
+            "within the first N waiting requests, admit those with a cached prefix first "
+            "(0 = off; FCFS with prefix caching)",
+        ),
+        (
+            "cache_aware_admission_threshold",
+            "float",
+            "KV usage from which the cache-aware window applies",
+        ),
     )
 )
 

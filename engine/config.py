@@ -80,6 +80,12 @@ class SchedulerConfig:
     """Prefill only once every N executed steps while a decode runs (1 = every step)."""
     long_prefill_token_threshold_adaptive: bool = False
     """Floor long_prefill_token_threshold at max_num_batched_tokens // (running + waiting)."""
+    cache_aware_admission_window: int = 0
+    """Cache-aware admission: within the first N waiting requests, fresh ones with more of
+    their prompt in the prefix cache are admitted first (0 = arrival order; FCFS with
+    prefix caching only, as in vLLM)."""
+    cache_aware_admission_threshold: float = 0.5
+    """KV usage from which the cache-aware window applies."""
 
     def validate(self) -> None:
         self._validate_later_knobs()
@@ -146,6 +152,12 @@ class SchedulerConfig:
         _positive("prefill_schedule_interval", self.prefill_schedule_interval)
         if not isinstance(self.long_prefill_token_threshold_adaptive, bool):
             raise ConfigError("long_prefill_token_threshold_adaptive", "must be true or false")
+        window = self.cache_aware_admission_window
+        if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+            raise ConfigError("cache_aware_admission_window", "must be an integer >= 0 (0 = off)")
+        level = self.cache_aware_admission_threshold
+        if isinstance(level, bool) or not isinstance(level, int | float) or not 0 <= level <= 1:
+            raise ConfigError("cache_aware_admission_threshold", "must be between 0.0 and 1.0")
 
 
 LATER_KNOB_DEFAULTS: dict[str, Any] = {
@@ -153,6 +165,8 @@ LATER_KNOB_DEFAULTS: dict[str, Any] = {
     "watermark": 0.0,
     "prefill_schedule_interval": 1,
     "long_prefill_token_threshold_adaptive": False,
+    "cache_aware_admission_window": 0,
+    "cache_aware_admission_threshold": 0.5,
 }
 """Knobs that only some releases have, with the value that means 'as before'."""
 

@@ -193,6 +193,22 @@ CHANGES: tuple[Change, ...] = (
         f"{SCHED}: Scheduler.schedule",
     ),
     Change(
+        "cache_aware_admission_window",
+        "0.34",
+        "knob",
+        "cache-aware admission: within the first N waiting requests (FCFS, prefix caching "
+        "on), fresh requests are reordered deepest cached prefix first once KV usage "
+        "reaches cache_aware_admission_threshold",
+        f"{SCHED}: Scheduler._reorder_waiting_by_cached_prefix",
+    ),
+    Change(
+        "cache_aware_admission_threshold",
+        "0.34",
+        "knob",
+        "KV usage (default 0.5) from which the cache-aware window applies",
+        CONFIG,
+    ),
+    Change(
         "partial_prefill_knobs_removed",
         "0.27",
         "knob",
@@ -229,6 +245,8 @@ class ReleaseFeatures:
     max_num_active_seqs: bool
     long_prefill_token_threshold_adaptive: bool
     partial_prefill_knobs_removed: bool
+    cache_aware_admission_window: bool
+    cache_aware_admission_threshold: bool
 
 
 def version_key(version: str) -> tuple[int, ...]:

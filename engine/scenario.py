@@ -34,6 +34,7 @@ _INT_KNOBS = {
     "prompt_lookup_min": "scheduler",
     "max_num_active_seqs": "scheduler",
     "prefill_schedule_interval": "scheduler",
+    "cache_aware_admission_window": "scheduler",
     "block_size": "cache",
     "num_gpu_blocks": "cache",
     "kv_block_limit": "cache",
@@ -50,6 +51,7 @@ _ZERO_OK = {
     "num_speculative_tokens",
     "kv_block_limit",
     "max_num_active_seqs",
+    "cache_aware_admission_window",
 }
 _REQUEST_KEYS = {
     "id",
@@ -168,6 +170,8 @@ def _parse_config(raw: Any) -> tuple[EngineConfig, int]:
                 raise ScenarioError(where, "must be 'fcfs' or 'priority'") from None
         elif key == "watermark":
             sched["watermark"] = _number(where, value, 0.0, 1.0)
+        elif key == "cache_aware_admission_threshold":
+            sched[key] = _number(where, value, 0.0, 1.0)
         elif key == "vllm_version":
             if not isinstance(value, str):
                 raise ScenarioError(where, 'must be a string such as "0.20" or "0.33"')

@@ -16,6 +16,7 @@ A variant overrides the hooks marked "hook" (engine.static_batching does).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import ClassVar
 
@@ -101,6 +102,13 @@ class Scheduler:
         self.watermark_blocks = int(sc.watermark * config.cache.num_gpu_blocks)
         self.cadence.interval = sc.prefill_schedule_interval
         self.pad_new_decodes = f.spec_pads_new_decodes and self.num_spec_tokens > 0
+        # 0.34+: cache-aware admission consults the prefix cache and reorders a FCFS queue.
+        self.cache_aware_window = (
+            sc.cache_aware_admission_window
+            if self.policy is SchedulingPolicy.FCFS and config.cache.enable_prefix_caching
+            else 0
+        )
+        self.cache_aware_threshold = sc.cache_aware_admission_threshold
         self.priority_continues = (
             f.priority_self_preemption_continues and self.policy is SchedulingPolicy.PRIORITY
         )
@@ -204,6 +212,8 @@ class Scheduler:
         elif plan.preempted:
             stop_reason = PREEMPTION_THIS_STEP
         else:
+            if self.cache_aware_window and not defer:
+                self._reorder_waiting_by_cached_prefix(plan)
             stop_reason = self._schedule_waiting(plan, threshold, defer)
         assert plan.token_budget >= 0
         # (max_num_seqs lowered live below the running count: those run on, none is admitted)
@@ -213,7 +223,7 @@ class Scheduler:
 
         kv_used = self.kv_cache_manager.block_pool.get_num_used_blocks()
         preempted = plan.preempted
-        reasons = waiting_reasons(self.waiting, stop_reason)
+        reasons = waiting_reasons(self.waiting, stop_reason, plan.passed_over)
         waiting_detail = self._waiting_detail(stop_reason, plan) if reasons else {}
         # The plan above was built from the old num_computed_tokens; advance them now.
         update_after_schedule(self, plan)
@@ -241,6 +251,47 @@ class Scheduler:
         )
         self.finished_req_ids = set()
         return output
+
+    def _reorder_waiting_by_cached_prefix(self, plan: StepPlan) -> None:
+        """0.34+ cache-aware admission: within the first `cache_aware_window` waiting
+        requests, the fresh ones (never computed, not preempted) are reordered by how much
+        of their prompt the prefix cache holds, deepest first (arrival breaks ties), once
+        KV usage has reached `cache_aware_admission_threshold`. Requests in other states
+        keep their places. Who moved ahead, how deep its cached prefix is, and who it
+        passed go into the plan (the waiting reasons name them)."""
+        waiting = self.waiting
+        kv = self.kv_cache_manager
+        if len(waiting) < 2 or kv.block_pool.get_usage() < self.cache_aware_threshold:
+            return
+        head = list(itertools.islice(waiting, self.cache_aware_window))
+        slots = [
+            i
+            for i, r in enumerate(head)
+            if r.status == RequestStatus.WAITING and not r.num_computed_tokens
+        ]
+        if len(slots) < 2:
+            return
+        cached = {i: kv.get_computed_blocks(head[i])[1] for i in slots}
+        order = sorted(slots, key=lambda i: (-cached[i], i))
+        if order == slots:
+            return
+        reordered = list(head)
+        for slot, source in zip(slots, order, strict=True):
+            reordered[slot] = head[source]
+        waiting.remove_requests(head)
+        for request in reversed(reordered):
+            waiting.prepend_request(request)
+        ahead = next(source for slot, source in zip(slots, order, strict=True) if source > slot)
+        plan.cache_aware = {
+            "cache_aware_ahead": head[ahead].request_id,
+            "cache_aware_cached_tokens": cached[ahead],
+            "cache_aware_window": self.cache_aware_window,
+        }
+        plan.passed_over = {
+            head[source].request_id
+            for slot, source in zip(slots, order, strict=True)
+            if source < slot
+        }
 
     def _schedule_waiting(self, plan: StepPlan, threshold: int, defer: bool) -> str | None:
         """Hook: admit WAITING requests into the plan. Returns the gate that stopped the
@@ -278,6 +329,8 @@ class Scheduler:
         detail.update(self._gate_detail(reason, plan))
         if self.waiting:
             detail["head"] = self.waiting.peek_request().request_id
+        if plan.cache_aware:
+            detail.update(plan.cache_aware)  # type: ignore[typeddict-item]
         return detail
 
     def _gate_detail(self, reason: str, plan: StepPlan) -> WaitingDetail:

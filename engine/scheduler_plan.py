@@ -12,11 +12,13 @@ class StepPlan:
     """Mutable bookkeeping of one schedule() call (vLLM keeps these as locals)."""
 
     __slots__ = (
+        "cache_aware",
         "computed_before",
         "new_blocks_of",
         "new_reqs",
         "num_scheduled_tokens",
         "padding",
+        "passed_over",
         "preempted",
         "prefill_admitted",
         "prefill_scheduled",
@@ -54,6 +56,11 @@ class StepPlan:
         self.prefix_cache_queries = 0
         self.prefix_cache_hits = 0
         """Prefix-cache stats of this step (new requests), counted as the release does."""
+        self.cache_aware: dict[str, Any] = {}
+        """0.34+ cache-aware admission moved a request ahead this step: which, how many
+        of its prompt tokens were cached, the window (engine.waiting)."""
+        self.passed_over: set[str] = set()
+        """The requests that move moved back (their reason: cache_aware_order)."""
 
     def unschedule(self, request: Request) -> None:
         """Roll back what was planned for a running request preempted later this step."""

@@ -93,6 +93,12 @@ def waiting_text(req_id: str, reason: str, detail: Mapping[str, Any] | None) -> 
             f"waits: prefill throttled until step {d.get('until_step')} "
             f"(prefill_schedule_interval {d.get('prefill_schedule_interval')})"
         )
+    if reason == WaitingReason.CACHE_AWARE_ORDER:
+        return (
+            f"behind {d.get('cache_aware_ahead')}, moved ahead by cache-aware admission: "
+            f"{d.get('cache_aware_cached_tokens')} tokens of its prompt are cached "
+            f"(cache_aware_admission_window {d.get('cache_aware_window')})"
+        )
     if reason == WaitingReason.NO_CHUNKING_FIT:
         return (
             f"waits: chunked prefill is off and {req_id}'s {d.get('tokens_needed')} tokens do "

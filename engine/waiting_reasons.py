@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from engine.scheduler_plan import StepPlan
 
 from protocol.codes import (  # the codes are the protocol's (one definition)
+    CACHE_AWARE_ORDER,
     KV_BLOCKS,
     KV_WATERMARK,
     MAX_NUM_ACTIVE_SEQS,
@@ -31,6 +32,7 @@ from protocol.codes import (  # the codes are the protocol's (one definition)
 )
 
 __all__ = [
+    "CACHE_AWARE_ORDER",
     "KV_BLOCKS",
     "KV_WATERMARK",
     "MAX_NUM_ACTIVE_SEQS",
@@ -50,16 +52,25 @@ HEAD_GATES = (KV_BLOCKS, KV_WATERMARK, NO_CHUNKING_FIT)
 """Gates of the head request alone: the requests behind it wait in policy order."""
 
 
-def waiting_reasons(waiting: RequestQueue, gate: str | None) -> dict[str, str]:
+def waiting_reasons(
+    waiting: RequestQueue, gate: str | None, passed_over: set[str] | frozenset[str] = frozenset()
+) -> dict[str, str]:
     """Each waiting request's reason, given the gate that stopped the scan (None: the
-    token budget, the gate of a scan that never ran out of requests)."""
+    token budget, the gate of a scan that never ran out of requests). `passed_over`:
+    requests cache-aware admission moved back this step (0.34+): that is their reason
+    (cache_aware_order; the step's gate stays in the waiting detail)."""
     if not waiting:
         return {}
     if gate in HEAD_GATES:
         head = waiting.peek_request().request_id
-        return {r.request_id: (gate if r.request_id == head else POLICY_ORDER) for r in waiting}
-    reason = gate or TOKEN_BUDGET
-    return {r.request_id: reason for r in waiting}
+        reasons = {r.request_id: (gate if r.request_id == head else POLICY_ORDER) for r in waiting}
+    else:
+        reason = gate or TOKEN_BUDGET
+        reasons = {r.request_id: reason for r in waiting}
+    for req_id in passed_over:
+        if req_id in reasons:
+            reasons[req_id] = CACHE_AWARE_ORDER
+    return reasons
 
 
 def gate_detail(sched: Scheduler, reason: str, plan: StepPlan) -> WaitingDetail:

@@ -115,6 +115,8 @@ class WaitingReason(StrEnum):
     MAX_NUM_ACTIVE_SEQS = "max_num_active_seqs"
     KV_WATERMARK = "kv_watermark"
     PREFILL_THROTTLED = "prefill_throttled"
+    CACHE_AWARE_ORDER = "cache_aware_order"
+    """0.34+ cache-aware admission moved a request with a cached prefix ahead of it."""
     # The gates only a vLLM node has (its adapter reports them; our engine has no such
     # requests).
     STRUCTURED_OUTPUT = "structured_output"
@@ -136,6 +138,7 @@ STATIC_BATCH = WaitingReason.STATIC_BATCH
 MAX_NUM_ACTIVE_SEQS = WaitingReason.MAX_NUM_ACTIVE_SEQS
 KV_WATERMARK = WaitingReason.KV_WATERMARK
 PREFILL_THROTTLED = WaitingReason.PREFILL_THROTTLED
+CACHE_AWARE_ORDER = WaitingReason.CACHE_AWARE_ORDER
 STRUCTURED_OUTPUT = WaitingReason.STRUCTURED_OUTPUT
 REMOTE_KV = WaitingReason.REMOTE_KV
 STREAMING_INPUT = WaitingReason.STREAMING_INPUT

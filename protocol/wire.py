@@ -124,6 +124,10 @@ class WaitingDetail(TypedDict, total=False):
     steps_held: int
     until_step: int
     throttled_by_coordinator: bool
+    # cache_aware_order (0.34+): who moved ahead and how deep its cached prefix was
+    cache_aware_ahead: str
+    cache_aware_cached_tokens: int
+    cache_aware_window: int
     # no_chunking_fit, preemption_this_step, static_batch
     tokens_needed: int
     num_preempted: int

@@ -23,7 +23,8 @@ records and the totals. `timing` is not compared.
 in --mismatch-dir (default /tmp/mismatch) with both results and the diff; `--shrink` also writes
 a greedily minimised scenario (<name>.min.json) that keeps the same mismatch signature.
 `--new-knobs` also draws the knobs of later releases (max_num_active_seqs, watermark,
-prefill_schedule_interval, long_prefill_token_threshold_adaptive) where the release has them.
+prefill_schedule_interval, long_prefill_token_threshold_adaptive, cache_aware_admission_window
+and _threshold) where the release has them.
 """
 
 from __future__ import annotations
@@ -337,6 +338,8 @@ def _fit_release(rng: random.Random, config: dict[str, Any], version: str, new_k
         "watermark": lambda: rng.choice([0.0, 0.05, 0.1, 0.25]),
         "prefill_schedule_interval": lambda: rng.choice([1, 2, 3, 5]),
         "long_prefill_token_threshold_adaptive": lambda: rng.random() < 0.5,
+        "cache_aware_admission_window": lambda: rng.choice([0, rng.randint(2, 8)]),
+        "cache_aware_admission_threshold": lambda: rng.choice([0.0, 0.25, 0.5]),
     }
     for knob, draw in later.items():
         if knob_available(knob, version):

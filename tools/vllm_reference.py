@@ -137,6 +137,8 @@ LATER_KNOBS = {
     "watermark": 0.0,
     "prefill_schedule_interval": 1,
     "long_prefill_token_threshold_adaptive": False,
+    "cache_aware_admission_window": 0,
+    "cache_aware_admission_threshold": 0.5,
 }
 """Scheduler knobs of later releases, with our engine's 'off' value (max_num_active_seqs 0
 is vLLM's None): passed to vLLM where its SchedulerConfig has the field."""

@@ -74,6 +74,7 @@
       MAX_NUM_ACTIVE_SEQS: "max_num_active_seqs",
       KV_WATERMARK: "kv_watermark",
       PREFILL_THROTTLED: "prefill_throttled",
+      CACHE_AWARE_ORDER: "cache_aware_order",
       STRUCTURED_OUTPUT: "structured_output",
       REMOTE_KV: "remote_kv",
       STREAMING_INPUT: "streaming_input",
@@ -83,8 +84,8 @@
     REASON_LIST: Object.freeze([
       "token_budget", "max_num_seqs", "kv_blocks", "policy_order", "preemption_this_step",
       "no_chunking_fit", "paused", "static_batch", "max_num_active_seqs", "kv_watermark",
-      "prefill_throttled", "structured_output", "remote_kv", "streaming_input", "lora_limit",
-      "output_in_flight",
+      "prefill_throttled", "cache_aware_order", "structured_output", "remote_kv", "streaming_input",
+      "lora_limit", "output_in_flight",
     ]),
     BLOCK: Object.freeze({
       FREE: "free",

@@ -54,6 +54,11 @@
       return "waits: prefill throttled until step " + v(d.until_step) +
         " (prefill_schedule_interval " + v(d.prefill_schedule_interval) + ")";
     }
+    if (reason === R.CACHE_AWARE_ORDER) {
+      return "behind " + v(d.cache_aware_ahead) + ", moved ahead by cache-aware admission: " +
+        v(d.cache_aware_cached_tokens) + " tokens of its prompt are cached " +
+        "(cache_aware_admission_window " + v(d.cache_aware_window) + ")";
+    }
     if (reason === R.NO_CHUNKING_FIT) {
       return "waits: chunked prefill is off and " + req + "'s " + v(d.tokens_needed) +
         " tokens do not fit the " + v(d.budget_left) + " left in the budget";

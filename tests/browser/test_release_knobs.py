@@ -26,11 +26,11 @@ def shown(page: Any, prefix: str) -> dict[str, bool]:
 
 
 def test_later_knobs_follow_the_release(page: Any, server: Server, console: Console) -> None:
-    page.wait_for_function("() => BS.model.config.vllm_version === '0.33'")
+    page.wait_for_function("() => BS.model.config.vllm_version === '0.34'")
     first = page.evaluate("() => BS.model.session")
     open_engine_panel(page, first)
     assert all(shown(page, "cfg").values()) and all(shown(page, "ns").values())
-    # The live form changes one on 0.33.
+    # The live form changes one on 0.34 (the default release).
     page.fill("#cfg-max_num_active_seqs", "3")
     page.click("#btn-config")
     page.locator("#flash .flash-ok", has_text="max_num_active_seqs=3").wait_for()
@@ -46,6 +46,9 @@ def test_later_knobs_follow_the_release(page: Any, server: Server, console: Cons
     assert shown(page, "ns") == {k: k == "watermark" for k in LATER}
     assert "vLLM 0.27 has no max_num_active_seqs" in (note.text_content() or "")
     page.select_option("#ns-release", "0.33")
+    assert all(shown(page, "ns").values())
+    assert "vLLM 0.33 has no cache_aware_admission_window" in (note.text_content() or "")
+    page.select_option("#ns-release", "0.34")
     assert all(shown(page, "ns").values()) and not note.is_visible()
     page.select_option("#ns-release", "0.20")
     page.click("#btn-new-session")

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from engine.releases import CHECKED
+from engine.releases import CHECKED, knob_available
 from tests.conftest import ROOT
 from tests.vllm.venvs import require_vllm
 
@@ -56,6 +56,16 @@ def test_a_run_stops_where_vllms_scheduler_fails(release: str) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     steps = "31 steps" if release == "0.20" else "3 steps"
     assert f"identical ({steps}" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "release", [r for r in CHECKED if knob_available("cache_aware_admission_window", r)]
+)
+def test_cache_aware_admission_reorders_as_vllm(release: str) -> None:
+    # C (32 cached prompt tokens) is admitted ahead of B, which arrived first (0.34+).
+    proc = _compare(release, str(ROOT / "tests" / "engine" / "cache_aware_admission.json"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "identical (13 steps" in proc.stdout
 
 
 RANDOM = [

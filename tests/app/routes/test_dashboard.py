@@ -44,10 +44,12 @@ def test_dashboard_has_the_panels(live_server: LiveServer) -> None:
     assert names == {"max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold",
                      "enable_chunked_prefill", "scheduler_reserve_full_isl", "kv_block_limit",
                      "policy", "max_num_active_seqs", "watermark", "prefill_schedule_interval",
-                     "long_prefill_token_threshold_adaptive"}  # fmt: skip
+                     "long_prefill_token_threshold_adaptive", "cache_aware_admission_window",
+                     "cache_aware_admission_threshold"}  # fmt: skip
     assert page.find(id="cfg-mnbt")["value"] == "256"
-    # The session decides as vLLM 0.33 (the default): its later knobs are shown, enabled.
-    for knob in ("max_num_active_seqs", "watermark", "prefill_schedule_interval"):
+    # The session decides as vLLM 0.34 (the default): its later knobs are shown, enabled.
+    for knob in ("max_num_active_seqs", "watermark", "prefill_schedule_interval",
+                 "cache_aware_admission_window"):  # fmt: skip
         field = page.find(id=f"cfg-{knob}")
         assert not field.has_attr("hidden") and not field.has_attr("disabled"), knob
     assert page.find(id="cfg-prefill_schedule_interval")["value"] == "1"

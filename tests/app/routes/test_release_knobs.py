@@ -34,7 +34,7 @@ def _wait(predicate: Any, what: str, timeout: float = 20.0) -> None:
 
 def test_live_knobs_of_0_33_are_taken_and_cap_admission(live_server: LiveServer) -> None:
     with live_server.client() as c:
-        assert _state(c)["config"]["vllm_version"] == "0.33"  # the default release
+        assert _state(c)["config"]["vllm_version"] == "0.34"  # the default release
         r = c.post("/api/config", json=LATER)
         assert r.status_code == 200, r.text
         config = r.json()["config"]

@@ -113,9 +113,9 @@ def test_a_rerun_decides_as_the_recording_s_release(tmp_path: Path) -> None:
     assert chosen["ours-033"] == ("0.33", "as recorded")
     assert chosen["ours-old"][0] == "0.20"
     assert chosen["node-033"] == ("0.33", "the node's vLLM 0.33.0")
-    # Every release 0.20 .. 0.33 is its own; outside them, the nearest, said so.
+    # Every release 0.20 .. 0.34 is its own; outside them, the nearest, said so.
     assert chosen["node-032"] == ("0.32", "the node's vLLM 0.32.0+cpu")
     assert chosen["ours-027"] == ("0.27", "as recorded")
-    for sid, release in (("node-019", "0.20"), ("node-040", "0.33")):
+    for sid, release in (("node-019", "0.20"), ("node-040", "0.34")):
         chosen_release, why = chosen[sid]
         assert chosen_release == release and "nearest supported release" in why, why
