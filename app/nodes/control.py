@@ -111,8 +111,9 @@ class NoControl(RuntimeError):
     reason, answered as a 409 and shown on the page; never sent to another engine."""
 
 
-READ_ONLY_ENGINES = frozenset({"vllm"})
-"""Producers that observe and never obey: an observed vLLM node refuses every command."""
+READ_ONLY_ENGINES = {"vllm": "vLLM"}
+"""Producers that observe and never obey (their `engine`: its name in a sentence): an
+observed vLLM node refuses every command, so none is sent to it."""
 
 
 def control_session(hub: EventHub, local: LocalEngine | None, session: str | None) -> str | None:
@@ -139,7 +140,8 @@ def control_refusal(
         how = f" ({node.ended})" if node.ended else ""
         return f"session {sid!r} has ended{how}: its producer takes no more commands"
     if node.engine in READ_ONLY_ENGINES:
-        return f"node {node.node!r} is an observed {node.engine} node: it is read-only"
+        name = READ_ONLY_ENGINES[node.engine]
+        return f"node {node.node!r} is an observed {name} node: it is read-only (no control)"
     return None
 
 
