@@ -4,8 +4,10 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 JS_STAMP := node_modules/.installed
-HOST    ?= 127.0.0.1
-PORT    ?= 8000
+# `make run PORT=8001`, or the app's own BATCHSCOPE_HOST / BATCHSCOPE_PORT from the
+# environment (a flag would otherwise override them with the defaults here).
+HOST    ?= $(or $(BATCHSCOPE_HOST),127.0.0.1)
+PORT    ?= $(or $(BATCHSCOPE_PORT),8000)
 
 DB      ?= sqlite:///./data/batchscope.db
 

@@ -25,7 +25,7 @@ from app.forms import Form, FormError
 from app.live.health import HealthRegistry
 from app.live.hub import EventHub
 from app.live.metrics import Metrics
-from app.nodes.control import ControlTarget, control_target
+from app.nodes.control import ControlTarget, NoControl, control_session, control_target
 from app.nodes.ingest import NodeRegistry
 from app.nodes.local_engine import LocalEngine
 from app.records.recorder import Recorder
@@ -112,17 +112,40 @@ async def require_service(
     return service
 
 
-async def get_control(
+async def get_control_session(
     request: Request,
+    hub: Annotated[EventHub, Depends(get_hub)],
+    service: Annotated[LocalEngine | None, Depends(get_service)],
+) -> str | None:
+    """The session a control action aims at: ?session=ID, else the live one."""
+    return control_session(hub, service, request.query_params.get("session"))
+
+
+async def get_control(
     hub: Annotated[EventHub, Depends(get_hub)],
     nodes: Annotated[NodeRegistry, Depends(get_nodes)],
     service: Annotated[LocalEngine | None, Depends(get_service)],
+    session: Annotated[str | None, Depends(get_control_session)],
 ) -> ControlTarget:
-    """The engine to drive: ?session=ID, else the live session (local or a remote node)."""
-    target = control_target(hub, nodes, service, request.query_params.get("session"))
-    if target is None:
-        raise HTTPException(409, "no engine to control for this session")
-    return target
+    """The engine to drive: that session's producer (local or a remote node); a 409 with
+    the reason when it cannot be driven (read-only, ended, a recording)."""
+    try:
+        return control_target(hub, nodes, service, session)
+    except NoControl as exc:
+        raise HTTPException(409, str(exc)) from None
+
+
+async def require_local_control(
+    service: Annotated[LocalEngine, Depends(require_service)],
+    session: Annotated[str | None, Depends(get_control_session)],
+) -> LocalEngine:
+    """The local engine, for an action only it has (its workload): a 409 when the action
+    aims at another producer's session."""
+    if session is not None and session != service.session:
+        raise HTTPException(
+            409, f"session {session!r} is not the local engine's: it has no local workload"
+        )
+    return service
 
 
 async def get_body(request: Request) -> Form:
@@ -153,6 +176,8 @@ HealthDep = Annotated[HealthRegistry, Depends(get_health)]
 ServiceDep = Annotated[LocalEngine | None, Depends(get_service)]
 LocalEngineDep = Annotated[LocalEngine, Depends(require_service)]
 ControlDep = Annotated[ControlTarget, Depends(get_control)]
+ControlSessionDep = Annotated[str | None, Depends(get_control_session)]
+LocalControlDep = Annotated[LocalEngine, Depends(require_local_control)]
 BodyDep = Annotated[Form, Depends(get_body)]
 
 

@@ -109,7 +109,9 @@ def as_bool(data: Form, key: str) -> bool:
     raise FormError(f"{key}: must be true or false")
 
 
-def parse_inject(data: Form, settings: Settings) -> InjectSpec:
+def parse_inject(data: Form, settings: Settings, max_model_len: int | None = None) -> InjectSpec:
+    """`max_model_len`: the target engine's (default: this dashboard's settings)."""
+    limit = max_model_len or settings.max_model_len
     prompt = data.get("prompt")
     if _blank(prompt):
         prompt = None
@@ -119,14 +121,14 @@ def parse_inject(data: Form, settings: Settings) -> InjectSpec:
         raise FormError(f"prompt: at most {settings.max_prompt_chars} characters")
     prompt_len = None
     if prompt is None:
-        prompt_len = as_int(data, "prompt_len", 1, settings.max_model_len, default=32)
+        prompt_len = as_int(data, "prompt_len", 1, limit, default=32)
     shared = str(data.get("shared_prefix") or "none")
     if shared not in ("none", "system", "long"):
         raise FormError("shared_prefix: must be none, system or long")
     return InjectSpec(
         prompt=prompt,
         prompt_len=prompt_len,
-        max_tokens=as_int(data, "max_tokens", 1, settings.max_model_len, default=32),
+        max_tokens=as_int(data, "max_tokens", 1, limit, default=32),
         priority=as_int(data, "priority", -1000, 1000, default=0),
         shared_prefix=shared,
         count=as_int(data, "count", 1, settings.max_burst, default=1),

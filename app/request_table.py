@@ -26,6 +26,7 @@ from app.db import queries
 from app.db.live_view import live_view_at
 from app.db.request_rows import Pending, arrival_seqs
 from app.db.request_segments import closed
+from app.edge.bounds import INT32_MAX
 from app.forms import FormError
 from app.protocol.state import SessionState
 from engine.waiting import waiting_text
@@ -78,7 +79,7 @@ def _flag(params: Mapping[str, str], key: str) -> bool | None:
     return YES[value]
 
 
-def _int(params: Mapping[str, str], key: str, low: int) -> int | None:
+def _int(params: Mapping[str, str], key: str, low: int, high: int = INT32_MAX) -> int | None:
     value = (params.get(key) or "").strip()
     if not value:
         return None
@@ -86,8 +87,8 @@ def _int(params: Mapping[str, str], key: str, low: int) -> int | None:
         n = int(value)
     except ValueError:
         raise FormError(f"{key}: an integer") from None
-    if n < low:
-        raise FormError(f"{key}: at least {low}")
+    if not low <= n <= high:
+        raise FormError(f"{key}: between {low} and {high}")
     return n
 
 
@@ -121,7 +122,7 @@ def parse_query(params: Mapping[str, str]) -> RequestQuery:
 async def request_query(
     status: Annotated[str | None, Query(description="comma list: " + ", ".join(STATUSES))] = None,
     reason: Annotated[str | None, Query(description="a waiting reason code")] = None,
-    priority: Annotated[int | None, Query()] = None,
+    priority: Annotated[int | None, Query(ge=-INT32_MAX - 1, le=INT32_MAX)] = None,
     phase: Annotated[str | None, Query(description="prefill | decode (running)")] = None,
     prefix_hit: Annotated[str | None, Query(description="yes | no")] = None,
     preempted: Annotated[str | None, Query(description="yes | no")] = None,
@@ -129,8 +130,8 @@ async def request_query(
     sort: Annotated[
         str | None, Query(description="arrival | ttft | e2e | preemptions; -: descending")
     ] = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
-    limit: Annotated[int | None, Query(ge=0)] = None,
+    offset: Annotated[int, Query(ge=0, le=INT32_MAX)] = 0,
+    limit: Annotated[int | None, Query(ge=0, le=INT32_MAX)] = None,
 ) -> RequestQuery:
     """The query as a route dependency (documented parameters; a bad one: 422 naming it)."""
     given = {

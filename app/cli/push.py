@@ -89,7 +89,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
 
     from pydantic import ValidationError
 
-    from app.nodes.producer import Producer, QueueSink
+    from app.nodes.producer import Producer, QueueSink, TokenRefused
     from app.nodes.scenarios import ScenarioArrivals
     from app.settings import Settings
     from engine.engine import Engine
@@ -170,6 +170,8 @@ def cmd_engine(args: argparse.Namespace) -> int:
     producer = Producer(
         engine, sink, args.push, args.token, node, announce, buffer_frames=args.buffer, core=core
     )
-
-    run_until_signalled(producer.run)
+    try:
+        run_until_signalled(producer.run)
+    except TokenRefused as exc:
+        raise CliError(f"--token: {exc}") from None
     return 0

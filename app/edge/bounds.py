@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Query
+from fastapi import Path, Query
 
 INT32_MAX = 2**31 - 1
 
@@ -13,6 +13,9 @@ StepQuery = Annotated[
     int | None, Query(ge=-1, le=INT32_MAX, description="a step (-1: before the first)")
 ]
 """`?step=K`: a step of a recording (-1 is the state before the first step)."""
+
+IndexPath = Annotated[int, Path(ge=0, le=INT32_MAX, description="a position from 0")]
+"""`/{index}` in a path: a stored position (a sweep's point)."""
 
 
 def is_clean_id(value: object, max_length: int = 128) -> bool:

@@ -85,7 +85,25 @@ class EngineStats:
         self.kv_usage = 0.0
         self.waiting_reasons: Counter[str] = Counter()
         self.live = True
+        self.session = ""
+        """The engine's current (or last) session."""
         self._reqs: dict[str, _Req] = {}
+        self._blocks = BlockResidency()
+
+    def begin_session(self, session: str, config: Mapping[str, Any]) -> None:
+        """The engine started `session`: counters and histograms go on (one series per
+        engine, whatever its sessions); what belonged to the last session is dropped (its
+        requests, its block residency, its queues) and the knobs are the new session's.
+        Bucket bounds stay as the series began (a series never changes its buckets)."""
+        self.session = session
+        self.config = dict(config)
+        num_spec = int(config.get("num_speculative_tokens") or 0)
+        for pos in range(num_spec):
+            self.accepted_per_pos.setdefault(pos, 0)
+        self.running = self.waiting = 0
+        self.kv_usage = 0.0
+        self.waiting_reasons = Counter()
+        self._reqs = {}
         self._blocks = BlockResidency()
 
     # ------------------------------------------------------------ iteration

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 LABELS = ("model_name", "engine")
 """Every vLLM engine metric's labels: the served model's name, and which engine. Ours:
-the node's name for an ingested node, the session id for a local session."""
+the node's name for an ingested node, LOCAL_ENGINE for the dashboard's own engine; both
+stay the same from session to session (the session is `batchscope:engine_session_info`)."""
+LOCAL_ENGINE = "local"
+"""`engine` of the dashboard's own engine process (the node name it is registered under)."""
 
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 """vllm.v1.engine.FinishReason: every value is exported (0 until it happens)."""

@@ -2,8 +2,10 @@
 work against a batchscope dashboard (docs/operators.md).
 
 Every engine is its own series: label `engine` is the node's name for an ingested node
-(so a node that reconnects continues its counters) and the session id for a local
-session; `model_name` is the served model's name. Re-runs (what-if replays of a
+and `local` for the dashboard's own engine, so an engine's counters go on across its
+sessions (a scenario, a restart, a reconnect) instead of each session starting a new
+series; `model_name` is the served model's name; `batchscope:engine_session_info` says
+which session each engine runs. Re-runs (what-if replays of a
 recording) and sessions relayed from another dashboard process are not counted: they
 are not traffic this process served. The exposition is prometheus_client's, over the
 families `collect()` builds at scrape time.
@@ -32,7 +34,7 @@ from protocol.wire import SessionMeta
 log = logging.getLogger("batchscope.metrics")
 
 KEEP_ENDED = 8
-"""Ended local sessions whose series stay exported (then they are dropped)."""
+"""Ended local engine series (another model name) that stay exported (then dropped)."""
 
 
 class Metrics(Collector):
@@ -73,8 +75,9 @@ class Metrics(Collector):
         elif frame_type == FrameType.CONFIG:
             stats.config.update(data.get("config") or {})
         elif frame_type == FrameType.SESSION and data.get("event") == SessionEvent.CLOSED:
-            stats.live = False
-            self._forget_ended()
+            if stats.session == session:  # not a late mark of the engine's last session
+                stats.live = False
+                self._forget_ended()
         elif frame_type == FrameType.SESSION and data.get("event") == SessionEvent.OPENED:
             stats.live = True
 
@@ -89,12 +92,15 @@ class Metrics(Collector):
         counted = counted and (source == "local" or source.startswith("node:"))
         stats = None
         if counted:
-            key = (model_name(meta), str(meta.get("node") or session))
+            engine = d.LOCAL_ENGINE if source == "local" else str(meta.get("node") or session)
+            key = (model_name(meta), engine)
+            config = meta.get("config") or {}
             stats = self.engines.get(key)
             if stats is None:
-                stats = self.engines[key] = EngineStats(*key, meta.get("config") or {})
+                stats = self.engines[key] = EngineStats(*key, config)
                 if source == "local":
                     self._local.append(key)
+            stats.begin_session(session, config)
             stats.live = True
         self._by_session[session] = stats
         return stats
@@ -143,6 +149,14 @@ class Metrics(Collector):
             cache = s.cache_info()
             info.add_metric([s.labels[1], *(cache[k] for k in d.CACHE_INFO_LABELS)], 1)
         yield info
+        sessions = GaugeMetricFamily(
+            "batchscope:engine_session_info",
+            "The session each engine runs (or ran last): 1 for its current one.",
+            labels=[*labels, "session"],
+        )
+        for s in engines:
+            sessions.add_metric([*s.labels, s.session], 1)
+        yield sessions
         yield from _counters(engines)
         for name, (doc, _) in d.HISTOGRAMS.items():
             hist = HistogramMetricFamily(name, doc, labels=labels)

@@ -106,16 +106,55 @@ class RemoteControl:
         return self._tokenizer or ByteTokenizer()
 
 
+class NoControl(RuntimeError):
+    """The session's producer cannot take commands (read-only, ended, a recording): the
+    reason, answered as a 409 and shown on the page; never sent to another engine."""
+
+
+READ_ONLY_ENGINES = {"vllm": "vLLM"}
+"""Producers that observe and never obey (their `engine`: its name in a sentence): an
+observed vLLM node refuses every command, so none is sent to it."""
+
+
+def control_session(hub: EventHub, local: LocalEngine | None, session: str | None) -> str | None:
+    """The session a control action aims at: `session`, else the live one (else the local
+    engine's, while it is starting one)."""
+    return session or hub.live_session or (local.session if local is not None else None)
+
+
+def control_refusal(
+    hub: EventHub, nodes: NodeRegistry, local: LocalEngine | None, sid: str | None
+) -> str | None:
+    """Why the producer of session `sid` cannot be driven, or None when it can."""
+    if local is not None and (sid is None or sid == local.session):
+        return None
+    if sid is None:
+        return "no engine to control: no live session"
+    info = hub.sessions.get(sid)
+    if info is None:
+        return f"session {sid!r} is not live: a recording has no producer to control"
+    node = nodes.by_session.get(sid)
+    if node is None:
+        return f"session {sid!r} has no producer to control (a recording or a re-run)"
+    if node.ended or not info.live:
+        how = f" ({node.ended})" if node.ended else ""
+        return f"session {sid!r} has ended{how}: its producer takes no more commands"
+    if node.engine in READ_ONLY_ENGINES:
+        name = READ_ONLY_ENGINES[node.engine]
+        return f"node {node.node!r} is an observed {name} node: it is read-only (no control)"
+    return None
+
+
 def control_target(
     hub: EventHub, nodes: NodeRegistry, local: LocalEngine | None, session: str | None
-) -> ControlTarget | None:
-    """The engine behind `session` (default: the live one); None if nothing can be driven."""
-    sid = session or hub.live_session
+) -> ControlTarget:
+    """The engine behind `session` (default: the live one). Raises NoControl (the reason)
+    when its producer cannot be driven: a command never goes to another engine."""
+    sid = control_session(hub, local, session)
+    refusal = control_refusal(hub, nodes, local, sid)
+    if refusal is not None:
+        raise NoControl(refusal)
     if local is not None and (sid is None or sid == local.session):
         return local.control  # the local engine's session is never another node's
-    node = nodes.by_session.get(sid) if sid is not None else None
-    if node is not None:
-        return RemoteControl(node)
-    if local is not None and session is None:
-        return local.control
-    return None
+    assert sid is not None
+    return RemoteControl(nodes.by_session[sid])

@@ -40,6 +40,11 @@ SEND_INTERVAL_S = 0.03
 STATS_INTERVAL_S = 1.0
 
 
+class TokenRefused(ConnectionError):
+    """The dashboard refused our token at the ingest handshake (HTTP 401/403): retrying
+    cannot help, so the engine stops and says so."""
+
+
 class QueueSink:
     """EventSink for the engine thread: convert and enqueue, nothing else."""
 
@@ -116,6 +121,18 @@ class Producer:
                 try:
                     await self._session(stop)
                     backoff = 0.2
+                except websockets.InvalidStatus as exc:
+                    status = exc.response.status_code
+                    if status in (401, 403):
+                        raise TokenRefused(
+                            f"the dashboard at {self.url} refused the token (HTTP {status}): "
+                            "give --token the one `batchscope serve` printed"
+                        ) from None
+                    log.warning(
+                        "dashboard unreachable (%s); buffering %d frames",
+                        exc,
+                        self.frames.buffered,
+                    )
                 except (OSError, websockets.WebSocketException, TimeoutError) as exc:
                     log.warning(
                         "dashboard unreachable (%s); buffering %d frames",

@@ -19,8 +19,9 @@ from app.api_models import AbortResult, ConfigResult, InjectResult, Message, Wor
 from app.deps import (
     Control,
     ControlDep,
+    ControlSessionDep,
     HubDep,
-    LocalEngineDep,
+    LocalControlDep,
     SettingsDep,
     answer,
     json_or_form,
@@ -50,11 +51,21 @@ SHARED_PREFIXES = {
     summary="Inject requests",
 )
 async def inject(
-    request: Request, target: ControlDep, settings: SettingsDep, body: InjectDep
+    request: Request,
+    target: ControlDep,
+    session: ControlSessionDep,
+    hub: HubDep,
+    settings: SettingsDep,
+    body: InjectDep,
 ) -> Response:
     """Queue `count` requests: `prompt` text, or a random prompt of `prompt_len` tokens,
-    after an optional shared prefix. 422 when every one is refused (`rejected` says why)."""
-    spec = parse_inject(body.model_dump(exclude_none=True), settings)
+    after an optional shared prefix, validated against the target engine's knobs. 422
+    when every one is refused (`rejected` says why)."""
+    state = hub.live_state(session)
+    limit = state.config.get("max_model_len") if state is not None else None
+    spec = parse_inject(
+        body.model_dump(exclude_none=True), settings, limit if isinstance(limit, int) else None
+    )
     base = target.tokenizer().encode(spec.prompt) if spec.prompt is not None else []
     prefix = SHARED_PREFIXES.get(spec.shared_prefix, [])
     ids: list[str] = []
@@ -109,7 +120,7 @@ async def abort(req_id: str, request: Request, target: ControlDep) -> Response:
     summary="Change live knobs",
 )
 async def update_config(
-    request: Request, target: ControlDep, hub: HubDep, body: KnobsDep
+    request: Request, target: ControlDep, session: ControlSessionDep, hub: HubDep, body: KnobsDep
 ) -> Response:
     """Apply the knobs given (at least one) from the engine's next step."""
     changes = parse_config_changes(body.model_dump(exclude_none=True))
@@ -121,7 +132,7 @@ async def update_config(
         return answer(request, False, str(exc), 422)
     except EngineBusy as exc:
         return answer(request, False, str(exc), 503)
-    state = hub.live_state()
+    state = hub.live_state(session)
     version = state.config_version if state else 0
     summary = ", ".join(f"{k}={v}" for k, v in changes.items())
     payload = {"config": config, "config_version": version}
@@ -159,7 +170,7 @@ async def _run(request: Request, action: Callable[[], Awaitable[None]], message:
     openapi_extra=body_doc(WorkloadBody),
     summary="Set the local engine's Poisson workload",
 )
-async def workload(request: Request, service: LocalEngineDep, body: WorkloadDep) -> Response:
+async def workload(request: Request, service: LocalControlDep, body: WorkloadDep) -> Response:
     changes = parse_workload(body.model_dump(exclude_none=True))
     try:
         spec = await service.set_workload(**changes)

@@ -18,9 +18,12 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.db import queries
-from app.deps import DbDep, HubDep, ServiceDep, View
+from app.deps import DbDep, HubDep, NodesDep, ServiceDep, View
 from app.edge.bounds import StepQuery
 from app.errors import NotFound
+from app.nodes.control import control_refusal
+from app.nodes.ingest import NodeRegistry
+from app.nodes.local_engine import LocalEngine
 from app.nodes.scenarios import scenario_summaries
 from app.protocol.state import SessionState
 from app.security import has_control
@@ -68,6 +71,40 @@ class Mode(TypedDict):
     replay: str | None
     follow: str | None
     panel_query: str
+
+
+class Controls(TypedDict):
+    """What the controls panel offers for the session on screen."""
+
+    token_ok: bool
+    refusal: str | None
+    """Why that session's producer cannot be driven (the controls are disabled)."""
+    local_page: bool
+    """The session is the local engine's (or none yet): its own panels are shown."""
+    workload: dict[str, object] | None
+    engine: dict[str, object] | None
+    config_now: Knobs
+
+
+def controls(
+    request: Request,
+    hub: HubDep,
+    nodes: NodeRegistry,
+    service: LocalEngine | None,
+    state: SessionState | None,
+) -> Controls:
+    """The controls of the session on screen: its producer's, or disabled with the reason;
+    the local engine's panels (process, workload, scenarios) on its own session only."""
+    sid = state.session if state is not None else hub.live_session
+    local_page = service is not None and (sid is None or sid == service.session)
+    return {
+        "token_ok": has_control(request),
+        "refusal": control_refusal(hub, nodes, service, sid),
+        "local_page": local_page,
+        "workload": service.workload_spec() if service is not None and local_page else None,
+        "engine": service.status() if service is not None and local_page else None,
+        "config_now": dict(state.config) if state is not None else {},
+    }
 
 
 def _header(state: SessionState | None) -> Header:
@@ -150,6 +187,7 @@ async def dashboard(
     request: Request,
     db: DbDep,
     hub: HubDep,
+    nodes: NodesDep,
     service: ServiceDep,
     session: str | None = None,
     live: str | None = None,
@@ -174,10 +212,7 @@ async def dashboard(
             "rerun_config": config,
             "recording": meta or {},
             "scenarios": scenario_summaries(),
-            "token_ok": has_control(request),
-            "workload": service.workload_spec() if service is not None else None,
-            "engine": service.status() if service is not None else None,
-            "config_now": snap.get("config") or {},
+            **controls(request, hub, nodes, None if session else service, state),
             "summary": _summary(state),
             **_mode(session, live),
         },
@@ -185,20 +220,16 @@ async def dashboard(
 
 
 @router.get("/panels/controls", response_class=HTMLResponse)
-async def controls_panel(request: Request, hub: HubDep, service: ServiceDep) -> HTMLResponse:
-    """Re-rendered when the live session changes (a scenario has no Poisson workload; an
-    engine process that exited says how)."""
-    live = hub.live_state()
-    return templates.TemplateResponse(
-        request,
-        "partials/_controls.html",
-        {
-            "token_ok": has_control(request),
-            "workload": service.workload_spec() if service is not None else None,
-            "engine": service.status() if service is not None else None,
-            "config_now": live.config if live is not None else {},
-        },
-    )
+async def controls_panel(
+    request: Request, hub: HubDep, nodes: NodesDep, service: ServiceDep, live: str | None = None
+) -> HTMLResponse:
+    """Re-rendered when the session on screen changes (a scenario has no Poisson workload;
+    an engine process that exited says how; `?live=ID`: that session's producer)."""
+    context = {
+        **controls(request, hub, nodes, service, hub.live_state(live)),
+        **_mode(None, live),
+    }
+    return templates.TemplateResponse(request, "partials/_controls.html", context)
 
 
 @router.get("/panels/stats", response_class=HTMLResponse)

@@ -18,6 +18,7 @@ from app.api_docs import CONTROL_ERRORS, error_responses
 from app.api_models import Deleted, LabCancel, LabStarted, PointSession
 from app.db import queries
 from app.deps import Control, DbDep, HubDep, RecorderDep, View, json_or_form
+from app.edge.bounds import IndexPath
 from app.errors import NotFound
 from app.lab import store
 from app.lab.background import LabDep, LabWorker
@@ -158,7 +159,7 @@ async def delete(sweep_id: str, db: DbDep) -> Deleted:
     response_model=PointSession,
 )
 async def open_point(
-    sweep_id: str, index: int, db: DbDep, hub: HubDep, recorder: RecorderDep
+    sweep_id: str, index: IndexPath, db: DbDep, hub: HubDep, recorder: RecorderDep
 ) -> PointSession:
     """The point as a recorded session (made once, then reused while it exists)."""
     detail = await asyncio.to_thread(store.get_sweep, db, sweep_id)

@@ -1,6 +1,6 @@
-"""The live session's JSON twins (?live=ID: another live session): its state (the
-snapshot a late joiner gets), request rows (filtered and sorted like the page's table:
-app.request_table), latency summary and knobs."""
+"""The live session's JSON twins (?session=ID, or ?live=ID for the rows: another live
+session, e.g. a pushed node's): its state (the snapshot a late joiner gets), request rows
+(filtered and sorted like the page's table: app.request_table), latency summary and knobs."""
 
 from __future__ import annotations
 
@@ -31,10 +31,10 @@ def _live(hub: HubDep, session: str | None = None) -> SessionState:
 
 
 @router.get("/state", response_model=Snapshot, summary="The live session's state")
-async def state(hub: HubDep) -> Response:
+async def state(hub: HubDep, session: str | None = None) -> Response:
     # Encoded directly: validating and re-serialising megabytes of rows through the
     # response model would cost the loop many times the fold itself.
-    return Response(_live(hub).snapshot_json(), media_type="application/json")
+    return Response(_live(hub, session).snapshot_json(), media_type="application/json")
 
 
 @router.get(
@@ -54,14 +54,16 @@ async def requests_rows(
 
 
 @router.get("/stats", response_model=LatencySummary, summary="Latency percentiles and totals")
-async def stats(hub: HubDep) -> views.LatencySummary:
-    return _live(hub).latency_summary()
+async def stats(hub: HubDep, session: str | None = None) -> views.LatencySummary:
+    return _live(hub, session).latency_summary()
 
 
 @router.get("/config", response_model=LiveConfig, summary="The live session's knobs")
-async def config(hub: HubDep, service: ServiceDep) -> LiveConfig:
-    live = _live(hub)
-    workload = service.workload_spec() if service else None
+async def config(hub: HubDep, service: ServiceDep, session: str | None = None) -> LiveConfig:
+    """That session's own knobs; `workload` is the local engine's, on its session only."""
+    live = _live(hub, session)
+    local = service is not None and live.session == service.session
+    workload = service.workload_spec() if service is not None and local else None
     return LiveConfig(
         config=live.config,
         config_version=live.config_version,

@@ -1,10 +1,26 @@
-/* controls.js: glue between the htmx control forms and the live model. It keeps the
- * config form in step with the engine's knobs and sends only the knobs the user changed
- * (common.js turns error answers into a #flash message). */
+/* controls.js: glue between the htmx control forms and the live model. Every control
+ * names the session on screen (?session=ID), so it acts on that session's producer (a
+ * pushed node's, not the local engine); it keeps the config form in step with the
+ * engine's knobs and sends only the knobs the user changed (common.js turns error
+ * answers into a #flash message). */
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
   const model = BS.model;
+
+  // The actions that go to the producer of a session (app/routes/control.py).
+  const CONTROL_PATH = /^\/api\/(requests(\/[^/?]+\/abort)?|config|pause|resume|step|workload)$/;
+
+  /** `path` aimed at the session on screen (a followed node's, else the live one shown). */
+  BS.controlPath = function (path) {
+    const session = (BS.mode && BS.mode.follow) || model.session;
+    if (!session || !CONTROL_PATH.test(path)) return path;
+    return path + (path.includes("?") ? "&" : "?") + "session=" + encodeURIComponent(session);
+  };
+  document.addEventListener("htmx:configRequest", function (ev) {
+    if (ev.detail.verb !== "post") return;
+    ev.detail.path = BS.controlPath(ev.detail.path);
+  });
 
   // Keep the config form showing the live values (unless the user is editing a field),
   // and send only the knobs the user changed, so each change is one clear marker.

@@ -15,7 +15,7 @@
     if (BS.mode.replay) { if (BS.replay) BS.replay.toggle(); return; }
     const path = BS.model.paused ? "/api/resume" : "/api/pause";
     try {
-      await BS.api("POST", path);
+      await BS.api("POST", BS.controlPath(path));
       BS.flash(true, BS.model.paused ? "resumed" : "paused");
     } catch (e) { BS.flash(false, e.message); }
   }

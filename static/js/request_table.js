@@ -196,7 +196,7 @@
 
   async function abort(req) {
     try {
-      await BS.api("POST", "/api/requests/" + encodeURIComponent(req) + "/abort");
+      await BS.api("POST", BS.controlPath("/api/requests/" + encodeURIComponent(req) + "/abort"));
       BS.flash(true, "aborted " + req);
     } catch (e) { BS.flash(false, e.message); }
   }

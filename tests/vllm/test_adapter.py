@@ -20,7 +20,7 @@ import httpx
 
 from app.records.importer import import_jsonl
 from app.records.mooncake import mooncake_lines
-from batchscope_vllm.sender import REFUSAL, Sender
+from batchscope_vllm.sender import Sender
 from batchscope_vllm.stop import chain_stop_signals
 from tests.app.nodes.test_ingest import _wait
 from tests.app.records.conftest import NewUrl, open_sessions
@@ -212,7 +212,8 @@ def test_sender_reconnects_resends_and_refuses_control(tmp_path: Path) -> None:
         assert node["session"] == sender.session and node["last_seq"] == 1
         auth = {"Authorization": f"Bearer {TOKEN}"}
         r = httpx.post(base + "/api/config", headers=auth, json={"max_num_seqs": 2})
-        assert r.status_code == 422 and REFUSAL in r.text
+        # The dashboard knows a vLLM node is read-only: a 409 with the reason, nothing sent.
+        assert r.status_code == 409 and "read-only" in r.text and "lonely" in r.text
         assert sender.close(5.0)
     finally:
         sender.close(1.0)

@@ -113,7 +113,7 @@ def test_vllm_sender_streams_detail_on_demand(fleet: tuple[str, str]) -> None:
         assert r.status_code == 200 and r.json()["session"] == sender.session
         fp.wait_for(lambda: len(fp.nodes(int(base.rsplit(":", 1)[1]))) == 1, 60, "the node")
         r = httpx.post(f"{base}/api/pause", params={"session": sender.session}, headers=AUTH)
-        assert r.status_code >= 400 and "not supported" in r.text
+        assert r.status_code == 409 and "read-only" in r.text
         r = httpx.post(f"{base}/api/fleet/vllm-od/window", params={"seconds": 5}, headers=AUTH)
         assert r.status_code == 200 and r.json()["last_seq"] == 1
     finally:

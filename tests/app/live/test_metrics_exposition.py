@@ -90,7 +90,7 @@ def test_counters_and_histograms_follow_the_session(live_server: LiveServer) -> 
         wait_finished(c, 3)
         state = c.get("/api/state").json()
         text = c.get("/metrics").text
-    labels = {"engine": state["session"]}
+    labels = {"engine": "local"}
     prompt = sum(r["num_prompt_tokens"] for r in state["requests"])
     cached = sum(r["prefix_hit"] for r in state["requests"])
     assert cached > 0  # the shared 64-token prefix was hit

@@ -87,14 +87,14 @@ def test_waiting_reasons_by_vllm_and_by_batchscope(hub_metrics: tuple[EventHub, 
     hub.open_session("s1", session_meta("spec", "local", model="m", config={}))
     hub.publish("s1", "iteration", _frame(0))
     (stats,) = metrics.engines.values()
-    assert stats.labels == ("m", "s1")
+    assert stats.labels == ("m", "local")
     text = metrics.exposition().decode()
     assert (
-        'vllm:num_requests_waiting_by_reason{engine="s1",model_name="m",reason="capacity"} 1.0'
+        'vllm:num_requests_waiting_by_reason{engine="local",model_name="m",reason="capacity"} 1.0'
         in text
     )
     assert 'reason="deferred"} 1.0' in text
-    ours = 'batchscope:num_requests_waiting_by_reason{engine="s1",model_name="m",'
+    ours = 'batchscope:num_requests_waiting_by_reason{engine="local",model_name="m",'
     assert ours + 'reason="kv_blocks"} 1.0' in text
     assert ours + 'reason="paused"} 1.0' in text
 
@@ -111,16 +111,30 @@ def test_reruns_and_relayed_sessions_are_not_counted(hub_metrics: tuple[EventHub
     assert metrics.engines == {}
 
 
-def test_ended_local_sessions_are_dropped_after_a_few(
+def test_the_local_engine_is_one_series_whatever_its_sessions(
     hub_metrics: tuple[EventHub, Metrics],
 ) -> None:
     hub, metrics = hub_metrics
     for i in range(12):
         sid = f"s{i}"
         hub.open_session(sid, session_meta("live", "local", model="m"))
+        hub.publish(sid, "iteration", _frame(i))
+        hub.close_session(sid)
+    (stats,) = metrics.engines.values()
+    assert stats.labels == ("m", "local") and stats.session == "s11"
+    assert 'session="s11"} 1.0' in metrics.exposition().decode()
+
+
+def test_ended_local_series_of_other_models_are_dropped_after_a_few(
+    hub_metrics: tuple[EventHub, Metrics],
+) -> None:
+    hub, metrics = hub_metrics
+    for i in range(12):
+        sid = f"s{i}"
+        hub.open_session(sid, session_meta("live", "local", model=f"m{i}"))
         hub.publish(sid, "iteration", _frame(0))
         hub.close_session(sid)
-    assert sorted(e for _, e in metrics.engines) == sorted(f"s{i}" for i in range(4, 12))
+    assert sorted(m for m, _ in metrics.engines) == sorted(f"m{i}" for i in range(4, 12))
 
 
 def test_a_frame_metrics_cannot_count_still_reaches_the_other_listeners(
@@ -179,7 +193,7 @@ def test_prefix_cache_counters_are_the_engines_own(
     else:
         assert queries == 16 + 8
     text = metrics.exposition().decode()
-    assert f'vllm:prefix_cache_queries_total{{engine="s1",model_name="m"}} {queries:.1f}' in text
+    assert f'vllm:prefix_cache_queries_total{{engine="local",model_name="m"}} {queries:.1f}' in text
 
 
 def test_prefix_cache_counters_without_the_producers_count(
