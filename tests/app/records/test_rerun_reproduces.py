@@ -184,3 +184,51 @@ def test_one_knob_changed_differs_only_from_where_it_changes_a_decision(
     meta = meta_of(sessions, new)
     assert meta["runner"] == "recorded" and meta["source_runner"] == "torch"
     assert meta["rerun_changes"] == {"num_gpu_blocks": 60}
+
+
+def test_compare_names_every_difference_of_setup(
+    database: tuple[sessionmaker[Session], str], client: httpx.Client
+) -> None:
+    """The compare API and page list runner, model, device, release, clock, workload and
+    knobs of both sides, and say in words whether the numbers compare like for like."""
+    a = "s-torch-kv_pressure-sync"
+
+    def setup(b: str) -> dict[str, Any]:
+        r = client.get("/api/compare", params={"a": a, "b": b})
+        assert r.status_code == 200, r.text
+        data: dict[str, Any] = r.json()["setup"]
+        return data
+
+    def differing(data: dict[str, Any]) -> set[str]:
+        return {row["key"] for row in data["rows"] if row["differs"]}
+
+    # The default re-run with one knob changed: only that knob differs.
+    knob = setup(rerun(client, a, {"num_gpu_blocks": 60}))
+    assert differing(knob) == {"knobs"} and knob["like_for_like"]
+    assert knob["verdict"] == "Like for like: only the knobs differ (num_gpu_blocks)."
+    rows = {row["key"]: row for row in knob["rows"]}
+    assert rows["knobs"]["a"] == "num_gpu_blocks=25" and rows["knobs"]["b"] == "num_gpu_blocks=60"
+    assert rows["model"]["a"] == rows["model"]["b"] != "not recorded"
+    assert rows["runner"]["b"].startswith("torch (re-run on its recorded steps")
+    # The same knob on the SimRunner: the runner and the clock differ too, said so.
+    sim_b = rerun(client, a, {"runner": "sim", "num_gpu_blocks": 60})
+    sim = setup(sim_b)
+    assert {"runner", "clock", "knobs", "model"} <= differing(sim)
+    assert "workload" not in differing(sim) and "release" not in differing(sim)
+    assert not sim["like_for_like"] and sim["verdict"].startswith("Not like for like")
+    assert "runner" in sim["verdict"] and "clock" in sim["verdict"]
+    assert any("SimRunner's cost model" in n for n in sim["notes"])
+    # The model run again for real, no knob changed: the wall clock is why it differs.
+    torch_b = rerun(client, a, {"runner": "torch"})
+    again = setup(torch_b)
+    assert "knobs" not in differing(again)
+    assert any("wall clock" in n and "even with no knob changed" in n for n in again["notes"])
+    # Another recording (the SimRunner's) of the same scenario: same workload.
+    other = setup("s-sim-kv_pressure-sync")
+    assert {"runner", "clock", "model"} <= differing(other)
+    assert "workload" not in differing(other) and "knobs" not in differing(other)
+    # The page says the same in words.
+    page = client.get("/compare", params={"a": a, "b": sim_b})
+    assert page.status_code == 200
+    assert 'id="setup-verdict"' in page.text and "Not like for like" in page.text
+    assert 'data-setup="clock" class="differs"' in page.text
