@@ -147,6 +147,12 @@ def _notes(ra: SessionRecord, rb: SessionRecord) -> list[str]:
     notes: list[str] = []
     for side, rec in (("A", ra), ("B", rb)):
         meta = _meta(rec)
+        dropped = meta.get("not_modelled")
+        if isinstance(dropped, list) and dropped:
+            notes.append(
+                f"{side} dropped knobs of its vLLM node that our engine does not model: "
+                f"{', '.join(map(str, dropped))}; where they mattered it decides otherwise."
+            )
         if rec.runner == RECORDED:
             notes.append(
                 f"{side} re-ran {meta.get('rerun_of')} on its recorded steps: step times are "

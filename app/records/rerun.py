@@ -27,6 +27,7 @@ from app.db.models import ConfigChangeRecord, EventRecord, IterationRecord, Sess
 from app.db.queries import SessionRow, get_session, iter_frames
 from app.live.hub import EventHub
 from app.protocol.convert import event_to_frame
+from app.records.node_rerun import NodePrompts
 from engine.config import ConfigError, EngineConfig
 from engine.engine import Engine
 from engine.events import Event, EventSink
@@ -100,13 +101,16 @@ def load_arrivals(db: Session, session_id: str) -> tuple[SessionRow, list[Arriva
         .where(EventRecord.session_id == session_id, EventRecord.type == FrameType.REQUEST)
         .order_by(EventRecord.seq)
     )
+    node_prompts = NodePrompts()
     for stored in rows:
         data = json.loads(unpack_frame(stored))["data"]
         if data["kind"] != RequestMark.ARRIVED:
             continue
         d = data["detail"]
-        if "prompt_token_ids" not in d:
-            continue  # recorded by a producer that did not send prompts: cannot re-run
+        # A vLLM node sends its prompts' block keys, not the prompts (app.records.node_rerun).
+        prompt = d["prompt_token_ids"] if "prompt_token_ids" in d else node_prompts.prompt(d)
+        if prompt is None:
+            continue  # recorded by a producer that sent neither: cannot re-run
         params = SamplingParams(
             max_tokens=int(d["max_tokens"]),
             temperature=float(d.get("temperature") or 0.0),
@@ -117,7 +121,7 @@ def load_arrivals(db: Session, session_id: str) -> tuple[SessionRow, list[Arriva
             Arrival(
                 float(data["t"]),
                 data["req"],
-                list(d["prompt_token_ids"]),
+                list(prompt),
                 params,
                 int(d.get("priority", 0)),
             )

@@ -128,6 +128,7 @@ def rerun_meta(
     changes: Mapping[str, KnobValue],
     runner_kind: str,
     label: str,
+    not_modelled: Sequence[str] = (),
 ) -> SessionMeta:
     """The re-run's metadata: what it inherits from `source` (model, device, the runner
     it follows), what it changed (`changes`), and the clock its steps ran on."""
@@ -144,6 +145,7 @@ def rerun_meta(
         rerun_changes=dict(changes),
         source_runner=source["runner"],
         clock=CLOCKS.get(runner_kind, runner_kind),
+        not_modelled=list(not_modelled),
     )
 
 
@@ -157,15 +159,17 @@ async def rerun_session(
     name: str = "",
     knob_changes: Sequence[KnobChange] = (),
     timeline: RecordedTimeline | None = None,
+    not_modelled: Sequence[str] = (),
 ) -> tuple[str, str, int]:
     """Re-run `source`'s arrivals under `config` in an engine process and record the
     result as a new, closed session (source `rerun`). `knob_changes`: the recorded ones
     it replays (rerun.replayed_knob_changes); `timeline`: the recording's, which runner
-    `recorded` follows. Returns (id, name, steps)."""
+    `recorded` follows; `not_modelled`: a node's knobs dropped (app.records.node_rerun).
+    Returns (id, name, steps)."""
     new_id = new_session_id()
     knobs = ", ".join(f"{k}={v}" for k, v in changes.items()) or "same knobs"
     label = name or f"rerun of {source['name'] or source['id']}: {knobs}"
-    meta = rerun_meta(source, config, changes, runner_kind, label)
+    meta = rerun_meta(source, config, changes, runner_kind, label, not_modelled)
     job = _job(new_id, meta, config, runner_kind, arrivals, knob_changes, timeline)  # (fails here)
     proc = await asyncio.create_subprocess_exec(
         sys.executable,

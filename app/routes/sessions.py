@@ -20,6 +20,7 @@ from app.edge.bounds import StepQuery
 from app.forms import parse_config_changes
 from app.live.hub import EventHub
 from app.records.catalog import ListedSession, list_sessions
+from app.records.node_rerun import node_knobs
 from app.records.rerun import (
     RECORDED,
     Arrival,
@@ -164,7 +165,9 @@ async def rerun(
 
     meta, arrivals, (release, chosen), recorded_changes, timeline = await asyncio.to_thread(load)
     try:
-        recorded = {**meta["config"], "vllm_version": release}
+        # A vLLM node's knobs that our engine lacks are dropped, named when not default.
+        known, not_modelled = node_knobs(meta["config"] or {})
+        recorded = {**known, "vllm_version": release}
         base = EngineConfig().with_updates(**recorded)
         changes = parse_config_changes(knobs, rerun=True) if knobs else {}
         if "vllm_version" in changes:
@@ -180,7 +183,16 @@ async def rerun(
         raise HTTPException(503, "the recorder is not running")
     try:
         new_id, label, steps = await rerun_session(
-            recorder, meta, arrivals, config, changes, runner, name, replayed, timeline
+            recorder,
+            meta,
+            arrivals,
+            config,
+            changes,
+            runner,
+            name,
+            replayed,
+            timeline,
+            not_modelled,
         )
     except RerunFailed as exc:
         raise HTTPException(503, str(exc)) from None
@@ -190,6 +202,7 @@ async def rerun(
         steps=steps,
         vllm_version=config.vllm_version,
         release_chosen=chosen,
+        not_modelled=not_modelled,
     )
 
 
