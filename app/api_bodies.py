@@ -93,7 +93,12 @@ class RerunBody(LiveKnobs):
     block_size: int | None = Field(None, ge=0)
     max_model_len: int | None = Field(None, ge=0)
     enable_prefix_caching: bool | None = None
-    runner: Literal["sim", "torch"] | None = Field(None, description="default sim")
+    runner: Literal["recorded", "sim", "torch"] | None = Field(
+        None,
+        description="recorded (default): simulated on the recording's own clock, so no "
+        "change reproduces it; sim: the cost model's clock; torch: the model really runs "
+        "(wall-clock step times: it differs from the recording)",
+    )
     name: str | None = Field(None, max_length=200)
     vllm_version: Release | None = Field(
         None,

@@ -237,6 +237,9 @@ class RerunResult(BaseModel):
     """The release the re-run decided as."""
     release_chosen: str
     """Why that release: as recorded, the node's, the nearest supported one, as asked."""
+    not_modelled: list[str] = []
+    """A vLLM node's knobs, `name=value`, at values other than vLLM's default that our
+    engine does not model (dropped: the re-run may decide otherwise where they mattered)."""
 
 
 class ReleasePair(BaseModel):

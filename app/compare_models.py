@@ -26,10 +26,26 @@ class SessionSummary(BaseModel):
     config: Knobs
 
 
+class SetupRow(BaseModel):
+    key: str = Field(description="source, runner, model, device, release, clock, workload, knobs")
+    label: str
+    a: str
+    b: str
+    differs: bool
+
+
+class SetupData(BaseModel):
+    rows: list[SetupRow]
+    like_for_like: bool = Field(description="nothing but knobs differs")
+    verdict: str = Field(description="in words: like for like, or what else differs")
+    notes: list[str] = Field(description="how a re-run's clock makes it differ, per side")
+
+
 class Comparison(BaseModel):
     a: SessionSummary
     b: SessionSummary
     diff: dict[str, float | None] = Field(description="B - A of every number")
+    setup: SetupData = Field(description="every difference between the two setups")
 
 
 class Side(BaseModel):

@@ -9,7 +9,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import queries
 from app.protocol.state import SessionState
-from app.records.compare_types import ComparisonData, SessionSummary
+from app.records.compare_setup import setup_difference
+from app.records.compare_types import ComparisonData, SessionSummary, SetupData
 
 
 def summary(meta: queries.SessionRow, state: SessionState) -> SessionSummary:
@@ -39,15 +40,21 @@ def _delta(a: float, b: object) -> float | None:
 
 
 async def compare_sessions(db: sessionmaker[Session], a: str, b: str) -> ComparisonData:
-    """`{a, b, diff}`: the summaries and B - A of every number. Raises NotFound."""
+    """`{a, b, diff, setup}`: the summaries, B - A of every number, and every difference
+    between the two setups (app.records.compare_setup). Raises NotFound."""
 
     def load(session_id: str) -> tuple[queries.SessionRow, SessionState]:
         with db() as s:
             meta = queries.get_session(s, session_id)
             return meta, queries.state_at_step(s, session_id, meta["steps"] - 1)
 
+    def load_setup() -> SetupData:
+        with db() as s:
+            return setup_difference(s, a, b)
+
     (ma, sa), (mb, sb) = await asyncio.to_thread(load, a), await asyncio.to_thread(load, b)
+    setup = await asyncio.to_thread(load_setup)
     left, right = summary(ma, sa), summary(mb, sb)
     lv, rv = cast(dict[str, object], left), cast(dict[str, object], right)
     diff = {k: _delta(v, rv[k]) for k, v in lv.items() if isinstance(v, int | float)}
-    return {"a": left, "b": right, "diff": diff}
+    return {"a": left, "b": right, "diff": diff, "setup": setup}

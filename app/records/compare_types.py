@@ -28,11 +28,31 @@ class SessionSummary(TypedDict):
     config: Knobs
 
 
+class SetupRow(TypedDict):
+    """One part of the two sessions' setups (runner, model, clock, ...) side by side."""
+
+    key: str
+    label: str
+    a: str
+    b: str
+    differs: bool
+
+
+class SetupData(TypedDict):
+    """Every difference between the two setups (app.records.compare_setup)."""
+
+    rows: list[SetupRow]
+    like_for_like: bool
+    verdict: str
+    notes: list[str]
+
+
 class ComparisonData(TypedDict):
     a: SessionSummary
     b: SessionSummary
     diff: dict[str, float | None]
     """B - A of every number of the summaries."""
+    setup: SetupData
 
 
 class StepSignature(TypedDict):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import select
@@ -24,20 +24,25 @@ from sqlalchemy.orm import Session
 
 from app.db.frame_codec import unpack_frame
 from app.db.models import ConfigChangeRecord, EventRecord, IterationRecord, SessionRecord
-from app.db.queries import SessionRow, get_session
+from app.db.queries import SessionRow, get_session, iter_frames
 from app.live.hub import EventHub
 from app.protocol.convert import event_to_frame
+from app.records.node_rerun import NodePrompts
 from engine.config import ConfigError, EngineConfig
 from engine.engine import Engine
 from engine.events import Event, EventSink
 from engine.releases import SUPPORTED, ReleaseFeatures, nearest_supported
 from engine.request import SamplingParams
 from engine.runner import make_runner
+from engine.runner.recorded import EOS_TOKEN, RecordedRunner
+from engine.runner.recorded_timeline import RecordedTimeline, plan_of, timeline_of
 from protocol.codes import FrameType, RequestMark
 from protocol.session import new_session_id
 from protocol.wire import SessionMeta
 
 MAX_RERUN_STEPS = 200_000
+RECORDED = "recorded"
+"""The default re-run runner: the SimRunner on the recording's own clock."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +101,16 @@ def load_arrivals(db: Session, session_id: str) -> tuple[SessionRow, list[Arriva
         .where(EventRecord.session_id == session_id, EventRecord.type == FrameType.REQUEST)
         .order_by(EventRecord.seq)
     )
+    node_prompts = NodePrompts()
     for stored in rows:
         data = json.loads(unpack_frame(stored))["data"]
         if data["kind"] != RequestMark.ARRIVED:
             continue
         d = data["detail"]
-        if "prompt_token_ids" not in d:
-            continue  # recorded by a producer that did not send prompts: cannot re-run
+        # A vLLM node sends its prompts' block keys, not the prompts (app.records.node_rerun).
+        prompt = d["prompt_token_ids"] if "prompt_token_ids" in d else node_prompts.prompt(d)
+        if prompt is None:
+            continue  # recorded by a producer that sent neither: cannot re-run
         params = SamplingParams(
             max_tokens=int(d["max_tokens"]),
             temperature=float(d.get("temperature") or 0.0),
@@ -113,12 +121,22 @@ def load_arrivals(db: Session, session_id: str) -> tuple[SessionRow, list[Arriva
             Arrival(
                 float(data["t"]),
                 data["req"],
-                list(d["prompt_token_ids"]),
+                list(prompt),
                 params,
                 int(d.get("priority", 0)),
             )
         )
     return meta, arrivals
+
+
+def load_timeline(db: Session, session_id: str) -> RecordedTimeline:
+    """The recording's timeline (engine.runner.recorded_timeline), from its frames."""
+    frames = (json.loads(text) for _, text in iter_frames(db, session_id))
+    return timeline_of(
+        (f["type"], f["data"])
+        for f in frames
+        if f["type"] in (FrameType.ITERATION, FrameType.REQUEST)
+    )
 
 
 def load_knob_changes(db: Session, session_id: str) -> list[KnobChange]:
@@ -179,18 +197,36 @@ def rerun_events(
     features: ReleaseFeatures | None = None,
     max_steps: int = MAX_RERUN_STEPS,
     knobs: Sequence[KnobChange] = (),
+    timeline: RecordedTimeline | None = None,
 ) -> None:
     """Run to completion (or `max_steps`) on a virtual clock; every engine event goes to
     `sink`, in order. `features`: the release's with some changes reverted. `knobs`: knob
     changes made once the clock reaches their time, before the step (and the arrivals)
-    due then (replayed_knob_changes)."""
+    due then (replayed_knob_changes). `timeline` (runner `recorded`): the recording's, to
+    follow while the plan matches it (engine.runner.recorded_timeline)."""
     clock = VirtualClock()
+    if runner_kind == RECORDED:
+        follow = timeline or RecordedTimeline()
+        _follow_recording(config, arrivals, sink, features, max_steps, knobs, follow, clock)
+        return
     runner = make_runner(runner_kind, config)
     engine = Engine(config, runner, sink, clock=clock, features=features)
     pending = sorted(arrivals, key=lambda a: a.t)
     changes = sorted(knobs, key=lambda k: k.t)
-    i = j = 0
-    while engine.step_index < min(max_steps, MAX_RERUN_STEPS):
+    _by_time(engine, clock, pending, changes, min(max_steps, MAX_RERUN_STEPS), 0, 0)
+
+
+def _by_time(
+    engine: Engine,
+    clock: VirtualClock,
+    pending: list[Arrival],
+    changes: list[KnobChange],
+    max_steps: int,
+    i: int,
+    j: int,
+) -> None:
+    """Step on, arrivals `pending[i:]` and knob changes `changes[j:]` at their times."""
+    while engine.step_index < max_steps:
         if not engine.has_unfinished_requests() and i < len(pending):
             clock.now = max(clock.now, pending[i].t)
         while j < len(changes) and changes[j].t <= clock.now:
@@ -205,7 +241,63 @@ def rerun_events(
                 break
             continue
         event = engine.step()
-        clock.now += event.forward_ms / 1000.0
+        if engine.runner.name != RECORDED:  # (which moves the clock itself)
+            clock.now += event.forward_ms / 1000.0
+
+
+def _follow_recording(
+    config: EngineConfig,
+    arrivals: list[Arrival],
+    sink: EventSink,
+    features: ReleaseFeatures | None,
+    max_steps: int,
+    knobs: Sequence[KnobChange],
+    timeline: RecordedTimeline,
+    clock: VirtualClock,
+) -> None:
+    """The RecordedRunner's re-run: while each step's plan equals the recording's, step k
+    starts at its recorded time, after the requests recorded in its `arrived` list and
+    the knob changes recorded at it; from the first divergence on, by time
+    (`_by_time`) on the fitted cost model's clock."""
+    stops = timeline.stop_lengths
+    arrivals = [
+        replace(a, params=replace(a.params, ignore_eos=False, eos_token_id=EOS_TOKEN))
+        if a.req_id in stops
+        else a
+        for a in arrivals
+    ]
+    lengths = {a.req_id: len(a.prompt_token_ids) for a in arrivals}
+    runner = RecordedRunner(timeline, clock, lengths)
+    engine = Engine(config, runner, sink, clock=clock, features=features)
+    by_id = {a.req_id: a for a in arrivals}
+    added: set[str] = set()
+    applied: set[int] = set()
+    limit = min(max_steps, MAX_RERUN_STEPS)
+    while engine.step_index < min(limit, len(timeline)):
+        k = engine.step_index
+        rec = timeline.steps[k]
+        clock.now = max(clock.now, rec.t_start)
+        for n, change in enumerate(knobs):
+            if change.step == k and n not in applied:
+                engine.update_config(**change.changes)
+                applied.add(n)
+        for req in rec.arrived:
+            a = by_id.get(req)
+            if a is not None and req not in added:
+                engine.add_request(a.req_id, a.prompt_token_ids, a.params, a.priority, a.t)
+                added.add(req)
+        event = engine.step()
+        _, data = event_to_frame(event)
+        if not timeline.matches(k, plan_of(data)):
+            runner.diverge()
+            break
+    else:
+        if not engine.has_unfinished_requests() and len(added) == len(by_id):
+            return  # reproduced the recording to its last step
+    runner.diverge()
+    pending = sorted((a for a in arrivals if a.req_id not in added), key=lambda a: a.t)
+    changes = sorted((c for n, c in enumerate(knobs) if n not in applied), key=lambda c: c.t)
+    _by_time(engine, clock, pending, changes, limit, 0, 0)
 
 
 def publish_closed_session(hub: EventHub, meta: SessionMeta, events: list[Event]) -> str:

@@ -24,6 +24,7 @@ from app.records.rerun import Arrival, KnobChange, rerun_events
 from engine.config import EngineConfig
 from engine.events import Event
 from engine.request import SamplingParams
+from engine.runner.recorded_timeline import RecordedTimeline
 from protocol.codes import FrameType, SessionEvent
 from protocol.envelope import encode, split_frame
 from protocol.producer import ProducerCore
@@ -67,9 +68,10 @@ def run_job(inp: IO[str], out: IO[str]) -> None:
         for t, req_id, prompt, params, priority in job["arrivals"]
     ]
     knobs = [KnobChange(t, step, changes) for t, step, changes in job.get("knobs", [])]
+    timeline = RecordedTimeline.from_wire(job["timeline"]) if job.get("timeline") else None
     sink = _LineSink(job["session"], out)
     sink.add(FrameType.SESSION, {"event": SessionEvent.OPENED, **job["meta"]})
-    rerun_events(config, arrivals, job["runner"], sink, knobs=knobs)
+    rerun_events(config, arrivals, job["runner"], sink, knobs=knobs, timeline=timeline)
     sink.add(FrameType.SESSION, {"event": SessionEvent.CLOSED})
     out.flush()
 
@@ -82,6 +84,7 @@ def _job(
     runner: str,
     arrivals: list[Arrival],
     knobs: Sequence[KnobChange],
+    timeline: RecordedTimeline | None,
 ) -> bytes:
     wire = [
         [
@@ -105,8 +108,45 @@ def _job(
         "runner": runner,
         "arrivals": wire,
         "knobs": [[k.t, k.step, k.changes] for k in knobs],
+        "timeline": timeline.as_wire() if timeline is not None else None,
     }
     return (encode(job) + "\n").encode()
+
+
+CLOCKS = {
+    "recorded": "the recording's own step times while the plan matches it, then a cost "
+    "model fitted on its steps",
+    "sim": "the SimRunner's cost model",
+    "torch": "wall clock: the model really runs, so step times (and what arrives when) "
+    "differ from the recording's",
+}
+
+
+def rerun_meta(
+    source: SessionRow,
+    config: EngineConfig,
+    changes: Mapping[str, KnobValue],
+    runner_kind: str,
+    label: str,
+    not_modelled: Sequence[str] = (),
+) -> SessionMeta:
+    """The re-run's metadata: what it inherits from `source` (model, device, the runner
+    it follows), what it changed (`changes`), and the clock its steps ran on."""
+    recorded = runner_kind == "recorded"
+    return session_meta(
+        label,
+        "rerun",
+        runner=runner_kind,
+        simulated=runner_kind != "torch",
+        model=source["model"] if recorded else "",
+        device=source["device"] if recorded else "",
+        config=config.as_dict(),
+        rerun_of=source["id"],
+        rerun_changes=dict(changes),
+        source_runner=source["runner"],
+        clock=CLOCKS.get(runner_kind, runner_kind),
+        not_modelled=list(not_modelled),
+    )
 
 
 async def rerun_session(
@@ -118,22 +158,19 @@ async def rerun_session(
     runner_kind: str,
     name: str = "",
     knob_changes: Sequence[KnobChange] = (),
+    timeline: RecordedTimeline | None = None,
+    not_modelled: Sequence[str] = (),
 ) -> tuple[str, str, int]:
     """Re-run `source`'s arrivals under `config` in an engine process and record the
     result as a new, closed session (source `rerun`). `knob_changes`: the recorded ones
-    it replays (rerun.replayed_knob_changes). Returns (id, name, steps)."""
+    it replays (rerun.replayed_knob_changes); `timeline`: the recording's, which runner
+    `recorded` follows; `not_modelled`: a node's knobs dropped (app.records.node_rerun).
+    Returns (id, name, steps)."""
     new_id = new_session_id()
     knobs = ", ".join(f"{k}={v}" for k, v in changes.items()) or "same knobs"
     label = name or f"rerun of {source['name'] or source['id']}: {knobs}"
-    meta = session_meta(
-        label,
-        "rerun",
-        runner=runner_kind,
-        simulated=runner_kind == "sim",
-        config=config.as_dict(),
-        rerun_of=source["id"],
-    )
-    job = _job(new_id, meta, config, runner_kind, arrivals, knob_changes)  # (fails here)
+    meta = rerun_meta(source, config, changes, runner_kind, label, not_modelled)
+    job = _job(new_id, meta, config, runner_kind, arrivals, knob_changes, timeline)  # (fails here)
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

@@ -192,6 +192,7 @@ async def compare_page(request: Request, db: DbDep, a: str = "", b: str = "") ->
             "b": result["b"],
             "metrics": compare_rows(result),
             "configs": configs,
+            "setup": result["setup"],
             "config_diffs": sum(1 for c in configs if c["differs"]),
             "api_query": "?a=" + quote(a, safe="") + "&b=" + quote(b, safe=""),
             "fd": difference,

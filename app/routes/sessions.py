@@ -20,11 +20,14 @@ from app.edge.bounds import StepQuery
 from app.forms import parse_config_changes
 from app.live.hub import EventHub
 from app.records.catalog import ListedSession, list_sessions
+from app.records.node_rerun import node_knobs
 from app.records.rerun import (
+    RECORDED,
     Arrival,
     KnobChange,
     load_arrivals,
     load_knob_changes,
+    load_timeline,
     recorded_release,
     replayed_knob_changes,
 )
@@ -33,6 +36,7 @@ from app.routes.links import replay_href, session_href
 from app.security import has_control
 from app.templating import templates
 from engine.config import ConfigError, EngineConfig
+from engine.runner.recorded_timeline import RecordedTimeline
 from protocol.views import SnapshotData
 
 router = APIRouter()
@@ -147,17 +151,23 @@ async def rerun(
     knobs it started with, changed when the recording changed them. A knob given here
     holds for the whole re-run (its recorded changes are dropped)."""
     knobs = body.model_dump(exclude_none=True)
-    runner = str(knobs.pop("runner", "sim"))
+    runner = str(knobs.pop("runner", RECORDED))
     name = str(knobs.pop("name", ""))
 
-    def load() -> tuple[queries.SessionRow, list[Arrival], tuple[str, str], list[KnobChange]]:
+    def load() -> tuple[
+        queries.SessionRow, list[Arrival], tuple[str, str], list[KnobChange], RecordedTimeline
+    ]:
         with db() as s:
             meta, arrivals = load_arrivals(s, session_id)
-            return meta, arrivals, recorded_release(s, session_id), load_knob_changes(s, session_id)
+            release = recorded_release(s, session_id)
+            timeline = load_timeline(s, session_id) if runner == RECORDED else RecordedTimeline()
+            return meta, arrivals, release, load_knob_changes(s, session_id), timeline
 
-    meta, arrivals, (release, chosen), recorded_changes = await asyncio.to_thread(load)
+    meta, arrivals, (release, chosen), recorded_changes, timeline = await asyncio.to_thread(load)
     try:
-        recorded = {**meta["config"], "vllm_version": release}
+        # A vLLM node's knobs that our engine lacks are dropped, named when not default.
+        known, not_modelled = node_knobs(meta["config"] or {})
+        recorded = {**known, "vllm_version": release}
         base = EngineConfig().with_updates(**recorded)
         changes = parse_config_changes(knobs, rerun=True) if knobs else {}
         if "vllm_version" in changes:
@@ -173,7 +183,16 @@ async def rerun(
         raise HTTPException(503, "the recorder is not running")
     try:
         new_id, label, steps = await rerun_session(
-            recorder, meta, arrivals, config, changes, runner, name, replayed
+            recorder,
+            meta,
+            arrivals,
+            config,
+            changes,
+            runner,
+            name,
+            replayed,
+            timeline,
+            not_modelled,
         )
     except RerunFailed as exc:
         raise HTTPException(503, str(exc)) from None
@@ -183,6 +202,7 @@ async def rerun(
         steps=steps,
         vllm_version=config.vllm_version,
         release_chosen=chosen,
+        not_modelled=not_modelled,
     )
 
 

@@ -114,6 +114,8 @@ def test_a_snapshots_parts_are_the_models(typed: Any, model: type[BaseModel]) ->
 COMPARE_PAIRS = [
     (compare_types.SessionSummary, compare_models.SessionSummary),
     (compare_types.ComparisonData, compare_models.Comparison),
+    (compare_types.SetupData, compare_models.SetupData),
+    (compare_types.SetupRow, compare_models.SetupRow),
     (compare_types.StepLine, compare_models.StepLine),
     (compare_types.Side, compare_models.Side),
     (compare_types.ReleaseChangeRow, compare_models.ReleaseChange),
