@@ -47,19 +47,27 @@ PROJECT_PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
 VLLM_VENVS = {"0.20": ".venv-vllm", "0.33": ".venv-vllm-033", "0.34": ".venv-vllm-034"}
 """The reference venv of each supported release (tools/setup_vllm_venv.sh builds them)."""
 DEFAULT_VLLM_VERSION = "0.20"
+
 REFERENCE = REPO_ROOT / "tools" / "vllm_reference.py"
 
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 try:
-    from engine.releases import knob_available, release_features
+    from engine.releases import SUPPORTED, knob_available, release_features, version_key
     from engine.scenario import parse_scenario, prompt_tokens
     from engine.simulate import run_scenario
 except ImportError:  # not the project venv: re-run under it
     if PROJECT_PYTHON.exists() and Path(sys.executable) != PROJECT_PYTHON:
         os.execv(str(PROJECT_PYTHON), [str(PROJECT_PYTHON), *sys.argv])
     raise
+
+
+def host_venv(release: str) -> str:
+    """The reference venv that lends an unpacked release the scheduler's imports: 0.20's
+    for 0.20 .. 0.30, 0.33's for 0.31 on (their pinned dependencies fit those ranges)."""
+    return VLLM_VENVS["0.20"] if version_key(release) <= (0, 30) else VLLM_VENVS["0.33"]
+
 
 STEP_KEYS = (
     "step",
@@ -97,13 +105,19 @@ MODES = ("sync", "async", "spec")
 class VllmReference:
     """One long-lived `vllm_reference.py --serve` process."""
 
-    def __init__(self, python: str) -> None:
+    def __init__(self, python: str, vllm_path: Path | None = None) -> None:
+        """`vllm_path`: a release's unpacked wheel, put first on the path of `python`,
+        whose venv lends it the rest (tools/vllm_matrix.py)."""
+        env = None
+        if vllm_path is not None:
+            env = {**os.environ, "PYTHONPATH": f"{vllm_path}{os.pathsep}{REPO_ROOT}"}
         self.proc = subprocess.Popen(
             [python, str(REFERENCE), "--serve"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             cwd=str(REPO_ROOT),
+            env=env,
         )
         self._expect("ready")
 
@@ -438,8 +452,8 @@ def shrink(
 
 # --------------------------------------------------------------------------- main
 class Comparer:
-    def __init__(self, vllm_python: str, workdir: Path) -> None:
-        self.ref = VllmReference(vllm_python)
+    def __init__(self, vllm_python: str, workdir: Path, vllm_path: Path | None = None) -> None:
+        self.ref = VllmReference(vllm_python, vllm_path)
         self.workdir = workdir
         self.n = 0
 
@@ -474,8 +488,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--vllm-version",
         default=DEFAULT_VLLM_VERSION,
-        choices=sorted(VLLM_VENVS),
-        help="the release both sides decide as (written into every scenario's config)",
+        choices=SUPPORTED,
+        help="the release both sides decide as (written into every scenario's config); "
+        "one without a venv of its own needs --vllm-path",
+    )
+    parser.add_argument(
+        "--vllm-path",
+        type=Path,
+        help="the release's unpacked wheel, put first on the reference's path "
+        "(tools/vllm_matrix.py makes them)",
     )
     parser.add_argument(
         "--vllm-python",
@@ -496,9 +517,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.scenarios and not args.random:
         parser.error("give scenario files and/or --random N")
 
-    python = args.vllm_python or str(REPO_ROOT / VLLM_VENVS[args.vllm_version] / "bin" / "python")
+    venv = VLLM_VENVS.get(args.vllm_version) or host_venv(args.vllm_version)
+    if args.vllm_version not in VLLM_VENVS and not (args.vllm_path or args.vllm_python):
+        parser.error(f"vLLM {args.vllm_version} has no venv here: give --vllm-path")
+    python = args.vllm_python or str(REPO_ROOT / venv / "bin" / "python")
     workdir = Path(tempfile.mkdtemp(prefix="compare-"))
-    comparer = Comparer(python, workdir)
+    comparer = Comparer(python, workdir, args.vllm_path)
     failed = 0
     try:
         for path in args.scenarios:

@@ -1,0 +1,216 @@
+"""The release matrix: the engine's decisions and the adapter against every vLLM release.
+
+    .venv/bin/python tools/vllm_matrix.py [RELEASE ...] [--random N] [--write-docs]
+    make vllm-matrix                      # every release, the table into docs
+
+For each release (default: every one the engine can decide as, engine.releases.SUPPORTED)
+it runs vLLM's own scheduler: from the release's venv where there is one (.venv-vllm,
+.venv-vllm-033, .venv-vllm-034), else from the release's wheel unpacked once without its
+dependencies into --cache (default ~/.cache/batchscope/vllm-releases, ~300 MB a release)
+and put first on the path of the reference venv that lends it the rest
+(tools/compare_scenario.host_venv). Then:
+- decisions: tools/compare_scenario's differential check, both sides deciding as that
+  release, on the shipped scenarios and on --random N generated traces per engine loop
+  (sync, async with the batch queue of 2, speculative decoding), counted per loop;
+- adapter: tools/vllm_release_check.py's check on that release's own engine loops
+  (batchscope_vllm observing vLLM's scheduler: every observed step must equal vLLM's
+  decision, and a failure in each observer hook must leave vLLM's decisions unchanged).
+
+Prints one row per release; `--write-docs` replaces the generated table in
+docs/vllm_releases.md (between its `vllm-matrix` markers). Exit status 1 when any release
+differs anywhere, 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from engine.releases import SUPPORTED, normalize_version  # noqa: E402
+from tools.compare_scenario import (  # noqa: E402
+    MODES,
+    VLLM_VENVS,
+    Comparer,
+    host_venv,
+    random_scenario,
+)
+
+DOCS = REPO_ROOT / "docs" / "vllm_releases.md"
+BEGIN, END = "<!-- vllm-matrix:begin -->", "<!-- vllm-matrix:end -->"
+DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+DEFAULT_CACHE = DEFAULT_CACHE / "batchscope" / "vllm-releases"
+
+
+@dataclass
+class Row:
+    release: str
+    source: str
+    """Where vLLM came from: its venv, or the unpacked wheel."""
+    loops: dict[str, list[int]] = field(default_factory=lambda: {m: [0, 0] for m in MODES})
+    """Engine loop -> [identical, compared]."""
+    first: list[str] = field(default_factory=list)
+    """The first differences found (scenario: where)."""
+    adapter: str = "not run"
+    seconds: float = 0.0
+
+    def exact(self) -> bool:
+        same = all(done == total for done, total in self.loops.values())
+        return same and self.adapter in ("ok", "not run")
+
+    def cells(self) -> list[str]:
+        loops = [f"{done} / {total}" for done, total in self.loops.values()]
+        return [self.release, self.source, *loops, self.adapter, f"{self.seconds:.0f} s"]
+
+
+def reference_for(release: str, cache: Path) -> tuple[str, Path | None, str]:
+    """(python, unpacked wheel or None, how it was found) for vLLM `release`."""
+    own = VLLM_VENVS.get(release)
+    if own and (REPO_ROOT / own / "bin" / "python").exists():
+        return str(REPO_ROOT / own / "bin" / "python"), None, own
+    python = str(REPO_ROOT / host_venv(release) / "bin" / "python")
+    if not Path(python).exists():
+        raise SystemExit(f"no {host_venv(release)} to host vLLM {release}: run make vllm-venv")
+    target = cache / f"{release}.0"
+    if not (target / "vllm" / "__init__.py").exists():
+        tmp = cache / f".{release}.0.partial"
+        shutil.rmtree(tmp, ignore_errors=True)
+        pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        pip += ["--no-deps", "--target", str(tmp), f"vllm=={release}.0"]
+        subprocess.run(pip, check=True)
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)  # whole or not at all: a killed unpack is never taken as done
+    return python, target, f"wheel on {host_venv(release)}"
+
+
+def _loop(config: dict[str, object]) -> str:
+    if config.get("async_scheduling"):
+        return "async"
+    return "spec" if config.get("num_speculative_tokens") else "sync"
+
+
+def check_decisions(row: Row, python: str, path: Path | None, n: int, seed: int) -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="matrix-"))
+    comparer = Comparer(python, workdir, path)
+    try:
+        traces: list[dict[str, object]] = []
+        for scenario in sorted((REPO_ROOT / "scenarios").glob("*.json")):
+            traces.append(json.loads(scenario.read_text()))
+        rng = random.Random(seed)
+        for i in range(n * len(MODES)):
+            mode = MODES[i % len(MODES)]
+            name = f"rand_{mode}_s{seed}_{i:04d}"
+            traces.append(random_scenario(rng, name, False, mode, row.release))
+        for data in traces:
+            config = data.setdefault("config", {})
+            assert isinstance(config, dict)
+            config["vllm_version"] = row.release
+            diff, _, _ = comparer.compare(data)
+            counts = row.loops[_loop(config)]
+            counts[1] += 1
+            if diff is None:
+                counts[0] += 1
+            elif len(row.first) < 3:
+                row.first.append(f"{data['name']}: {diff['where']} {diff['index']} {diff['keys']}")
+    finally:
+        comparer.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def check_adapter(python: str, path: Path | None) -> str:
+    """tools/vllm_release_check.py's check, on this release's own engine loops."""
+    parts = [str(path)] if path else []
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([*parts, str(REPO_ROOT)]),
+        "VLLM_LOGGING_LEVEL": "ERROR",
+    }
+    tool = str(REPO_ROOT / "tools" / "vllm_release_check.py")
+    done = subprocess.run(
+        [python, tool, "--inner"], env=env, capture_output=True, text=True, cwd=REPO_ROOT
+    )
+    lines = [x for x in done.stdout.splitlines() if x.startswith("vLLM ")]
+    if done.returncode == 0 and lines and lines[-1].endswith(": ok"):
+        return "ok"
+    why = lines[-1].split(": ", 2)[-1] if lines else (done.stderr.strip().splitlines() or ["?"])[-1]
+    return f"FAILED ({why[:160]})"
+
+
+def table(rows: Sequence[Row], n: int, seed: int) -> str:
+    head = ["release", "vLLM from", "sync", "async", "spec", "adapter", "time"]
+    lines = [
+        f"Generated by `tools/vllm_matrix.py` (`make vllm-matrix`) on "
+        f"{time.strftime('%Y-%m-%d')}: the shipped scenarios and {n} random traces per "
+        f"engine loop (seed {seed}), identical steps / traces compared; the adapter: "
+        "every observed step equal to vLLM's decision and each observer hook's fault "
+        "harmless, in the release's own engine loops.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "| " + " | ".join("---" for _ in head) + " |",
+    ]
+    lines += ["| " + " | ".join(r.cells()) + " |" for r in rows]
+    differences = [f"- {r.release}: {first}" for r in rows for first in r.first]
+    if differences:
+        lines += ["", "First differences:", *differences]
+    return "\n".join(lines)
+
+
+def write_docs(text: str) -> None:
+    doc = DOCS.read_text()
+    if BEGIN not in doc or END not in doc:
+        raise SystemExit(f"{DOCS} has no {BEGIN} ... {END} markers")
+    head, rest = doc.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    DOCS.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("releases", nargs="*", help=f"default: {SUPPORTED[0]} .. {SUPPORTED[-1]}")
+    parser.add_argument("--random", type=int, default=40, metavar="N", help="traces per loop")
+    parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument("--no-adapter", action="store_true", help="decisions only")
+    parser.add_argument("--write-docs", action="store_true", help="the table into the docs")
+    args = parser.parse_args(argv)
+    try:
+        releases = [normalize_version(r) for r in args.releases] or list(SUPPORTED)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.random < 0:
+        parser.error("--random must be >= 0")
+    args.cache.mkdir(parents=True, exist_ok=True)
+    rows: list[Row] = []
+    for release in releases:
+        started = time.monotonic()
+        python, path, source = reference_for(release, args.cache)
+        row = Row(release, source)
+        check_decisions(row, python, path, args.random, args.seed)
+        if not args.no_adapter:
+            row.adapter = check_adapter(python, path)
+        row.seconds = time.monotonic() - started
+        rows.append(row)
+        print("| " + " | ".join(row.cells()) + " |", flush=True)
+        for first in row.first:
+            print(f"    {first}", flush=True)
+    text = table(rows, args.random, args.seed)
+    if args.write_docs:
+        write_docs(text)
+    return 0 if all(r.exact() for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
