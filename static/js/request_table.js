@@ -19,6 +19,9 @@
     return x >= 10 ? x.toFixed(1) + " s" : (x * 1000).toFixed(x >= 1 ? 0 : 1) + " ms";
   }
   function itl(r) {
+    // A row from the server (replay: request_pages.js) brings its mean ITL; the model's
+    // rows have their token times (and segments) instead.
+    if (!r.segs && r.itl !== undefined) return r.itl;
     const out = r.num_tokens - r.num_prompt_tokens;
     if (r.first_token_t === null || r.first_token_t === undefined || !r.last_token_t || out < 2) return null;
     return (r.last_token_t - r.first_token_t) / (out - 1);

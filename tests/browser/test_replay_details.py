@@ -92,3 +92,23 @@ def test_the_request_count_is_the_seek_on_screens(
     seek(rpage, 4)
     rpage.wait_for_function(f"() => ({COUNT_JS})() === '{at_end} requests match'", timeout=5000)
     assert console.errors == []
+
+
+def test_the_itl_column_shows_the_recordings_itl(
+    rpage: Any, rec_server: Server, seed_id: str, console: Console
+) -> None:
+    _, rows = rows_at(rec_server, seed_id, step=4)
+    itl = {r["req"]: r["itl"] for r in rows}
+    assert all(v is not None and v > 0 for v in itl.values()), itl
+    open_replay(rpage, rec_server, seed_id)
+    for req, seconds in itl.items():
+        cell = rpage.locator(f'#requests-table tr[data-req="{req}"] td').nth(8)
+        cell.wait_for()
+        # The table's own format (request_table.js ms()): seconds under 1 as ms.
+        want = f"{seconds * 1000:.1f} ms" if seconds * 1000 < 1000 else None
+        assert cell.inner_text() != "–", req
+        if want is not None:
+            assert cell.inner_text() == want, (req, seconds)
+    head = rpage.locator("#requests-head th").nth(8).inner_text()
+    assert head == "ITL"
+    assert console.errors == []
