@@ -17,6 +17,7 @@ from app.db import queries
 from app.db.request_page import request_page
 from app.db.request_segments import add_segments
 from app.deps import DbDep, HubDep, RecorderDep, View
+from app.edge.bounds import StepQuery
 from app.errors import NotFound
 from app.life_models import BlockMap, RequestLife
 from app.live.hub import EventHub
@@ -56,7 +57,7 @@ async def life(
     hub: HubDep,
     recorder: RecorderDep,
     session: str | None = None,
-    step: int | None = None,
+    step: StepQuery = None,
 ) -> RequestLifeData:
     """Everything `req_id` went through in `session` (default: the live one), up to
     `step` (default: its end): see app.records.request_life."""
@@ -85,7 +86,7 @@ async def recorded_rows(
     recorder: RecorderDep,
     response: Response,
     query: Annotated[RequestQuery, Depends(request_query)],
-    step: int | None = None,
+    step: StepQuery = None,
     segments: Annotated[bool, Query(description="add each row's Gantt segments")] = False,
 ) -> list[dict[str, Any]]:
     """The request table of a recording at `step` (default: the last), with the query
@@ -126,7 +127,7 @@ async def recorded_rows(
     summary="A recording's KV block map after a step",
 )
 async def recorded_blocks(
-    session_id: str, db: DbDep, hub: HubDep, recorder: RecorderDep, step: int | None = None
+    session_id: str, db: DbDep, hub: HubDep, recorder: RecorderDep, step: StepQuery = None
 ) -> BlockMapData:
     """The KV block map after `step` (default: the last recorded step):
     `{session, step, blocks: [[block_id, state, owner, ref_cnt], ...]}`."""

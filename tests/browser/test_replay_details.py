@@ -112,3 +112,17 @@ def test_the_itl_column_shows_the_recordings_itl(
     head = rpage.locator("#requests-head th").nth(8).inner_text()
     assert head == "ITL"
     assert console.errors == []
+
+
+def test_a_negative_step_in_the_url_opens_the_first_step(
+    rpage: Any, rec_server: Server, seed_id: str, console: Console
+) -> None:
+    open_replay(rpage, rec_server, seed_id, "&step=-1")
+    rpage.wait_for_function("() => BS.model.step === 0")
+    assert rpage.locator("#rp-step").inner_text() == "0"
+    assert rpage.locator("#hdr-step").inner_text() == "0"
+    for path in ("requests", "state", "blocks"):
+        resp = rec_server.api("GET", f"/api/sessions/{seed_id}/{path}", params={"step": -2})
+        assert resp.status_code == 422, (path, resp.status_code, resp.text)
+        assert "step" in resp.text
+    assert console.errors == []
