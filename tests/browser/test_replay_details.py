@@ -7,6 +7,7 @@ One server and one recorded seed session (scenarios/seed.json) serve the module.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from engine.mooncake import parse_trace
 from tests.browser.harness import Console, Server, start_server, stop_process
 
 VIEWPORT = {"width": 1280, "height": 800}
@@ -125,4 +127,28 @@ def test_a_negative_step_in_the_url_opens_the_first_step(
         resp = rec_server.api("GET", f"/api/sessions/{seed_id}/{path}", params={"step": -2})
         assert resp.status_code == 422, (path, resp.status_code, resp.text)
         assert "step" in resp.text
+    assert console.errors == []
+
+
+def test_the_mooncake_link_downloads_the_recordings_trace(
+    rpage: Any, rec_server: Server, seed_id: str, console: Console
+) -> None:
+    open_replay(rpage, rec_server, seed_id)
+    link = rpage.locator("#export-mooncake")
+    assert link.inner_text() == "Mooncake"
+    # Beside the other downloads of the recording.
+    assert rpage.locator("#recording .export a").all_inner_texts() == [
+        "JSONL",
+        "Perfetto",
+        "Mooncake",
+    ]
+    with rpage.expect_download() as info:
+        link.click()
+    path = info.value.path()
+    lines = Path(path).read_text().splitlines()
+    rows = parse_trace(lines)
+    # The seed's three arrivals: prompts of 4, 8 and 3 tokens, outputs of 2, 3 and 2.
+    assert [(r.input_length, r.output_length) for r in rows] == [(4, 2), (8, 3), (3, 2)]
+    assert all(set(json.loads(x)) >= {"timestamp", "input_length", "output_length", "hash_ids"}
+               for x in lines)  # fmt: skip
     assert console.errors == []
