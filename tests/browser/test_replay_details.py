@@ -123,6 +123,12 @@ def test_a_negative_step_in_the_url_opens_the_first_step(
     rpage.wait_for_function("() => BS.model.step === 0")
     assert rpage.locator("#rp-step").inner_text() == "0"
     assert rpage.locator("#hdr-step").inner_text() == "0"
+    # A request's life deep-linked at step -1: its life up to the first step.
+    open_replay(rpage, rec_server, seed_id, "&req=A&step=-1")
+    rpage.wait_for_function("() => BS.model.step === 0")
+    summary = rpage.locator("#rq-body .life-summary")
+    summary.wait_for()
+    assert summary.inner_text().endswith("life up to step 0"), summary.inner_text()
     for path in ("requests", "state", "blocks"):
         resp = rec_server.api("GET", f"/api/sessions/{seed_id}/{path}", params={"step": -2})
         assert resp.status_code == 422, (path, resp.status_code, resp.text)
