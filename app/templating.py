@@ -16,6 +16,7 @@ from fastapi import Request
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
+from app.lab.catalog import COUNTS
 from app.resources import asset_path
 from engine.releases import KNOB_SINCE, SUPPORTED, version_key
 from protocol import codes
@@ -84,6 +85,20 @@ def fmt_metric(value: Any, kind: str = "int", signed: bool = False) -> str:
     if kind == "rate":
         return f"{sign}{number:,.1f}"
     return f"{sign}{number:,.0f}"
+
+
+def fmt_figure(value: Any, count: bool = False) -> str:
+    """A lab figure: a count that is a whole number as one ('94'), anything else with two
+    decimals ('12.35'); None -> '–'."""
+    if value is None:
+        return "–"
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "–"
+    if count and number.is_integer():
+        return str(int(number))
+    return f"{number:.2f}"
 
 
 @lru_cache(maxsize=256)
@@ -174,6 +189,7 @@ def make_environment() -> Environment:
     env.filters["ms"] = fmt_ms
     env.filters["time"] = fmt_time
     env.filters["metric"] = fmt_metric
+    env.filters["figure"] = fmt_figure
     # One URL component (a session id in a path or a query value): escapes '/', '&', '?'.
     env.filters["urlpart"] = lambda value: quote(str(value), safe="")
     env.globals["static_url"] = static_url
@@ -181,6 +197,7 @@ def make_environment() -> Environment:
     env.globals["later_knobs"] = LATER_KNOBS
     env.globals["release_has"] = release_has
     env.globals["codes"] = codes
+    env.globals["lab_counts"] = COUNTS
     env.globals["segment_labels"] = SEGMENT_LABELS
     env.globals["block_labels"] = BLOCK_LABELS
     return env

@@ -67,6 +67,12 @@ def metric_key(family_or_key: str, percentile: str = "p50") -> str:
     return family_or_key
 
 
+COUNTS = frozenset(
+    ("steps", "preemptions", "tokens_recomputed", "kv_peak_blocks", "padding_tokens",
+     "draft_tokens", "requests_finished")
+)  # fmt: skip
+"""The single numbers that count something: a run's are whole numbers, shown as such."""
+
 SUMMARY = ("ttft_p50_ms", "ttft_p99_ms", "itl_p99_ms", "e2e_p50_ms", "output_tokens_per_s",
            "preemptions")  # fmt: skip
 """The columns the CLI prints per knob value."""

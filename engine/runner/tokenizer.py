@@ -4,7 +4,8 @@ Byte tokenizer ids:
     0 = PAD, 1 = BOS, 2 = EOS, 3..258 = the bytes 0x00..0xFF (id = byte + 3).
 Ids from 259 up to the model's vocabulary size are valid model inputs and outputs (the
 built-in random-weight model samples them) but are not text: `decode` shows them as
-`<id>`, so nothing sampled is ever silently dropped.
+`<id>`, so nothing sampled is ever silently dropped. Bytes that are not UTF-8 (random
+token ids of a synthetic prompt) are shown as `\\xNN` escapes, never as U+FFFD.
 """
 
 from __future__ import annotations
@@ -49,13 +50,13 @@ class ByteTokenizer:
                 pending.append(tid - self.OFFSET)
                 continue
             if pending:
-                parts.append(pending.decode("utf-8", errors="replace"))
+                parts.append(pending.decode("utf-8", errors="backslashreplace"))
                 pending.clear()
             if tid >= self.OFFSET + 256:
                 parts.append(f"<{tid}>")
             # PAD, BOS and EOS are special: not shown.
         if pending:
-            parts.append(pending.decode("utf-8", errors="replace"))
+            parts.append(pending.decode("utf-8", errors="backslashreplace"))
         return "".join(parts)
 
 

@@ -125,6 +125,8 @@
       });
     }
     form.addEventListener("submit", (ev) => ev.preventDefault());
+    // A replay page's count arrives with the server's answer, after the frame drew.
+    document.body.addEventListener("bs:request-pages", () => render(BS.model));
     const link = document.getElementById("req-twin");
     if (link) {
       const refresh = () => { link.href = st.twinHref(BS.model); };
@@ -138,8 +140,10 @@
     const el = document.getElementById("req-count");
     if (!el) return;
     const pages = BS.mode && BS.mode.replay && BS.requestPages;
-    const n = pages ? BS.requestPages.total || 0 : st.ids(model).length;
-    const text = pages ? n + " requests" + (st.params().toString() ? " match" : "")
+    // In replay: the server's count for this step and query, once it answered.
+    const n = pages ? pages.count(model) : st.ids(model).length;
+    const match = st.params().toString() ? " match" : "";
+    const text = pages ? (n === null ? "counting requests…" : n + " requests" + match)
       : n === model.order.length ? n + " requests" : n + " of " + model.order.length + " requests";
     if (el.textContent !== text) el.textContent = text;
   }

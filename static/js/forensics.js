@@ -103,7 +103,8 @@
     const params = new URLSearchParams(location.search);
     const req = params.get("req");
     if (req) {
-      const step = params.has("step") ? parseInt(params.get("step"), 10) : null;
+      // A step below the first (?step=-1) is the first, as for the replay (live.js).
+      const step = params.has("step") ? Math.max(0, parseInt(params.get("step"), 10)) : null;
       const open = () => BS.select(req, { step: isNaN(step) ? null : step });
       if (BS.mode.replay) {
         document.body.addEventListener("bs:snapshot", function once() {

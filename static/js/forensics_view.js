@@ -124,6 +124,17 @@
         b.shared_with.join(", ") + (b.inferred ? " (inferred)" : "") + (b.max_ref > 1 ? " · ref_cnt ≤ " + b.max_ref : "")] })));
   }
 
+  /** Control characters (but newlines and tabs) as \xNN: random byte ids hold many. */
+  function visible(text) {
+    let out = "";
+    for (const ch of text) {
+      const c = ch.charCodeAt(0);
+      const control = (c < 32 && ch !== "\n" && ch !== "\t") || c === 127;
+      out += control ? "\\x" + c.toString(16).padStart(2, "0") : ch;
+    }
+    return out;
+  }
+
   function textSection(body, life) {
     const t = life.text;
     const s = section(body, "Text", "life-text");
@@ -131,8 +142,13 @@
     const pairs = [["prompt", t.prompt_text, t.prompt_token_ids], ["output", t.output_text, t.output_token_ids]];
     for (const [name, text, tokens] of pairs) {
       if (text === undefined && !tokens) continue;
-      s.appendChild(el("h4", "", name + (text === undefined ? " token ids" : "")));
-      s.appendChild(el("pre", "life-text " + name, text !== undefined ? text : ids(tokens)));
+      // Text a tokenizer could not decode (U+FFFD stands for bytes it dropped): its ids.
+      const unreadable = text !== undefined && text.indexOf("\uFFFD") >= 0 && tokens;
+      const title = text === undefined ? " token ids"
+        : unreadable ? " token ids (" + tokens.length + "; the text is not valid UTF-8)" : "";
+      s.appendChild(el("h4", "", name + title));
+      s.appendChild(el("pre", "life-text " + name,
+        text !== undefined && !unreadable ? visible(text) : ids(tokens)));
     }
     if (s.childElementCount === 1) s.appendChild(el("p", "hint", "no text yet (it comes with the request's finish)"));
   }

@@ -66,7 +66,8 @@
   const mode = (BS.mode = {
     replay: document.body.dataset.replay || null,
     follow: document.body.dataset.follow || null,
-    startStep: isNaN(startStep) ? null : startStep,
+    // A step in the URL below the first (?step=-1) opens the first step.
+    startStep: isNaN(startStep) ? null : Math.max(0, startStep),
   });
   const conn = (BS.conn = {
     ws: null, state: "connecting", awaitingSnapshot: true, backoff: 250,

@@ -12,8 +12,8 @@
   const BS = (window.BS = window.BS || {});
   const PAGE = 100;
   const SEG = BS.protocol.SEGMENT; // segment kinds (static/js/protocol.js)
-  const st = { key: "", total: null, pages: new Map(), loading: new Set(), onload: null,
-    first: 0, last: 0, version: 0, drawn: null };
+  const st = { key: "", total: null, totalKey: null, pages: new Map(), loading: new Set(),
+    onload: null, first: 0, last: 0, version: 0, drawn: null };
   BS.requestPages = st;
 
   /** A row for the Gantt (gantt_paint.js reads `segs`: [kind, start, end, tokens, hit]);
@@ -49,6 +49,7 @@
       const rows = await resp.json();
       if (k !== st.key) return; // the step or the query moved on meanwhile
       st.total = parseInt(resp.headers.get("X-Total-Count") || "0", 10);
+      st.totalKey = k;
       for (const row of rows) {
         row.gantt = ganttRow(row);
         row.segments = undefined;
@@ -62,6 +63,12 @@
       if (k === st.key && st.onload) st.onload();
     }
   }
+
+  /** The rows matching at the model's step and the query on screen, over all pages; null
+   * until the server answered for them (the total kept meanwhile is an earlier seek's). */
+  st.count = function (model) {
+    return st.totalKey === key(model) ? st.total : null;
+  };
 
   /** Rows first..last-1 of the table at the model's step (null where still loading). */
   st.view = function (model, first, last) {

@@ -19,6 +19,9 @@
     return x >= 10 ? x.toFixed(1) + " s" : (x * 1000).toFixed(x >= 1 ? 0 : 1) + " ms";
   }
   function itl(r) {
+    // A row from the server (replay: request_pages.js) brings its mean ITL; the model's
+    // rows have their token times (and segments) instead.
+    if (!r.segs && r.itl !== undefined) return r.itl;
     const out = r.num_tokens - r.num_prompt_tokens;
     if (r.first_token_t === null || r.first_token_t === undefined || !r.last_token_t || out < 2) return null;
     return (r.last_token_t - r.first_token_t) / (out - 1);
@@ -40,12 +43,15 @@
     tr.dataset.status = status;
     if (BS.selection && BS.selection.req === r.req) tr.classList.add("selected");
     cell(tr, "mono", r.req, r.req);
-    const td = cell(tr, "", "");
+    const td = cell(tr, "status-cell", "");
     const badge = document.createElement("span");
     badge.className = "status status-" + status;
     badge.textContent = status;
     td.appendChild(badge);
-    if (r.finish_reason) td.append(" " + r.finish_reason);
+    // A reason code (stop, length, abort) follows the badge; a sentence (a rejection's) is
+    // its title: the column holds one line.
+    if (r.finish_reason && /\s/.test(r.finish_reason)) td.title = r.finish_reason;
+    else if (r.finish_reason) td.append(" " + r.finish_reason);
     // Rows from the server (replay) carry their phase; the model's, their segments.
     cell(tr, "", (r.segs ? BS.rowPhase(r) : r.phase) || "");
     cell(tr, "num", r.num_computed_tokens + " / " + r.num_tokens);
@@ -59,8 +65,9 @@
     cell(tr, "num", String(r.num_preemptions));
     cell(tr, "num mode-async", r.placeholders ? String(r.placeholders) : "");
     cell(tr, "num mode-spec", r.num_draft_tokens ? r.num_accepted_tokens + " / " + r.num_draft_tokens : "");
+    // The reason's code fits its column whole; the sentence with its numbers is the title.
     const why = r.waiting_reason ? BS.waitingText(r.req, r.waiting_reason, model.waitingDetail) : "";
-    cell(tr, "reason", why, why);
+    cell(tr, "reason", r.waiting_reason || "", why);
     const act = cell(tr, "", "");
     const live = r.status === STATUS.RUNNING || r.status === STATUS.WAITING ||
       r.status === STATUS.PREEMPTED;

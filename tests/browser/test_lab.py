@@ -4,9 +4,18 @@ background, its runs appear in the chart and the table, one opens as a replayabl
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tests.browser.harness import Console, Server
+
+# The cells of the runs table under the headers named (one list per header).
+COLUMNS_JS = """names => {
+  const t = document.getElementById('lab-points-table');
+  const heads = Array.from(t.tHead.rows[0].cells, th => th.textContent.trim());
+  return names.map(n => Array.from(t.querySelectorAll('tbody tr[data-index]'),
+    tr => tr.cells[heads.indexOf(n)].textContent.trim()));
+}"""
 
 
 def test_a_sweep_from_the_lab_page_opens_a_run_as_a_session(
@@ -27,6 +36,10 @@ def test_a_sweep_from_the_lab_page_opens_a_run_as_a_session(
     assert page.get_attribute("#lab-chart", "data-runs") == "2"
     page.locator("#lab-points-table tbody tr[data-index]").nth(1).wait_for()  # htmx swaps it
     assert page.locator("#lab-points-table tbody tr[data-index]").count() == 2
+    # Counts are whole numbers ("3", not "3.00"); real-valued figures keep two decimals.
+    preemptions, ttft = page.evaluate(COLUMNS_JS, ["preemptions", "ttft_p50_ms"])
+    assert preemptions == [str(int(p["metrics"]["preemptions"])) for p in data["points"]]
+    assert all(re.fullmatch(r"\d+\.\d\d", t) for t in ttft), ttft
     assert page.locator("#lab-chart .scatterlayer .point").count() >= 2
     page.select_option("#chart-metric", "preemptions")  # any figure redraws
     page.wait_for_function("() => document.querySelector('#lab-chart .ytitle')"

@@ -203,6 +203,9 @@ def test_describe_and_tokenizer() -> None:
     assert ids[0] == ByteTokenizer.BOS and max(ids) < 259
     assert tok.decode(ids) == "héllo ✓"
     assert tok.decode([*tok.encode("a", add_bos=False), 1000, ByteTokenizer.EOS]) == "a<1000>"
+    # Bytes that are not UTF-8 (a synthetic prompt's random ids) read as escapes, not U+FFFD.
+    bad = [b + ByteTokenizer.OFFSET for b in (0x80, 0xFF, 0x41, 0xE2, 0x82)]
+    assert tok.decode(bad) == "\\x80\\xffA\\xe2\\x82"
     runner.check_token_ids(ids)
 
 
