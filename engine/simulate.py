@@ -12,6 +12,7 @@ from engine.releases import ReleaseFeatures
 from engine.runner.base import ModelRunner
 from engine.runner.sim import SimRunner
 from engine.scenario import Scenario, ScenarioRequest
+from engine.virtual_clock import VirtualClock
 from protocol.codes import RequestMark
 
 
@@ -30,9 +31,11 @@ def run_scenario(
     included) instead of the wall clock. `features`: the release's, some changes reverted
     (engine.releases.features_reverting)."""
     clock_ms = 0.0
+    clock = VirtualClock()
     options: dict[str, Any] = {}
     if sink is not None:
-        options["clock"] = lambda: clock_ms / 1000.0
+        # Each step starts at clock_ms; the engine advances it by the step's runner time.
+        options["clock"] = clock
     sink = sink or ListSink()
     engine = Engine(scenario.config, runner or SimRunner(), sink, features=features, **options)
     arrivals: dict[int, list[ScenarioRequest]] = defaultdict(list)
@@ -51,6 +54,7 @@ def run_scenario(
     arrived_at: dict[str, tuple[int, float]] = {}
     added_step = -1
     while engine.step_index < scenario.max_steps:
+        clock.now = clock_ms / 1000.0
         step = engine.step_index
         due = list(arrivals.get(step, ())) if step != added_step else []
         added_step = step

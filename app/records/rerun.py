@@ -33,6 +33,7 @@ from engine.events import Event, EventSink
 from engine.releases import SUPPORTED, ReleaseFeatures, nearest_supported
 from engine.request import SamplingParams
 from engine.runner import make_runner
+from engine.virtual_clock import VirtualClock
 from protocol.codes import FrameType, RequestMark
 from protocol.session import new_session_id
 from protocol.wire import SessionMeta
@@ -56,14 +57,6 @@ class KnobChange:
     t: float
     step: int
     changes: dict[str, Any]
-
-
-class VirtualClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 ARTICLE_RELEASE = "0.20"
@@ -192,7 +185,7 @@ def rerun_events(
     i = j = 0
     while engine.step_index < min(max_steps, MAX_RERUN_STEPS):
         if not engine.has_unfinished_requests() and i < len(pending):
-            clock.now = max(clock.now, pending[i].t)
+            clock.jump_to(pending[i].t)
         while j < len(changes) and changes[j].t <= clock.now:
             engine.update_config(**changes[j].changes)
             j += 1
@@ -204,8 +197,7 @@ def rerun_events(
             if i >= len(pending):
                 break
             continue
-        event = engine.step()
-        clock.now += event.forward_ms / 1000.0
+        engine.step()  # the engine advances the clock by the step's runner time
 
 
 def publish_closed_session(hub: EventHub, meta: SessionMeta, events: list[Event]) -> str:
