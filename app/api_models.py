@@ -51,12 +51,13 @@ class EngineExitInfo(BaseModel):
     at: float
     ran_s: float
     stderr: list[str] = Field(description="its last lines of stderr")
+    requested: bool = Field(False, description="stopped on request (a restart), not a crash")
 
 
 class EngineProcess(BaseModel):
     """The local engine process as the supervisor sees it."""
 
-    state: Literal["starting", "running", "exited", "stopped"]
+    state: Literal["starting", "running", "restarting", "exited", "stopped"]
     pid: int | None
     session: str | None
     step: int | None = Field(description="the last step of its session the dashboard has")
