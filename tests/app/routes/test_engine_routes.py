@@ -99,9 +99,10 @@ def test_a_requested_restart_is_shown_as_a_restart_not_a_crash(live_server: Live
         assert now["last_exit_text"].startswith("stopped on request")
         panel = BeautifulSoup(c.get("/panels/controls").text, "html.parser")
         assert panel.select_one("#engine-exit") is None and not panel.select(".warn")
-        assert panel.select_one("#engine-panel").get("open") is None
-        assert panel.select_one("#engine-state").get_text() == "running"
-        assert f"Process {now['pid']}" in panel.select_one("#engine-panel").get_text()
+        box, badge = panel.select_one("#engine-panel"), panel.select_one("#engine-state")
+        assert box is not None and badge is not None
+        assert box.get("open") is None and badge.get_text() == "running"
+        assert f"Process {now['pid']}" in box.get_text()
         assert c.get("/healthz").json()["checks"]["engine"]["ok"] is True
 
 
