@@ -187,6 +187,12 @@ class StepSummary(BaseModel):
     preempted_ids: list[str] | None = None
 
 
+class LeftOut(BaseModel):
+    requests: int = Field(description="request rows not in `requests`")
+    steps: int = Field(description="steps of history before `from_step` not in `history`")
+    from_step: int = Field(description="the first step `history` holds")
+
+
 class Snapshot(BaseModel):
     """A session's whole state (what a late joiner of /ws/live gets first)."""
 
@@ -207,6 +213,9 @@ class Snapshot(BaseModel):
     totals: dict[str, int]
     waiting_detail: dict[str, str | int | float | bool | None] = Field(
         default_factory=dict, description="the numbers behind the waiting reasons: `gate`, ..."
+    )
+    left_out: LeftOut | None = Field(
+        None, description="what this snapshot left out (the recording has it), if anything"
     )
 
 

@@ -137,10 +137,11 @@
   function render(model) {
     const el = document.getElementById("req-count");
     if (!el) return;
-    const pages = BS.mode && BS.mode.replay && BS.requestPages;
+    const pages = BS.requestPages && BS.requestPages.active(model);
     const n = pages ? BS.requestPages.total || 0 : st.ids(model).length;
+    const all = model.numRequests();
     const text = pages ? n + " requests" + (st.params().toString() ? " match" : "")
-      : n === model.order.length ? n + " requests" : n + " of " + model.order.length + " requests";
+      : n === all ? n + " requests" : n + " of " + all + " requests";
     if (el.textContent !== text) el.textContent = text;
   }
 
