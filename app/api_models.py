@@ -34,6 +34,9 @@ class WorkloadState(BaseModel):
     rate: float
     prompt_len_mean: int
     max_tokens_mean: int
+    demo: bool = Field(
+        False, description="the demo wave plays (the Poisson workload, off, would replace it)"
+    )
 
 
 class WorkloadResult(Message):

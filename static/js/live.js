@@ -265,6 +265,8 @@
     }
     const sim = document.getElementById("sim-badge");
     if (sim) sim.hidden = !model.simulated;
+    const demo = document.getElementById("demo-caption");
+    if (demo) demo.hidden = model.meta.workload !== "demo";
   }
 
   // The socket opens now, while the page's other scripts still load: the server builds
