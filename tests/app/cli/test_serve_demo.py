@@ -106,6 +106,14 @@ def test_serve_with_its_defaults_shows_the_articles_phenomena() -> None:
             r = httpx.get(base + f"/guide/{name}", timeout=30)
             assert r.status_code == 200 and "batchscope" in r.text
         assert httpx.get(base + "/guide/nope", timeout=30).status_code == 404
+        # The Poisson workload, turned on, replaces the wave for the rest of the session.
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        spec = httpx.get(base + "/api/config", timeout=30).json()["workload"]
+        assert spec["demo"] is True and spec["enabled"] is False
+        r = httpx.post(base + "/api/workload", json={"enabled": True}, headers=auth, timeout=30)
+        assert r.status_code == 200, r.text
+        assert r.json()["workload"]["enabled"] is True and not r.json()["workload"].get("demo")
+        assert httpx.get(base + "/api/state", timeout=30).json()["session"] == state["session"]
     finally:
         proc.send_signal(signal.SIGINT)
         try:
