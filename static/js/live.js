@@ -245,8 +245,12 @@
     const el = document.getElementById("left-out");
     if (!el) return;
     const lo = !BS.mode.replay && model.leftOut;
-    const words = lo ? "showing the last " + (model.step - lo.from_step + 1) + " steps live (from step " +
-      lo.from_step + "); older steps and " + lo.requests + " earlier requests paged from the recording" : "";
+    let words = "";
+    if (lo) {
+      words = "showing the last " + (model.step - lo.from_step + 1) + " steps live (from step " +
+        lo.from_step + "); " + (lo.requests ? lo.requests + " earlier requests, with their older steps, " +
+        "paged from the recording (table and timeline)" : "older steps paged from the recording (replay)");
+    }
     if (el.textContent !== words) el.textContent = words;
     el.hidden = !lo;
   }
