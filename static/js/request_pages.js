@@ -132,7 +132,8 @@
     const k = key(model) + ":" + st.version;
     if (st.drawn && st.drawn.key === k) return st.drawn;
     const ids = [], reqs = new Map();
-    if (st.key === key(model)) {
+    // Live, a refresh's pages on their way: the ones shown before stay drawn meanwhile.
+    if (st.key === key(model) || (live() && st.base === baseKey(model))) {
       for (let i = st.first; i < Math.min(st.last, st.total || 0); i++) {
         const page = pageAt(Math.floor(i / PAGE));
         const r = page ? page[i % PAGE] : null;
