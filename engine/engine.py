@@ -56,6 +56,9 @@ class Engine:
         self.clock = clock
         self._virtual = clock if isinstance(clock, VirtualClock) else None
         """A clock that moves only when told: the runner's modelled time moves it."""
+        self.pace: Callable[[float], None] | None = None
+        """Set by EngineCore for a realtime simulation: waits out a simulated forward
+        pass (its modelled ms) inside the step, so the step lasts it, as a device's would."""
         self.t0 = clock()
         self.step_index = 0
         self.config_version = 0
@@ -236,11 +239,14 @@ class Engine:
         )
 
     def _execute(self, output: SchedulerOutput) -> ModelRunnerOutput:
-        """The runner's forward pass; on a virtual clock it lasts the modelled time, so
-        the step ends (its tokens exist) that long after it started."""
+        """The runner's forward pass; simulated, it lasts the modelled time (on a virtual
+        clock, or waited out in real time), so the step ends (its tokens exist) that long
+        after it started."""
         runner_output = self.runner.execute(output)
         if self._virtual is not None:
             self._virtual.advance(runner_output.forward_ms / 1000.0)
+        elif self.pace is not None and runner_output.simulated:
+            self.pace(runner_output.forward_ms)
         return runner_output
 
     def _finish_async(

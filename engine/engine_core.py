@@ -46,6 +46,9 @@ class EngineCore:
         self.engine = engine
         self.realtime = realtime
         self.speed = speed
+        if realtime:
+            # Inside the step: its first tokens come at its end, after the modelled time.
+            engine.pace = self._wait_out
         self.idle_wait_s = idle_wait_s
         self.before_step = before_step
         self.backlog = backlog
@@ -100,19 +103,18 @@ class EngineCore:
                     continue
                 if self.paused:
                     self._steps_requested -= 1
-                event = engine.step()
-                pause = 0.0
-                if self.realtime and event.simulated:
-                    pause = event.forward_ms / 1000.0 / self.speed - event.duration
-                if pause > 0:
-                    self._drain(block=True, timeout=pause)
-                else:
-                    # Flat out: still hand the GIL over once per step, so the event loop
-                    # (the hub, the web) is never starved by this thread.
-                    time.sleep(0)
+                engine.step()
+                # Still hand the GIL over once per step, so the event loop (the hub, the
+                # web) is never starved by this thread (a realtime simulation waited out
+                # its modelled step time inside the step: _wait_out).
+                time.sleep(0)
         except BaseException as exc:  # surfaced to the web side via `error`
             self.error = exc
             raise
+
+    def _wait_out(self, forward_ms: float) -> None:
+        """A simulated forward pass lasts its modelled time (at `speed`)."""
+        time.sleep(forward_ms / 1000.0 / self.speed)
 
     def _set_paused(self, paused: bool) -> None:
         self.paused = self.engine.paused = paused
