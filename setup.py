@@ -1,5 +1,5 @@
 """Build hook (the metadata is in pyproject.toml): a wheel carries the files the app
-reads at run time -- templates/, static/, scenarios/, migrations/, alembic.ini -- inside
+reads at run time -- templates/, static/, scenarios/, docs/, migrations/, alembic.ini -- inside
 the `app` package at app/_assets/, where app.resources finds them. An editable install
 reads them from the checkout instead, so nothing is copied for it."""
 
@@ -12,7 +12,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-ASSETS = ("templates", "static", "scenarios", "migrations", "alembic.ini")  # app.resources
+ASSETS = ("templates", "static", "scenarios", "docs", "migrations", "alembic.ini")  # app.resources
 
 
 class BuildPyWithAssets(build_py):
@@ -28,7 +28,8 @@ class BuildPyWithAssets(build_py):
                     source,
                     target / name,
                     dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+                    # docs/: the pages the dashboard serves (/guide), not its pictures.
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.png"),
                 )
             else:
                 target.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,9 @@ class WorkloadState(BaseModel):
     rate: float
     prompt_len_mean: int
     max_tokens_mean: int
+    demo: bool = Field(
+        False, description="the demo wave plays (the Poisson workload, off, would replace it)"
+    )
 
 
 class WorkloadResult(Message):
@@ -51,12 +54,13 @@ class EngineExitInfo(BaseModel):
     at: float
     ran_s: float
     stderr: list[str] = Field(description="its last lines of stderr")
+    requested: bool = Field(False, description="stopped on request (a restart), not a crash")
 
 
 class EngineProcess(BaseModel):
     """The local engine process as the supervisor sees it."""
 
-    state: Literal["starting", "running", "exited", "stopped"]
+    state: Literal["starting", "running", "restarting", "exited", "stopped"]
     pid: int | None
     session: str | None
     step: int | None = Field(description="the last step of its session the dashboard has")
@@ -186,6 +190,12 @@ class StepSummary(BaseModel):
     preempted_ids: list[str] | None = None
 
 
+class LeftOut(BaseModel):
+    requests: int = Field(description="request rows not in `requests`")
+    steps: int = Field(description="steps of history before `from_step` not in `history`")
+    from_step: int = Field(description="the first step `history` holds")
+
+
 class Snapshot(BaseModel):
     """A session's whole state (what a late joiner of /ws/live gets first)."""
 
@@ -206,6 +216,9 @@ class Snapshot(BaseModel):
     totals: dict[str, int]
     waiting_detail: dict[str, str | int | float | bool | None] = Field(
         default_factory=dict, description="the numbers behind the waiting reasons: `gate`, ..."
+    )
+    left_out: LeftOut | None = Field(
+        None, description="what this snapshot left out (the recording has it), if anything"
     )
 
 

@@ -1,4 +1,4 @@
-"""Where batchscope's shipped files are (templates/, static/, scenarios/, migrations/ and
+"""Where batchscope's shipped files are (templates/, static/, scenarios/, docs/, migrations/ and
 alembic.ini), found through importlib.resources, never through the working directory.
 
 A wheel carries them inside the package, at `app/_assets/` (setup.py copies them there
@@ -12,7 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 from importlib.resources import files
 from pathlib import Path
 
-ASSETS = ("templates", "static", "scenarios", "migrations", "alembic.ini")
+ASSETS = ("templates", "static", "scenarios", "docs", "migrations", "alembic.ini")
 """What setup.py copies into a wheel."""
 PACKAGED_DIR = "_assets"
 _CHECKOUT = Path(__file__).resolve().parents[1]

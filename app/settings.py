@@ -34,9 +34,11 @@ class Settings(BaseSettings):
     runner: Literal["torch", "sim"] = "torch"
     model: str | None = None
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    workload: str = "poisson"
-    """The live engine's own arrivals: `poisson`, `none`, or `trace:FILE` (a Mooncake-style
-    JSONL trace, played at its timestamps from the start of each session)."""
+    workload: str = "demo"
+    """The live engine's own arrivals: `demo` (a scripted wave on repeat that shows chunked
+    prefill, waiting and preemption: engine.demo_workload), `poisson`, `none`, or
+    `trace:FILE` (a Mooncake-style JSONL trace, played at its timestamps from the start
+    of each session)."""
     trace_block_tokens: int = Field(512, ge=1, le=1 << 20)
     """Tokens per hash id block of a `trace:FILE` workload."""
     engine: bool = True
@@ -131,9 +133,11 @@ class Settings(BaseSettings):
     @field_validator("workload")
     @classmethod
     def _check_workload(cls, value: str) -> str:
-        if value in ("poisson", "none") or (value.startswith("trace:") and value[6:].strip()):
+        if value in ("demo", "poisson", "none") or (
+            value.startswith("trace:") and value[6:].strip()
+        ):
             return value
-        raise ValueError("poisson, none or trace:FILE (a Mooncake JSONL trace)")
+        raise ValueError("demo, poisson, none or trace:FILE (a Mooncake JSONL trace)")
 
     def bus_name(self) -> str:
         """This dashboard's durable consumer name on the bus: `bus_consumer`, else

@@ -23,13 +23,14 @@ from engine.events import (
     RequestEvent,
 )
 from engine.iteration import StepInputs, StepTiming, build_iteration_event, no_update
-from engine.outputs import SchedulerOutput, UpdateResult
+from engine.outputs import ModelRunnerOutput, SchedulerOutput, UpdateResult
 from engine.releases import ReleaseFeatures
 from engine.request import Request, RequestStatus, SamplingParams
 from engine.request_marks import abort_detail, abort_marks, marks_of_step, text
 from engine.runner.base import ChecksTokenIds, Drafter, HasTokenizer, ModelRunner
 from engine.schedulers import create_scheduler
 from engine.snapshot import build_snapshot
+from engine.virtual_clock import VirtualClock
 from protocol.codes import RequestMark
 from protocol.lifecycle import Mark
 
@@ -53,6 +54,11 @@ class Engine:
         self._drafter = runner if isinstance(runner, Drafter) else None
         self.sink: EventSink = sink or NullSink()
         self.clock = clock
+        self._virtual = clock if isinstance(clock, VirtualClock) else None
+        """A clock that moves only when told: the runner's modelled time moves it."""
+        self.pace: Callable[[float], None] | None = None
+        """Set by EngineCore for a realtime simulation: waits out a simulated forward
+        pass (its modelled ms) inside the step, so the step lasts it, as a device's would."""
         self.t0 = clock()
         self.step_index = 0
         self.config_version = 0
@@ -187,7 +193,7 @@ class Engine:
         t_start = clock()
         output = sched.schedule(self.step_index)
         t_sched = clock()
-        runner_output = self.runner.execute(output)
+        runner_output = self._execute(output)
         t_forward = clock()
         update = sched.update_from_output(output, runner_output)
         if sched.num_spec_tokens and output.total_num_scheduled_tokens:
@@ -212,7 +218,7 @@ class Engine:
         if sched.has_requests():
             scheduled = sched.schedule(self.step_index, queue.late_tokens())
             t_forward = clock()
-            runner_output = self.runner.execute(scheduled)
+            runner_output = self._execute(scheduled)
             forward_s = clock() - t_forward
             forward_ms = runner_output.forward_ms
             queue.submit(scheduled, runner_output)
@@ -231,6 +237,17 @@ class Engine:
         return self._finish_async(
             scheduled, (batch.output.step, update), t_start, forward_s, forward_ms
         )
+
+    def _execute(self, output: SchedulerOutput) -> ModelRunnerOutput:
+        """The runner's forward pass; simulated, it lasts the modelled time (on a virtual
+        clock, or waited out in real time), so the step ends (its tokens exist) that long
+        after it started."""
+        runner_output = self.runner.execute(output)
+        if self._virtual is not None:
+            self._virtual.advance(runner_output.forward_ms / 1000.0)
+        elif self.pace is not None and runner_output.simulated:
+            self.pace(runner_output.forward_ms)
+        return runner_output
 
     def _finish_async(
         self,

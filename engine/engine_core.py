@@ -49,6 +49,9 @@ class EngineCore:
         self.engine = engine
         self.realtime = realtime
         self.speed = speed
+        if realtime:
+            # Inside the step: its first tokens come at its end, after the modelled time.
+            engine.pace = self._wait_out
         self.idle_wait_s = idle_wait_s
         self.before_step = before_step
         self.backlog = backlog
@@ -110,19 +113,14 @@ class EngineCore:
                 if self.paused:
                     self._steps_requested -= 1
                 try:
-                    event = engine.step()
+                    engine.step()
                 except SchedulerAssertion as fault:
                     self._fail(fault)
                     continue
-                pause = 0.0
-                if self.realtime and event.simulated:
-                    pause = event.forward_ms / 1000.0 / self.speed - event.duration
-                if pause > 0:
-                    self._drain(block=True, timeout=pause)
-                else:
-                    # Flat out: still hand the GIL over once per step, so the event loop
-                    # (the hub, the web) is never starved by this thread.
-                    time.sleep(0)
+                # Still hand the GIL over once per step, so the event loop (the hub, the
+                # web) is never starved by this thread (a realtime simulation waited out
+                # its modelled step time inside the step: _wait_out).
+                time.sleep(0)
         except BaseException as exc:  # surfaced to the web side via `error`
             self.error = exc
             raise
@@ -133,6 +131,10 @@ class EngineCore:
         self._set_paused(True)
         if self.on_failure is not None:
             self.on_failure(fault)
+
+    def _wait_out(self, forward_ms: float) -> None:
+        """A simulated forward pass lasts its modelled time (at `speed`)."""
+        time.sleep(forward_ms / 1000.0 / self.speed)
 
     def _set_paused(self, paused: bool) -> None:
         self.paused = self.engine.paused = paused

@@ -13,6 +13,7 @@ from engine.releases import ReleaseFeatures
 from engine.runner.base import ModelRunner
 from engine.runner.sim import SimRunner
 from engine.scenario import Scenario, ScenarioRequest
+from engine.virtual_clock import VirtualClock
 from protocol.codes import RequestMark
 
 
@@ -34,9 +35,11 @@ def run_scenario(
     Where vLLM's scheduler would fail an assertion (engine.faults), the run stops at that
     step as vLLM's engine does, and the result's `failure` names the assertion and step."""
     clock_ms = 0.0
+    clock = VirtualClock()
     options: dict[str, Any] = {}
     if sink is not None:
-        options["clock"] = lambda: clock_ms / 1000.0
+        # Each step starts at clock_ms; the engine advances it by the step's runner time.
+        options["clock"] = clock
     sink = sink or ListSink()
     engine = Engine(scenario.config, runner or SimRunner(), sink, features=features, **options)
     arrivals: dict[int, list[ScenarioRequest]] = defaultdict(list)
@@ -56,6 +59,7 @@ def run_scenario(
     added_step = -1
     failure: dict[str, int | str] | None = None
     while engine.step_index < scenario.max_steps:
+        clock.now = clock_ms / 1000.0
         step = engine.step_index
         due = list(arrivals.get(step, ())) if step != added_step else []
         added_step = step

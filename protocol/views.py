@@ -142,11 +142,24 @@ class _SnapshotBase(TypedDict):
     waiting_detail: WaitingDetail
 
 
+class LeftOut(TypedDict):
+    """What a snapshot left out (a compact one, or rows past the state's bound): the
+    recording has them."""
+
+    requests: int
+    """Request rows not in `requests`."""
+    steps: int
+    """Steps of history before `from_step` not in `history` (a compact snapshot's)."""
+    from_step: int
+    """The first step its history holds."""
+
+
 class SnapshotData(_SnapshotBase, total=False):
     """A `snapshot` frame's data: a session's state for a viewer that joins late."""
 
     blocks: list[BlockChange]
     replay: ReplayStatus
+    left_out: LeftOut
 
 
 ROW_COLUMNS: tuple[str, ...] = tuple(RequestRow.__annotations__)

@@ -34,7 +34,7 @@ from tests.lifeline import die_with_us
 SITE = Path(sysconfig.get_paths()["purelib"])
 SOURCES = (
     "pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "alembic.ini", "app", "engine",
-    "migrations", "templates", "static", "scenarios", "batchscope_vllm", "protocol",
+    "migrations", "templates", "static", "scenarios", "docs", "batchscope_vllm", "protocol",
     "packaging/batchscope-vllm",
 )  # fmt: skip
 
@@ -136,6 +136,7 @@ def test_the_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> Non
         page = httpx.get(url + "/")
         assert page.status_code == 200 and "<html" in page.text.lower()
         assert httpx.get(url + "/static/vendor/htmx-2.0.11.min.js").status_code == 200
+        assert httpx.get(url + "/guide/demo").status_code == 200  # docs/ pages ship too
         with ws_client.connect(url.replace("http", "ws") + "/ws/live") as ws:
             ws.send(json.dumps({"type": "hello", "session": None, "last_seq": None}))
             first = json.loads(ws.recv(timeout=10))

@@ -65,7 +65,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     from_env(eng.add_argument("--runner", choices=("sim", "torch")), "runner")
     from_env(eng.add_argument("--model", metavar="DIR"), "model", "built-in random weights")
     from_env(eng.add_argument("--device", choices=("auto", "cpu", "cuda")), "device")
-    from_env(eng.add_argument("--workload", metavar="poisson|none|trace:FILE"), "workload")
+    from_env(eng.add_argument("--workload", metavar="demo|poisson|none|trace:FILE"), "workload")
     from_env(
         eng.add_argument(
             "--trace-block-tokens", type=int, metavar="N", help="trace:FILE: tokens per hash id"
@@ -92,6 +92,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
     from app.nodes.producer import Producer, QueueSink, TokenRefused
     from app.nodes.scenarios import ScenarioArrivals
     from app.settings import Settings
+    from engine.demo_workload import DemoWorkload
     from engine.engine import Engine
     from engine.engine_core import EngineCore
     from engine.workload import PoissonWorkload
@@ -136,11 +137,15 @@ def cmd_engine(args: argparse.Namespace) -> int:
     sink = QueueSink()
     engine = Engine(config, runner, sink)
     counter = iter(range(1, 1 << 62))
-    workload: Callable[[Engine], None] = (
-        ScenarioArrivals(trace)
-        if trace is not None
-        else PoissonWorkload(settings.workload_spec(), next_id=lambda: f"{node}-p{next(counter)}")
-    )
+    workload: Callable[[Engine], None]
+    if trace is not None:
+        workload = ScenarioArrivals(trace)
+    elif settings.workload == "demo":
+        workload = DemoWorkload(next_id=lambda: f"{node}-d{next(counter)}")
+    else:
+        workload = PoissonWorkload(
+            settings.workload_spec(), next_id=lambda: f"{node}-p{next(counter)}"
+        )
     core = EngineCore(
         engine, realtime=settings.realtime, speed=settings.sim_speed, before_step=workload
     )

@@ -39,9 +39,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     from_env(
         serve.add_argument(
             "--workload",
-            metavar="poisson|none|trace:FILE",
-            help="the live engine's own arrivals (trace:FILE: a Mooncake JSONL trace, "
-            "played at its timestamps from each session's start)",
+            metavar="demo|poisson|none|trace:FILE",
+            help="the live engine's own arrivals (demo: a scripted wave on repeat that "
+            "shows chunked prefill, waiting and preemption, docs/demo.md; trace:FILE: a "
+            "Mooncake JSONL trace, played at its timestamps from each session's start)",
         ),
         "workload",
     )

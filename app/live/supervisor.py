@@ -42,11 +42,14 @@ class EngineExit(TypedDict):
     ran_s: float
     stderr: list[str]
     """Its last lines of stderr."""
+    requested: bool
+    """It was stopped on request (a restart, a stop), not a crash."""
 
 
 class EngineStatus(TypedDict):
     state: str
-    """`starting`, `running`, `exited` (a restart is due), `stopped`."""
+    """`starting`, `running`, `restarting` (on request), `exited` (a crash: a restart is
+    due), `stopped`."""
     pid: int | None
     started_at: float | None
     restarts: int
@@ -81,6 +84,7 @@ class EngineSupervisor:
     async def restart(self) -> None:
         """Replace the engine process now (a user's Restart): stop it, start a fresh one."""
         self._failures = 0
+        self.state = "restarting"
         await self._halt()
         self._stopping = False
         await self._spawn()
@@ -150,6 +154,7 @@ class EngineSupervisor:
             "at": time.time(),
             "ran_s": round(ran, 3),
             "stderr": list(self.stderr),
+            "requested": self._stopping,
         }
         if self.on_exit is not None:
             self.on_exit(self.last_exit)
@@ -209,5 +214,8 @@ def _describe(exit_: EngineExit) -> str:
 
 
 def describe_exit(exit_: EngineExit) -> str:
-    """`killed by SIGKILL after 12.3 s` / `exit code 1 after 0.4 s`."""
+    """`killed by SIGKILL after 12.3 s` / `exit code 1 after 0.4 s` / `stopped on request
+    (exit code 0) after 5 s`."""
+    if exit_.get("requested"):
+        return f"stopped on request ({_describe(exit_)}) after {exit_['ran_s']:g} s"
     return f"{_describe(exit_)} after {exit_['ran_s']:g} s"

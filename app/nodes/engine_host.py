@@ -18,7 +18,7 @@ import itertools
 import json
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from app.nodes.commands import PAUSED_AFTER, UnknownCommand, error_detail, to_command
@@ -28,6 +28,7 @@ from app.nodes.producer import QueueSink
 from app.nodes.scenarios import ScenarioArrivals, load_named_scenario, load_trace_workload
 from app.settings import Settings
 from engine.config import EngineConfig, knobs_to_reset
+from engine.demo_workload import DemoWorkload
 from engine.engine import Engine
 from engine.engine_core import EngineCore
 from engine.faults import SchedulerAssertion
@@ -64,6 +65,8 @@ class EngineHost:
         self.make_runner = make_runner
         self.core: EngineCore | None = None
         self.workload: PoissonWorkload | None = None
+        self.demo: DemoWorkload | None = None
+        """The demo wave, while it plays (`--workload demo`, the default)."""
         self._req_ids = itertools.count(1)
         self._switching = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -87,12 +90,19 @@ class EngineHost:
             runner = await asyncio.to_thread(self.make_runner, config)
             session = new_session_id()
             name = scenario.name if scenario else "live"
-            meta = session_meta(name, "local", **engine_fields(runner, config.as_dict()))
+            demo = scenario is None and self.settings.workload == "demo"
+            extra: dict[str, Any] = {"workload": "demo"} if demo else {}
+            meta = session_meta(name, "local", **engine_fields(runner, config.as_dict()), **extra)
             self.out.sink = QueueSink()
             engine = Engine(config, runner, self.out.sink)
+            self.demo = None
             if scenario is not None:
                 self.workload = None
                 hook: Callable[[Engine], None] = ScenarioArrivals(scenario)
+            elif demo:
+                # The Poisson workload stays off (its form shows it so) until turned on.
+                self.workload = None
+                self.demo = hook = DemoWorkload(next_id=self._next_req_id)
             else:
                 self.workload = PoissonWorkload(
                     self.settings.workload_spec(), next_id=self._next_req_id
@@ -131,6 +141,10 @@ class EngineHost:
         self.out.sink.queue.put((FrameType.SESSION, {"event": SessionEvent.STATE, "paused": True}))
 
     def workload_spec(self) -> dict[str, Any] | None:
+        """The Poisson workload's spec; while the demo wave plays, the one it would start
+        with, off (`demo`: true); None in a scenario."""
+        if self.demo is not None:
+            return {**asdict(replace(self.settings.workload_spec(), enabled=False)), "demo": True}
         return asdict(self.workload.spec) if self.workload else None
 
     def _step(self) -> int:
@@ -175,6 +189,12 @@ class EngineHost:
 
     async def _command(self, kind: object, args: Mapping[str, Any]) -> Any:
         if kind == "workload":
+            if self.demo is not None and self.core is not None:
+                # The Poisson workload replaces the demo wave for the rest of the session.
+                spec = replace(self.settings.workload_spec(), enabled=False)
+                self.workload = PoissonWorkload(spec, next_id=self._next_req_id)
+                self.demo = None
+                self.core.before_step = self.workload
             if self.workload is None:
                 raise ValueError("the live session runs a scenario; the workload is off")
             # The spec is read by the engine thread each step; replacing it is atomic.

@@ -41,15 +41,21 @@ def build(
 ) -> SnapshotData:
     """The state for a late joiner (docs/protocol.md). `compact`: only the latest
     COMPACT_HISTORY steps and COMPACT_DONE_ROWS finished or rejected rows (a client that
-    fell behind). `columns`: `requests` as `{"columns": [...], "rows": [[...], ...]}` (a
+    fell behind). `totals` count the whole session whatever was left out (`requests`:
+    every request it has had); `left_out` says what a compact
+    snapshot, or the state's own bound on finished rows, left out (the rest is in the
+    recording). `columns`: `requests` as `{"columns": [...], "rows": [[...], ...]}` (a
     quarter of the bytes, faster to encode and parse for a 10,000-request session)."""
     selected = list(state.requests.values())
     history = list(state.history)
+    steps_left_out = 0
     if compact:
+        steps_left_out = max(len(history) - COMPACT_HISTORY, 0)
         history = history[-COMPACT_HISTORY:]
         done = [r for r in selected if r["status"] in _DONE]
         keep = {id(r) for r in done[-COMPACT_DONE_ROWS:]}
         selected = [r for r in selected if r["status"] not in _DONE or id(r) in keep]
+    num_requests = len(state.requests) + state.dropped_rows
     requests: Any
     if columns:
         requests = {"columns": list(ROW_COLUMNS), "rows": _row_lists(selected, state.step)}
@@ -72,9 +78,19 @@ def build(
         "simulated": state.simulated,
         "requests": requests,
         "history": history,
-        "totals": {**state.totals, "dropped_rows": state.dropped_rows},
+        "totals": {
+            **state.totals,
+            "dropped_rows": state.dropped_rows,
+            "requests": num_requests,
+        },
         "waiting_detail": state.waiting_detail.copy(),
     }
+    if compact or state.dropped_rows:
+        out["left_out"] = {
+            "requests": num_requests - len(selected),
+            "steps": steps_left_out,
+            "from_step": history[0]["step"] if history else max(state.step, 0),
+        }
     if with_blocks:
         out["blocks"] = state.blocks.rows()
     return out

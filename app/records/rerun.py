@@ -36,6 +36,7 @@ from engine.request import SamplingParams
 from engine.runner import make_runner
 from engine.runner.recorded import EOS_TOKEN, RecordedRunner
 from engine.runner.recorded_timeline import RecordedTimeline, plan_of, timeline_of
+from engine.virtual_clock import VirtualClock
 from protocol.codes import FrameType, RequestMark
 from protocol.session import new_session_id
 from protocol.wire import SessionMeta
@@ -61,14 +62,6 @@ class KnobChange:
     t: float
     step: int
     changes: dict[str, Any]
-
-
-class VirtualClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 ARTICLE_RELEASE = "0.20"
@@ -228,7 +221,7 @@ def _by_time(
     """Step on, arrivals `pending[i:]` and knob changes `changes[j:]` at their times."""
     while engine.step_index < max_steps:
         if not engine.has_unfinished_requests() and i < len(pending):
-            clock.now = max(clock.now, pending[i].t)
+            clock.jump_to(pending[i].t)
         while j < len(changes) and changes[j].t <= clock.now:
             engine.update_config(**changes[j].changes)
             j += 1
@@ -240,9 +233,7 @@ def _by_time(
             if i >= len(pending):
                 break
             continue
-        event = engine.step()
-        if engine.runner.name != RECORDED:  # (which moves the clock itself)
-            clock.now += event.forward_ms / 1000.0
+        engine.step()  # the engine advances the clock by the step's runner time
 
 
 def _follow_recording(
@@ -276,7 +267,7 @@ def _follow_recording(
     while engine.step_index < min(limit, len(timeline)):
         k = engine.step_index
         rec = timeline.steps[k]
-        clock.now = max(clock.now, rec.t_start)
+        clock.jump_to(rec.t_start)
         for n, change in enumerate(knobs):
             if change.step == k and n not in applied:
                 engine.update_config(**change.changes)

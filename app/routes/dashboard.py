@@ -61,7 +61,8 @@ class Header(_HeaderBase, total=False):
     """What the page renders before its socket's snapshot arrives."""
 
     meta: dict[str, str]
-    """The session's `name`."""
+    """The session's `name` and `workload` (`demo`: the page's caption says what is on
+    screen)."""
     num_requests: int
 
 
@@ -118,8 +119,12 @@ def _header(state: SessionState | None) -> Header:
         "config": dict(state.config),
         "paused": state.paused,
         "simulated": state.simulated,
-        "meta": {"name": state.meta.get("name", "")},
-        "num_requests": len(state.requests),
+        "meta": {
+            "name": state.meta.get("name", ""),
+            "workload": str(state.meta.get("workload", "")),
+        },
+        # Every request of the session (finished rows past the state's bound included).
+        "num_requests": len(state.requests) + state.dropped_rows,
     }
 
 

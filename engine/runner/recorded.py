@@ -62,10 +62,11 @@ class RecordedRunner:
         if self.following and step < len(self.timeline):
             rec = self.timeline.steps[step]
             forward_ms = rec.forward_ms
-            self.clock.now += rec.duration
+            # The engine advances its virtual clock by forward_ms (engine.virtual_clock):
+            # the rest of the recorded step (scheduling, sampling) is added here.
+            self.clock.now += max(rec.duration - forward_ms / 1000.0, 0.0)
         else:
             forward_ms = self.sim.execute(output).forward_ms
-            self.clock.now += forward_ms / 1000.0
         return ModelRunnerOutput(sampled_token_ids=sampled, forward_ms=forward_ms, simulated=True)
 
     def _sampled(self, step: int, chunk: ScheduledChunk) -> list[int]:

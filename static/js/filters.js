@@ -139,12 +139,14 @@
   function render(model) {
     const el = document.getElementById("req-count");
     if (!el) return;
-    const pages = BS.mode && BS.mode.replay && BS.requestPages;
-    // In replay: the server's count for this step and query, once it answered.
-    const n = pages ? pages.count(model) : st.ids(model).length;
+    const pages = BS.requestPages && BS.requestPages.active(model);
+    // Paged (replay, or live after a compaction): the server's count for this step and
+    // query, once it answered (never an earlier seek's).
+    const n = pages ? BS.requestPages.count(model) : st.ids(model).length;
+    const all = model.numRequests();
     const match = st.params().toString() ? " match" : "";
     const text = pages ? (n === null ? "counting requests…" : n + " requests" + match)
-      : n === model.order.length ? n + " requests" : n + " of " + model.order.length + " requests";
+      : n === all ? n + " requests" : n + " of " + all + " requests";
     if (el.textContent !== text) el.textContent = text;
   }
 

@@ -295,9 +295,10 @@
   }
 
   /** In replay the Gantt draws the request table's window, paged from the recording
-   * (request_pages.js: every request of a recording of any size); live, the model. */
+   * (request_pages.js: every request of a recording of any size); live, the model, unless
+   * its snapshot left requests out (then paged from the recording too). */
   function replayRows() {
-    return !!(BS.mode.replay && BS.requestPages && BS.requestPages.gantt);
+    return !!(BS.requestPages && BS.requestPages.gantt && BS.requestPages.active(BS.model));
   }
 
   /** The model the Gantt draws: in replay, the model with the table window's rows. */

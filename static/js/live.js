@@ -239,13 +239,30 @@
     const el = document.getElementById(id);
     if (el && el.textContent !== String(value)) el.textContent = value;
   }
+  /** Says when the live view holds only part of the session (a compact snapshot after
+   * this viewer fell behind, or rows past the server's bound): the rest is paged from
+   * the recording (request_pages.js). */
+  function renderLeftOut() {
+    const el = document.getElementById("left-out");
+    if (!el) return;
+    const lo = !BS.mode.replay && model.leftOut;
+    let words = "";
+    if (lo) {
+      words = "showing the last " + (model.step - lo.from_step + 1) + " steps live (from step " +
+        lo.from_step + "); " + (lo.requests ? lo.requests + " earlier requests, with their older steps, " +
+        "paged from the recording (table and timeline)" : "older steps paged from the recording (replay)");
+    }
+    if (el.textContent !== words) el.textContent = words;
+    el.hidden = !lo;
+  }
   function renderHeader() {
     text("hdr-session", model.session || "–");
     text("hdr-name", model.meta.name || "");
     text("hdr-step", model.step);
     text("hdr-running", model.queues.running);
     text("hdr-waiting", model.queues.waiting);
-    text("hdr-requests", model.order.length);
+    text("hdr-requests", model.numRequests());
+    renderLeftOut();
     const run = document.getElementById("run-state");
     if (run) {
       const s = model.paused ? "paused" : "running";
@@ -253,6 +270,8 @@
     }
     const sim = document.getElementById("sim-badge");
     if (sim) sim.hidden = !model.simulated;
+    const demo = document.getElementById("demo-caption");
+    if (demo) demo.hidden = model.meta.workload !== "demo";
   }
 
   // The socket opens now, while the page's other scripts still load: the server builds

@@ -64,7 +64,17 @@
       this.batches = []; // async: steps whose batch output is not applied yet (oldest first)
       this.lastUpdate = null; // {step, updated_step} of the latest iteration
       this.ganttVersion = 0; // bumped on every change that moves a Gantt bar
+      // What the snapshot left out (a compact one: this viewer fell behind; or finished rows
+      // past the server's bound): {requests, steps, from_step}, null if nothing. The
+      // recording holds the rest (request_pages.js pages it; the page says so).
+      this.leftOut = null;
+      this.requestsBefore = 0; // requests of the session the snapshot did not carry
+      this.trimmed = 0; // finished rows this page let go (MAX_REQUESTS)
     }
+
+    /** Every request of the session: the server's count at the snapshot, plus the new
+     * ones since (never the length of a list something was left out of). */
+    numRequests() { return this.requestsBefore + this.trimmed + this.order.length; }
 
     // ------------------------------------------------------------- snapshot
     loadSnapshot(f) {
@@ -111,6 +121,9 @@
         }
       }
       this.totalTokens = (d.totals && d.totals.scheduled_tokens) || total;
+      this.leftOut = d.left_out || null;
+      const known = d.totals && d.totals.requests;
+      this.requestsBefore = typeof known === "number" ? Math.max(0, known - this.order.length) : 0;
       const last = this.history.items[this.history.items.length - 1];
       if (last) this.queues = { running: last.running, waiting: last.waiting };
       if (last && last.kv_total) this.kvTotal = Math.max(this.kvTotal, last.kv_total);
@@ -149,7 +162,7 @@
       let excess = this.order.length - MAX_REQUESTS;
       for (const id of this.order) {
         const r = this.reqs.get(id);
-        if (excess > 0 && r && r.finish_step !== null) { this.reqs.delete(id); excess--; }
+        if (excess > 0 && r && r.finish_step !== null) { this.reqs.delete(id); excess--; this.trimmed++; }
         else keep.push(id);
       }
       this.order = keep;

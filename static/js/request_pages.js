@@ -6,15 +6,27 @@
  * {total, row(i)} from what is here and asks for what is missing. The rows come with
  * their Gantt segments (segments=1): BS.requestPages.gantt(model) gives the replay Gantt
  * the rows of the table's window (same query, same order), so paging or scrolling the
- * table reaches every request in the Gantt too (gantt.js). */
+ * table reaches every request in the Gantt too (gantt.js). Live, the same paging serves a
+ * view whose snapshot left requests out (model.leftOut: a compact snapshot after this
+ * viewer fell behind): the live session's recording at its latest step, fetched again
+ * every REFRESH_MS (the pages shown meanwhile stay until their successors arrive). */
 (function () {
   "use strict";
   const BS = (window.BS = window.BS || {});
   const PAGE = 100;
+  const REFRESH_MS = 2000;
   const SEG = BS.protocol.SEGMENT; // segment kinds (static/js/protocol.js)
-  const st = { key: "", total: null, totalKey: null, pages: new Map(), loading: new Set(),
-    onload: null, first: 0, last: 0, version: 0, drawn: null };
+  const st = { key: "", total: null, totalKey: null, totalBase: null, pages: new Map(),
+    prev: new Map(), loading: new Set(), onload: null, first: 0, last: 0, version: 0,
+    drawn: null, tick: 0, timer: null, base: "" };
   BS.requestPages = st;
+
+  /** Rows come from here: in replay, and live when the snapshot left requests out. */
+  st.active = function (model) {
+    return !!(BS.mode.replay || (model && model.leftOut && model.session));
+  };
+  function live() { return !BS.mode.replay; }
+  function sessionOf(model) { return BS.mode.replay || model.session; }
 
   /** A row for the Gantt (gantt_paint.js reads `segs`: [kind, start, end, tokens, hit]);
    * null when the server could not give its segments. */
@@ -31,18 +43,35 @@
     if (BS.emit) BS.emit("bs:request-pages", {});
   }
 
+  /** Live: the session, its snapshot and the query (a refresh keeps it). */
+  function baseKey(model) {
+    return "live:" + model.session + ":" + model.epoch + ":" + BS.filters.version;
+  }
   function key(model) {
+    if (live()) return baseKey(model) + ":" + st.tick;
     return BS.mode.replay + ":" + model.step + ":" + BS.filters.version;
+  }
+
+  /** Live: fetch the window's pages again every REFRESH_MS (not while some are on their
+   * way), so the rows follow the session; stops once the view is whole again. */
+  function refresh() {
+    if (!live() || st.timer) return;
+    st.timer = setInterval(function () {
+      if (!st.active(BS.model) || BS.mode.replay) { clearInterval(st.timer); st.timer = null; return; }
+      if (st.loading.size) return;
+      st.tick++;
+      changed();
+    }, REFRESH_MS);
   }
 
   async function load(k, page, model) {
     st.loading.add(page);
     const p = BS.filters.params();
-    p.set("step", String(model.step));
+    if (!live()) p.set("step", String(model.step)); // live: the latest recorded step
     p.set("offset", String(page * PAGE));
     p.set("limit", String(PAGE));
     p.set("segments", "1");
-    const url = "/api/sessions/" + encodeURIComponent(BS.mode.replay) + "/requests?" + p;
+    const url = "/api/sessions/" + encodeURIComponent(sessionOf(model)) + "/requests?" + p;
     try {
       const resp = await fetch(url, { credentials: "same-origin" });
       if (!resp.ok) throw new Error(BS.errorText ? BS.errorText(resp.status, await resp.text()) : resp.status);
@@ -50,6 +79,7 @@
       if (k !== st.key) return; // the step or the query moved on meanwhile
       st.total = parseInt(resp.headers.get("X-Total-Count") || "0", 10);
       st.totalKey = k;
+      st.totalBase = live() ? baseKey(model) : null;
       for (const row of rows) {
         row.gantt = ganttRow(row);
         row.segments = undefined;
@@ -65,18 +95,28 @@
   }
 
   /** The rows matching at the model's step and the query on screen, over all pages; null
-   * until the server answered for them (the total kept meanwhile is an earlier seek's). */
+   * until the server answered for them (the total kept meanwhile is an earlier seek's).
+   * Live, a refresh keeps the last answer for the same session and query meanwhile. */
   st.count = function (model) {
+    if (live()) return st.totalBase === baseKey(model) ? st.total : null;
     return st.totalKey === key(model) ? st.total : null;
   };
+
+  function pageAt(n) { return st.pages.get(n) || st.prev.get(n); }
 
   /** Rows first..last-1 of the table at the model's step (null where still loading). */
   st.view = function (model, first, last) {
     const k = key(model);
     if (k !== st.key) {
+      // A new step or query: the old pages no longer hold. Live, a refresh keeps them on
+      // screen until their successors arrive (the same session, the same query).
+      const base = baseKey(model);
+      st.prev = live() && base === st.base ? new Map([...st.prev, ...st.pages]) : new Map();
+      st.base = base;
       st.key = k;
-      st.pages = new Map(); // a new step or query: the old pages no longer hold
+      st.pages = new Map();
       st.loading = new Set();
+      refresh();
     }
     if (first !== st.first || last !== st.last) {
       st.first = first;
@@ -90,7 +130,7 @@
       total: st.total === null ? 0 : st.total,
       ready: st.total !== null,
       row: function (i) {
-        const page = st.pages.get(Math.floor(i / PAGE));
+        const page = pageAt(Math.floor(i / PAGE));
         return page ? page[i % PAGE] || null : null;
       },
     };
@@ -103,9 +143,10 @@
     const k = key(model) + ":" + st.version;
     if (st.drawn && st.drawn.key === k) return st.drawn;
     const ids = [], reqs = new Map();
-    if (st.key === key(model)) {
+    // Live, a refresh's pages on their way: the ones shown before stay drawn meanwhile.
+    if (st.key === key(model) || (live() && st.base === baseKey(model))) {
       for (let i = st.first; i < Math.min(st.last, st.total || 0); i++) {
-        const page = st.pages.get(Math.floor(i / PAGE));
+        const page = pageAt(Math.floor(i / PAGE));
         const r = page ? page[i % PAGE] : null;
         const g = r ? r.gantt || model.reqs.get(r.req) : null;
         if (!g) continue;

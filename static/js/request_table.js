@@ -84,7 +84,7 @@
   /** The rows to draw: the browser's model live; in replay, every request of the
    * recording at the step, paged from the server (request_pages.js). */
   function source(model, first, last) {
-    if (BS.mode.replay && BS.requestPages) {
+    if (BS.requestPages && BS.requestPages.active(model)) {
       const v = BS.requestPages.view(model, first, last);
       return { n: v.total, ready: v.ready, at: v.row, empty: "No requests at this step." };
     }
@@ -176,7 +176,7 @@
 
   function key(model) {
     const sel = BS.selection ? BS.selection.req : "";
-    const step = BS.mode.replay ? ":" + model.step : "";
+    const step = BS.mode.replay ? ":" + model.step : model.leftOut && BS.requestPages ? ":" + BS.requestPages.version : "";
     return model.epoch + ":" + model.ganttVersion + ":" + BS.filters.version + ":" + sel + step;
   }
 

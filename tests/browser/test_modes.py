@@ -89,8 +89,9 @@ def test_new_session_in_async_mode_and_an_engine_restart(
     page: Any, server: Server, console: Console
 ) -> None:
     """The controls' engine panel: a new session with async scheduling chosen on the page,
-    then a restart of the engine process; the page follows both new sessions and shows how
-    the previous process ended."""
+    then a restart of the engine process; the page follows both new sessions, and shows the
+    requested restart as no crash: once the fresh process runs, the panel names it, with
+    no exit warning left."""
     page.goto(server.url + "/")
     page.wait_for_function("() => BS.conn.snapshots > 0 && !!BS.model.session")
     first = page.evaluate("() => BS.model.session")
@@ -105,5 +106,10 @@ def test_new_session_in_async_mode_and_an_engine_restart(
     open_engine_panel(page, second)
     page.click("#btn-restart-engine")
     page.wait_for_function(f"() => BS.model.session && BS.model.session !== '{second}'")
-    page.locator("#engine-exit").wait_for()
-    assert f"process {pid} exited" in (page.locator("#engine-exit").text_content() or "")
+    third = page.evaluate("() => BS.model.session")
+    now = server.api("GET", "/api/engine").json()
+    assert now["pid"] != pid and now["last_exit"]["requested"] is True
+    open_engine_panel(page, third)
+    assert f"Process {now['pid']}" in (page.locator("#engine-panel").text_content() or "")
+    assert page.locator("#engine-exit").count() == 0
+    assert page.locator("#engine-panel .warn").count() == 0

@@ -73,8 +73,9 @@ def dashboard(
     env: dict[str, str] | None = None,
     engine: bool = False,
 ) -> subprocess.Popen[bytes]:
-    """`serve --bus` (`--no-engine` unless `engine`: then its own sim engine, a node too)."""
-    own = ["--runner", "sim"] if engine else ["--no-engine"]
+    """`serve --bus` (`--no-engine` unless `engine`: then its own sim engine with a Poisson
+    workload, a node too)."""
+    own = ["--runner", "sim", "--workload", "poisson"] if engine else ["--no-engine"]
     cmd = [sys.executable, "-m", "app.cli", "serve", *own, "--port", str(port)]
     cmd += ["--token", TOKEN, "--database-url", db, "--bus", bus]
     full_env = {**os.environ, "BATCHSCOPE_BUS_CONSUMER": consumer, **(env or {})}

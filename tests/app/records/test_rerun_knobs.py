@@ -21,11 +21,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.queries import iter_frames
 from app.live.hub import EventHub
 from app.records.recorder import Recorder
-from app.records.rerun import VirtualClock, load_knob_changes
+from app.records.rerun import load_knob_changes
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig
 from engine.engine import Engine
 from engine.request import SamplingParams
 from engine.runner.sim import SimRunner
+from engine.virtual_clock import VirtualClock
 from tests.app.records.conftest import NewUrl, open_sessions
 from tests.app.records.helpers import HubPublisher, open_sim_session
 from tests.conftest import TOKEN, start_server
@@ -63,7 +64,7 @@ def _record(sessions: sessionmaker[Session]) -> None:
     i = 0
     while i < len(arrivals) or engine.has_unfinished_requests():
         if not engine.has_unfinished_requests():
-            clock.now = max(clock.now, arrivals[i][0])
+            clock.jump_to(arrivals[i][0])
         if engine.step_index == CHANGE_STEP and engine.config_version == 0:
             engine.update_config(**CHANGES)
         while i < len(arrivals) and arrivals[i][0] <= clock.now:
@@ -71,7 +72,7 @@ def _record(sessions: sessionmaker[Session]) -> None:
             engine.add_request(req, prompt, SamplingParams(max_tokens=max_tokens), 0, at)
             i += 1
         if engine.has_unfinished_requests():
-            clock.now += engine.step().forward_ms / 1000.0
+            engine.step()  # advances the clock by the step's runner time
     assert engine.step_index > CHANGE_STEP + 20  # the change mattered for a while
     hub.close_session(SID)
     asyncio.run(recorder.flush())

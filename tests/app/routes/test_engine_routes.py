@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import httpx
+from bs4 import BeautifulSoup
 
 from tests.conftest import LiveServer, start_server
 
@@ -85,6 +86,24 @@ def test_restart_replaces_the_process(live_server: LiveServer) -> None:
         assert now["pid"] != first["pid"] and now["session"] == r.json()["session"]
         assert now["last_exit"]["code"] == 0  # stopped in order
         assert _state(c)["session"] == now["session"]
+
+
+def test_a_requested_restart_is_shown_as_a_restart_not_a_crash(live_server: LiveServer) -> None:
+    """A restart the user asked for is no crash: the exit says it was requested, and once
+    the fresh engine runs the panel shows it running, with no exit warning (red) left."""
+    with live_server.client() as c:
+        assert c.post("/api/engine/restart").status_code == 200
+        now = c.get("/api/engine").json()
+        assert now["state"] == "running" and now["restarts"] == 0
+        assert now["last_exit"]["requested"] is True
+        assert now["last_exit_text"].startswith("stopped on request")
+        panel = BeautifulSoup(c.get("/panels/controls").text, "html.parser")
+        assert panel.select_one("#engine-exit") is None and not panel.select(".warn")
+        box, badge = panel.select_one("#engine-panel"), panel.select_one("#engine-state")
+        assert box is not None and badge is not None
+        assert box.get("open") is None and badge.get_text() == "running"
+        assert f"Process {now['pid']}" in box.get_text()
+        assert c.get("/healthz").json()["checks"]["engine"]["ok"] is True
 
 
 def test_without_a_local_engine_it_says_so() -> None:
