@@ -11,7 +11,7 @@ PORT    ?= $(or $(BATCHSCOPE_PORT),8000)
 
 DB      ?= sqlite:///./data/batchscope.db
 
-.PHONY: install browser nats vllm-venv vllm-venv-033 vllm-venv-034 vllm-node run test check fmt-check lint js-lint fmt \
+.PHONY: install browser nats vllm-venv vllm-venv-033 vllm-venv-034 vllm-matrix vllm-node run test check fmt-check lint js-lint fmt \
         bench soak screenshot clean
 
 $(STAMP): pyproject.toml requirements/lock.txt
@@ -59,6 +59,12 @@ vllm-venv-033:
 # random Llama made locally); a no-op when current. The first run downloads ~400 MB.
 vllm-node:
 	tools/setup_vllm_node.sh
+
+# The release matrix (docs/vllm_releases.md): every vLLM release 0.20 .. 0.34 against
+# vLLM itself, decisions and adapter; RELEASES="0.27 0.28" redoes those rows only.
+RELEASES ?=
+vllm-matrix: $(STAMP) vllm-venv
+	$(BIN)/python tools/vllm_matrix.py $(RELEASES) --write-docs
 
 # The real vLLM 0.34.0 on CPU in .venv-vllm-034: tests/vllm check the engine's decisions
 # against it. The first run downloads vLLM (~340 MB).
