@@ -234,6 +234,9 @@ class SessionMeta(TypedDict, total=False):
     """Published by another dashboard process (app.live.relay)."""
     paused: bool
     vllm_version: str
+    failure: dict[str, Any]
+    """The engine stopped where vLLM's scheduler fails an assertion (`step`, `assertion`,
+    `detail`: a `failed` session frame; engine.faults)."""
 
 
 class _SessionBase(TypedDict):

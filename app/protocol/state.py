@@ -109,6 +109,12 @@ class SessionState:
         )
 
     def _apply_session(self, data: SessionData) -> None:
+        if data.get("event") == SessionEvent.FAILED:
+            # The engine stopped where vLLM's would (engine.faults): kept with the meta,
+            # so a late joiner's snapshot says so too.
+            failure = {k: data.get(k) for k in ("step", "assertion", "detail")}
+            self.meta.update(cast(SessionMeta, {"failure": failure}))
+            return
         self.meta.update(cast(SessionMeta, {k: v for k, v in data.items() if k != "event"}))
         self.paused = bool(data.get("paused", self.paused))
         if data.get("event") == SessionEvent.OPENED and not self.config:

@@ -265,8 +265,13 @@
     renderLeftOut();
     const run = document.getElementById("run-state");
     if (run) {
-      const s = model.paused ? "paused" : "running";
+      const f = model.meta.failure;
+      const s = f ? "stopped" : model.paused ? "paused" : "running";
       if (run.dataset.state !== s) { run.dataset.state = s; run.textContent = s; }
+      // Stopped where vLLM's engine would: which assertion, at which step.
+      const why = f ? "stopped at step " + f.step + " as vLLM's engine would: its scheduler " +
+        "fails `assert " + f.assertion + "` (" + f.detail + ")" : "";
+      if (run.title !== why) run.title = why;
     }
     const sim = document.getElementById("sim-badge");
     if (sim) sim.hidden = !model.simulated;

@@ -191,6 +191,9 @@
       if (f.type === FRAME.SESSION) {
         if (d.paused !== undefined) this.paused = !!d.paused;
         if (d.event === SESSION_EVENT.OPENED) Object.assign(this.meta, d);
+        if (d.event === SESSION_EVENT.FAILED) {
+          this.meta.failure = { step: d.step, assertion: d.assertion, detail: d.detail };
+        }
         return [{ name: "bs:state", detail: { paused: this.paused, event: d.event } }];
       }
       return [];

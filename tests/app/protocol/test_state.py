@@ -8,9 +8,10 @@ from app.protocol.convert import event_to_frame
 from app.protocol.state import MAX_DONE_ROWS, SessionState
 from engine.engine import Engine
 from engine.events import ListSink
+from engine.faults import SchedulerAssertion
 from engine.request import SamplingParams
 from engine.runner.sim import SimRunner
-from protocol.codes import SegmentKind
+from protocol.codes import FrameType, SegmentKind, SessionEvent
 from tests.engine.helpers import make_config
 
 
@@ -86,3 +87,17 @@ def test_every_segment_is_of_a_segment_kind() -> None:
                 seen |= kinds
         sink.events.clear()
     assert seen == set(SegmentKind)
+
+
+def test_a_failed_engine_is_in_every_later_snapshot() -> None:
+    # The frame the engine host sends when vLLM's assertion would stop the engine.
+    fault = SchedulerAssertion(3, "num_new_tokens == 1 + self.num_spec_tokens", "cut to 4")
+    state = SessionState("s")
+    state.apply(FrameType.SESSION, 1, {"event": SessionEvent.OPENED, "name": "n"})
+    state.apply(FrameType.SESSION, 2, {"event": SessionEvent.FAILED, **fault.as_dict()})
+    state.apply(FrameType.SESSION, 3, {"event": SessionEvent.STATE, "paused": True})
+    snap = state.snapshot()
+    assert snap["meta"]["failure"] == fault.as_dict() and snap["paused"]
+    assert "step" not in snap["meta"] and snap["meta"]["name"] == "n"
+    resumed = SessionState.from_checkpoint(json.loads(json.dumps(state.to_checkpoint())))
+    assert resumed.snapshot()["meta"]["failure"] == fault.as_dict()
