@@ -157,6 +157,9 @@ class SessionMeta(BaseModel):
     relayed: bool | None = None
     paused: bool | None = None
     vllm_version: str | None = None
+    failure: dict[str, object] | None = Field(
+        None, description="where the engine stopped as vLLM's would: step, assertion, detail"
+    )
 
 
 class ConfigMark(BaseModel):
