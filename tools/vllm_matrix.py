@@ -86,16 +86,22 @@ def reference_for(release: str, cache: Path) -> tuple[str, Path | None, str]:
     python = str(REPO_ROOT / host_venv(release) / "bin" / "python")
     if not Path(python).exists():
         raise SystemExit(f"no {host_venv(release)} to host vLLM {release}: run make vllm-venv")
-    target = cache / f"{release}.0"
+    return python, unpack(f"{release}.0", python, cache), f"wheel on {host_venv(release)}"
+
+
+def unpack(version: str, python: str, cache: Path) -> Path:
+    """vLLM `version`'s wheel, without its dependencies, in `cache` (once)."""
+    target = cache / version
     if not (target / "vllm" / "__init__.py").exists():
-        tmp = cache / f".{release}.0.partial"
+        tmp = cache / f".{version}.partial"
         shutil.rmtree(tmp, ignore_errors=True)
         pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        pip += ["--no-deps", "--target", str(tmp), f"vllm=={release}.0"]
-        subprocess.run(pip, check=True)
+        pip += ["--no-deps", "--target", str(tmp), f"vllm=={version}"]
+        if subprocess.run(pip).returncode != 0:
+            raise SystemExit(f"vLLM {version}: pip could not fetch its wheel")
         shutil.rmtree(target, ignore_errors=True)
         tmp.rename(target)  # whole or not at all: a killed unpack is never taken as done
-    return python, target, f"wheel on {host_venv(release)}"
+    return target
 
 
 def _loop(config: dict[str, object]) -> str:
@@ -196,6 +202,74 @@ def write_docs(text: str) -> None:
     DOCS.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
 
 
+SOURCES = (
+    "v1/core/sched/scheduler.py",
+    "v1/core/sched/async_scheduler.py",
+    "v1/core/sched/output.py",
+    "v1/core/sched/request_queue.py",
+    "v1/core/kv_cache_manager.py",
+    "v1/core/block_pool.py",
+    "v1/request.py",
+    "v1/outputs.py",
+    "v1/engine/core.py",
+    "config/scheduler.py",
+    "config/cache.py",
+)
+"""The files whose changes can change a scheduling decision or what the adapter reads."""
+
+
+def changed_sources(old: Path, new: Path) -> list[str]:
+    """'file: -A +B lines' for each of SOURCES that differs between two vllm packages."""
+    import difflib
+
+    out: list[str] = []
+    for name in SOURCES:
+        a, b = old / name, new / name
+        if not a.exists() or not b.exists():
+            out.append(f"{name}: {'added' if b.exists() else 'removed'}")
+            continue
+        diff = list(difflib.unified_diff(a.read_text().splitlines(), b.read_text().splitlines()))
+        minus = sum(1 for x in diff if x.startswith("-") and not x.startswith("---"))
+        plus = sum(1 for x in diff if x.startswith("+") and not x.startswith("+++"))
+        if minus or plus:
+            out.append(f"{name}: -{minus} +{plus} lines")
+    return out
+
+
+def check_new(version: str, cache: Path, n: int, seed: int) -> int:
+    """A release nobody modelled: vLLM `version` against the newest modelled release."""
+    newest = SUPPORTED[-1]
+    parts = version.lstrip("v").split(".")
+    if len(parts) < 2 or not all(x.isdigit() for x in parts):
+        raise SystemExit(2)
+    full = ".".join(parts + ["0"] * (3 - len(parts)))
+    python = str(REPO_ROOT / VLLM_VENVS[newest] / "bin" / "python")
+    if not Path(python).exists():
+        print(f"no {VLLM_VENVS[newest]} (make vllm-venv): it hosts the new release")
+        return 2
+    target = unpack(full, python, cache)
+    os.environ["BATCHSCOPE_NEW_RELEASE"] = "1"  # the reference runs whatever vllm it finds
+    started = time.monotonic()
+    row = Row(newest, f"vLLM {full} (wheel on {VLLM_VENVS[newest]})")
+    check_decisions(row, python, target, n, seed)
+    row.adapter = check_adapter(python, target)
+    row.seconds = time.monotonic() - started
+    own = REPO_ROOT / VLLM_VENVS[newest] / "lib" / "python3.11" / "site-packages" / "vllm"
+    print(f"vLLM {full} against batchscope's newest modelled release, {newest}:")
+    loops = ", ".join(f"{m} {a} / {t}" for m, (a, t) in row.loops.items())
+    print(f"- decisions (identical traces / traces): {loops}")
+    for first in row.first:
+        print(f"    first difference: {first}")
+    print(f"- adapter on its own engine loops: {row.adapter}")
+    changes = changed_sources(own, target / "vllm")
+    print(f"- scheduler, KV-cache and engine-core files changed since {newest}: "
+          + ("none" if not changes else ""))  # fmt: skip
+    for change in changes:
+        print(f"    {change}")
+    print(f"({row.seconds:.0f} s; docs/vllm_releases.md says how to add a release)")
+    return 0 if row.exact() else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("releases", nargs="*", help=f"default: {SUPPORTED[0]} .. {SUPPORTED[-1]}")
@@ -204,7 +278,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--no-adapter", action="store_true", help="decisions only")
     parser.add_argument("--write-docs", action="store_true", help="the table into the docs")
+    parser.add_argument(
+        "--new",
+        metavar="VERSION",
+        help="a release nobody modelled (e.g. 0.35): its decisions against the newest "
+        "modelled release, the adapter on it, and which scheduler files changed",
+    )
     args = parser.parse_args(argv)
+    if args.new:
+        args.cache.mkdir(parents=True, exist_ok=True)
+        try:
+            return check_new(args.new, args.cache, args.random, args.seed)
+        except SystemExit as exc:
+            if exc.code == 2:
+                parser.error(f"--new {args.new!r}: give a release such as 0.35 or 0.35.1")
+            raise
     try:
         releases = [normalize_version(r) for r in args.releases] or list(SUPPORTED)
     except ValueError as exc:

@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from app.cli import db, push, records, serve, simulate, sweep, trace
+from app.cli import db, push, records, serve, simulate, sweep, trace, vllm_check
 from app.cli.common import EXIT_USAGE, CliError
 from app.cli.help import Parser
 from app.resources import package_version
@@ -20,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="batchscope", description="See how an LLM-serving scheduler works.")
     parser.add_argument("--version", action="version", version=f"batchscope {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for module in (simulate, sweep, push, db, records, trace, serve):
+    for module in (simulate, sweep, push, db, records, trace, serve, vllm_check):
         module.add_parsers(sub)
     return parser
 
