@@ -77,7 +77,7 @@ CHANGES: tuple[Change, ...] = (
     ),
     Change(
         "unhashed_blocks_reused_first",
-        "0.28",
+        "0.24",
         "decision",
         "freed blocks without a prefix hash (or all, with prefix caching off) go to the "
         "head of the free queue and are reused first; hashed blocks still go to the tail",

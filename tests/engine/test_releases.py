@@ -92,7 +92,13 @@ def test_the_cumulative_sets_of_some_releases_in_between() -> None:
 
     assert flags("0.20") == flags("0.21") == flags("0.22") == set()
     assert flags("0.23") == {"batch_queue_waits_while_requests"}
-    assert flags("0.24") == flags("0.23") | {"watermark", "throttle_prefills"}
+    # 0.24, not 0.28, reuses unhashed freed blocks first: the release matrix found it
+    # (vLLM 0.24 .. 0.27 differed from the engine on prefix-heavy traces).
+    assert flags("0.24") == flags("0.23") | {
+        "watermark",
+        "throttle_prefills",
+        "unhashed_blocks_reused_first",
+    }
     assert flags("0.27") == flags("0.24") | {
         "spec_pads_new_decodes",
         "in_flight_caching",
@@ -101,15 +107,7 @@ def test_the_cumulative_sets_of_some_releases_in_between() -> None:
         "stale_output_after_preemption",
         "threshold_within_max_model_len",
     }
-    assert (
-        flags("0.30")
-        == flags("0.28")
-        == flags("0.27")
-        | {
-            "preemption_rewinds_by_position",
-            "unhashed_blocks_reused_first",
-        }
-    )
+    assert flags("0.30") == flags("0.28") == flags("0.27") | {"preemption_rewinds_by_position"}
     assert (
         flags("0.32")
         == flags("0.31")
