@@ -105,6 +105,46 @@ class Degraded(dict[str, int]):
             )
         self[name] = self.get(name, 0) + 1
 
+    def expect(self, name: str) -> None:
+        """`name` will be skipped (found missing before the first step): named, 0 so far."""
+        if name not in self:
+            log.warning(
+                "batchscope: not observing %s on this vLLM (it reads %s: missing); the rest "
+                "is observed",
+                name,
+                DEGRADABLE.get(name, name),
+            )
+            self[name] = 0
+
+
+PROBED = {
+    "drafts": (
+        "vllm.v1.core.sched.output",
+        "SchedulerOutput",
+        (("scheduled_spec_decode_tokens",),),
+    ),
+    "draft_acceptance": (
+        "vllm.v1.outputs",
+        "ModelRunnerOutput",
+        (("sampled_token_ids",), ("req_id_to_index", "req_ids")),
+    ),
+}
+"""Observations of speculative decoding whose reads are fields of vLLM dataclasses, looked
+up before the first step (so the announce names them): module, class, and the fields
+needed (one of each tuple)."""
+
+
+def probe(degraded: Degraded) -> None:
+    """Name the PROBED observations this vLLM's dataclasses lack the fields for."""
+    import dataclasses
+    import importlib
+
+    for name, (module, cls_name, needs) in PROBED.items():
+        cls = getattr(importlib.import_module(module), cls_name, None)
+        have = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+        if any(not have.intersection(alternatives) for alternatives in needs):
+            degraded.expect(name)
+
 
 SNAPSHOT_MAX = 256
 """Waiting requests an FCFS snapshot copies (the queue's front: those that get a reason of
@@ -178,7 +218,7 @@ def layout(sched: Any, gate_codes: Mapping[str, str]) -> Layout:
     spec = getattr(sched.vllm_config, "speculative_config", None)
     lora = getattr(sched, "lora_config", None)
     pause = _pause_values()
-    return Layout(
+    lay = Layout(
         first_attr=first_attr,
         merge=sort and first_attr == "skipped_waiting",
         sort=sort,
@@ -201,6 +241,9 @@ def layout(sched: Any, gate_codes: Mapping[str, str]) -> Layout:
         stale_output="num_stale_output_tokens" in _names_in_vllm_schedule(),
         degraded=Degraded(),
     )
+    if int(getattr(sched, "num_spec_tokens", 0) or 0):
+        probe(lay.degraded)
+    return lay
 
 
 def _pause_values() -> tuple[int, int]:

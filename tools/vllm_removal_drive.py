@@ -9,11 +9,11 @@ Runs in a vLLM venv with the repository on PYTHONPATH (tests/vllm/test_observer_
 `--remove CLASS.ATTR` stands for a vLLM release without that attribute, as the adapter sees
 it: vLLM's class is monkeypatched in this process so that a read from batchscope_vllm's code
 (hooks and sender thread) raises AttributeError, as a missing attribute does, while vLLM's
-own code reads it as before. For each removal the scenario runs twice, built and driven like
-tools/vllm_reference.py: unobserved (the reference) and observed with the attribute taken
-away. DIR/<stem>.<CLASS.ATTR>.json holds both runs' decisions compared (`identical`), the
-observer's errors and degraded observations, and the session it streamed, for the test to
-read the recording.
+own code reads it as before (a dataclass field also leaves the class's fields). For each
+removal the scenario runs twice, built and driven like tools/vllm_reference.py: unobserved
+(the reference) and observed with the attribute taken away. DIR/<stem>.<CLASS.ATTR>.json
+holds both runs' decisions compared (`identical`), the observer's errors and degraded
+observations, and the session it streamed, for the test to read the recording.
 """
 
 from __future__ import annotations
@@ -75,9 +75,15 @@ def removed(spec: str) -> Iterator[None]:
     had = "__getattribute__" in cls.__dict__
     saved = cls.__dict__.get("__getattribute__")
     cls.__getattribute__ = _hidden_from_observer(cls, attr)  # type: ignore[method-assign]
+    # A dataclass's field goes from its fields too (what the adapter probes at start;
+    # vLLM's generated __init__ and the scheduler do not read them).
+    fields: dict[str, Any] = getattr(cls, "__dataclass_fields__", {})
+    field = fields.pop(attr, None)
     try:
         yield
     finally:
+        if field is not None:
+            fields[attr] = field
         if had:
             cls.__getattribute__ = saved  # type: ignore[method-assign]
         else:

@@ -3,7 +3,9 @@ away in turn (tools/vllm_removal_drive.py: in the vLLM process, as batchscope_vl
 under vLLM's real scheduler in both engine loops. vLLM decides exactly as unobserved; the
 observation that needs the attribute is skipped, named and counted (compat.Degraded: in
 the sender's stats, shown on /api/nodes, and in the session's closing frame) and the rest is
-observed: every step's iteration frame and every request's finish still arrive. Only an
+observed: every step's iteration frame and every request's finish still arrive. A field of
+vLLM's dataclasses that speculative decoding's observations read is found missing at start:
+the announce (the session's metadata) names those observations from the first frame. Only an
 attribute nothing can be observed without (a request's id) stops observing, counted as an
 observer error, while vLLM serves on.
 """
@@ -40,13 +42,20 @@ def _case(out: Path, stem: str, spec: str) -> dict[str, Any]:
     return json.loads((out / f"{stem}.{spec}.json").read_text())  # type: ignore[no-any-return]
 
 
-def _check_observed(base: str, db_url: str, case: dict[str, Any], want: set[str]) -> None:
+def _check_observed(
+    base: str, db_url: str, case: dict[str, Any], want: set[str], at_start: bool = False
+) -> None:
+    """`at_start`: the adapter finds `want` missing before the first step (a dataclass
+    field it probes): the announce, so the session's metadata, names it already."""
     at = case["removed"] + (" async" if case["async"] else "")
     assert case["identical"], at
     assert case["observer_errors"] == 0 and case["failed_in"] is None, at
     assert case["delivered"], at
     assert set(case["degraded"]) == want and all(n > 0 for n in case["degraded"].values()), at
     frames = recorded(base, db_url, case["session"], case["last_seq"])
+    opened = frames[0]["data"]
+    assert opened["event"] == "opened", at
+    assert opened["degraded"] == (dict.fromkeys(want, 0) if at_start else {}), at
     iterations = [f["data"] for f in frames if f["type"] == "iteration"]
     assert len(iterations) == case["num_steps"], at  # every step observed
     finished = {r["req"] for it in iterations for r in it["finished"]}
@@ -92,7 +101,7 @@ def test_each_removed_attribute_degrades_one_observation_and_vllm_serves_on(
         _check_observed(base, db_url, case, KV_REMOVALS[removal])
     for removal, want in spec_removals.items():
         case = _case(out, "spec_decode", removal)
-        _check_observed(base, db_url, case, want)
+        _check_observed(base, db_url, case, want, at_start=True)
         frames = recorded(base, db_url, case["session"], case["last_seq"])
         accepted = [f["data"].get("accepted") for f in frames if f["type"] == "iteration"]
         assert any(accepted) == (not want), removal  # drafts verified, unless degraded
