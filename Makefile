@@ -67,7 +67,7 @@ vllm-matrix: $(STAMP) vllm-venv
 	$(BIN)/python tools/vllm_matrix.py $(RELEASES) --write-docs
 
 # The real vLLM 0.34.0 on CPU in .venv-vllm-034: tests/vllm check the engine's decisions
-# against it. The first run downloads vLLM (~340 MB).
+# and run the adapter against it. The first run downloads vLLM (~340 MB).
 vllm-venv-034:
 	tools/setup_vllm_venv.sh 0.34
 

@@ -1,10 +1,12 @@
 """batchscope's vLLM adapter: `--scheduler-cls batchscope_vllm.ObservedScheduler` streams
-every scheduler step of a vLLM v1 engine, releases 0.20 … 0.33, to a batchscope dashboard
+every scheduler step of a vLLM v1 engine, releases 0.20 … 0.34, to a batchscope dashboard
 (/ws/ingest), in whichever loop vLLM runs (sync, async scheduling, speculative decoding).
 
 Install it next to vLLM with `pip install ./packaging/batchscope-vllm` (from a batchscope
-checkout; it pulls only websockets; tested with vLLM 0.20.0 and 0.33.0; the release
-differences are found by feature detection, compat.py). It imports only vLLM,
+checkout; it pulls only websockets; tested with vLLM 0.20.0, 0.33.0 and 0.34.0; the
+release differences are found by feature detection, compat.py: where a vLLM attribute one
+observation reads is missing, that observation is skipped, named and counted, the rest
+observed). It imports only vLLM,
 websockets, the standard library and batchscope's stdlib-only `protocol` package (the
 codes, the envelope and the payloads every producer builds the same way), which that
 distribution carries too.

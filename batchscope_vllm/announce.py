@@ -2,7 +2,8 @@
 
 The announce carries the node's vLLM release (as installed), the engine loop vLLM chose
 (`sync` or `async`, `+spec` with speculative decoding), the vLLM scheduler class the
-observer extends and the scheduler's knobs: the common ones under our engine's names,
+observer extends, the observations degraded on this release so far (`degraded`: name ->
+times skipped, compat.Degraded) and the scheduler's knobs: the common ones under our engine's names,
 plus those only some releases have (max_num_active_seqs, watermark,
 prefill_schedule_interval, ...), where this node's release has them.
 """
@@ -108,6 +109,9 @@ def sender_from_env(sched: Any, lay: compat.Layout) -> Sender | None:
         "engine_loop": engine_loop(sched),
         "scheduler_class": vllm_class(sched),
         "config": config,
+        # The observations this vLLM lacks a read for (compat.Degraded): live counts,
+        # serialized at each (re)connect's announce.
+        "degraded": lay.degraded,
     }
     common: dict[str, Any] = {
         "max_tokens": sched.max_num_scheduled_tokens,

@@ -158,12 +158,13 @@ class BusSender(Sender):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.nc.drain(), 2.0)
 
-    def _bus_stats(self) -> dict[str, int]:
+    def _bus_stats(self) -> dict[str, Any]:
         return {
             "buffered": self.seq - self.detail.cursor,
             "dropped": self.dropped,
             "summaries_lost": self.summaries_lost,
             "observer_errors": self.observer_errors,
+            "degraded": dict(self.degraded),
         }
 
     async def _publish_summaries(self) -> None:

@@ -1,4 +1,4 @@
-"""What differs between vLLM releases 0.20 … 0.33, found by feature detection.
+"""What differs between vLLM releases 0.20 … 0.34, found by feature detection.
 
 Nothing here compares version strings: each difference is looked up on the scheduler
 instance (or vLLM's modules) once, when the observer starts, and turned into plain values
@@ -10,15 +10,24 @@ and small functions the hooks call. The version is read only to be reported.
 * The admission limit: `max_num_active_reqs` (0.31+, `max_num_active_seqs`), else
   `max_num_running_reqs`; the prefill cadence (`local_prefill_interval`, 0.33) and the
   watermark (`kv_cache_manager.watermark_blocks`, 0.24+).
+* A drafted request's sampled tokens: by `ModelRunnerOutput.req_id_to_index` (up to 0.33),
+  else by its place in `req_ids` (0.34).
+
+Where an attribute an observation reads is missing or changed (a release renamed it), that
+one observation degrades (DEGRADABLE): it is skipped, named and counted (`Degraded`; the
+announce, the sender's stats and the closing frame carry the counts) and the rest goes on.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
+
+log = logging.getLogger("batchscope_vllm")
 
 SCHEDULER_KNOBS = (
     "max_num_scheduled_tokens",
@@ -63,6 +72,78 @@ def scheduler_knobs(scheduler_config: Any) -> dict[str, Any]:
         if hasattr(scheduler_config, name):
             out[name] = _scalar(getattr(scheduler_config, name))
     return out
+
+
+DEGRADABLE = {
+    "prompt_block_hashes": "Request.prompt_token_ids",
+    "tokens_lost": "Request.num_computed_tokens (at a preemption)",
+    "waiting_reasons": "the waiting queues and their requests' status and token counts",
+    "kv_usage": "BlockPool.get_num_free_blocks",
+    "drafts": "SchedulerOutput.scheduled_spec_decode_tokens",
+    "draft_acceptance": "ModelRunnerOutput.sampled_token_ids and req_id_to_index or req_ids",
+}
+"""The observations that degrade one by one, and the vLLM attributes they read. Where one
+is missing: no prompt_block_hashes on arrivals, tokens_lost 0, no waiting_reasons, kv_used
+0, no accepted drafts."""
+
+DEGRADES_ON = (AttributeError, TypeError, KeyError, IndexError, ValueError)
+"""What a missing or changed vLLM attribute raises where an observation reads it."""
+
+
+class Degraded(dict[str, int]):
+    """Observations skipped because a vLLM attribute they read is missing or changed:
+    name (DEGRADABLE) -> times skipped. Incremented by the engine thread (plain dict
+    updates under the GIL), read by the sender thread."""
+
+    def note(self, name: str) -> None:
+        if name not in self:
+            log.warning(
+                "batchscope: not observing %s on this vLLM (it reads %s: missing or "
+                "changed); the rest is observed",
+                name,
+                DEGRADABLE.get(name, name),
+            )
+        self[name] = self.get(name, 0) + 1
+
+    def expect(self, name: str) -> None:
+        """`name` will be skipped (found missing before the first step): named, 0 so far."""
+        if name not in self:
+            log.warning(
+                "batchscope: not observing %s on this vLLM (it reads %s: missing); the rest "
+                "is observed",
+                name,
+                DEGRADABLE.get(name, name),
+            )
+            self[name] = 0
+
+
+PROBED = {
+    "drafts": (
+        "vllm.v1.core.sched.output",
+        "SchedulerOutput",
+        (("scheduled_spec_decode_tokens",),),
+    ),
+    "draft_acceptance": (
+        "vllm.v1.outputs",
+        "ModelRunnerOutput",
+        (("sampled_token_ids",), ("req_id_to_index", "req_ids")),
+    ),
+}
+"""Observations of speculative decoding whose reads are fields of vLLM dataclasses, looked
+up before the first step (so the announce names them): module, class, and the fields
+needed (one of each tuple)."""
+
+
+def probe(degraded: Degraded) -> None:
+    """Name the PROBED observations this vLLM's dataclasses lack the fields for."""
+    import dataclasses
+    import importlib
+
+    for name, (module, cls_name, needs) in PROBED.items():
+        cls = getattr(importlib.import_module(module), cls_name, None)
+        have = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+        if any(not have.intersection(alternatives) for alternatives in needs):
+            degraded.expect(name)
 
 
 SNAPSHOT_MAX = 256
@@ -118,6 +199,8 @@ class Layout:
     stale_output: bool
     """schedule() skips a request whose output from before its preemption is still in
     flight (`num_stale_output_tokens`, 0.33)."""
+    degraded: Degraded
+    """The observations skipped on this node so far (see Degraded)."""
 
 
 def layout(sched: Any, gate_codes: Mapping[str, str]) -> Layout:
@@ -135,7 +218,7 @@ def layout(sched: Any, gate_codes: Mapping[str, str]) -> Layout:
     spec = getattr(sched.vllm_config, "speculative_config", None)
     lora = getattr(sched, "lora_config", None)
     pause = _pause_values()
-    return Layout(
+    lay = Layout(
         first_attr=first_attr,
         merge=sort and first_attr == "skipped_waiting",
         sort=sort,
@@ -156,7 +239,11 @@ def layout(sched: Any, gate_codes: Mapping[str, str]) -> Layout:
         },
         admit_statuses=(RequestStatus.WAITING, RequestStatus.PREEMPTED),
         stale_output="num_stale_output_tokens" in _names_in_vllm_schedule(),
+        degraded=Degraded(),
     )
+    if int(getattr(sched, "num_spec_tokens", 0) or 0):
+        probe(lay.degraded)
+    return lay
 
 
 def _pause_values() -> tuple[int, int]:
@@ -177,18 +264,32 @@ def _names_in_vllm_schedule() -> set[str]:
     return set(code.co_names) if code is not None else set()
 
 
-def generated_counts(so: Any, mro: Any) -> dict[str, int] | None:
+def generated_counts(so: Any, mro: Any, degraded: Degraded) -> dict[str, int] | None:
     """Tokens the runner produced per request whose drafts this output verifies, read
-    before update_from_output trims them at a stop (accepted = produced - 1)."""
-    spec = so.scheduled_spec_decode_tokens
+    before update_from_output trims them at a stop (accepted = produced - 1). A request's
+    row in `sampled_token_ids` is found by `req_id_to_index` where the output has one
+    (up to 0.33), else by its place in `req_ids` (0.34). None: no drafts, or not
+    observable here (`degraded` counts it)."""
+    try:
+        spec = so.scheduled_spec_decode_tokens
+    except DEGRADES_ON:
+        degraded.note("drafts")
+        return None
     if not spec:
         return None
-    index, sampled = mro.req_id_to_index, mro.sampled_token_ids
-    out: dict[str, int] = {}
-    for req_id in spec:
-        i = index.get(req_id)
-        if i is not None and sampled and i < len(sampled):
-            out[req_id] = len(sampled[i])
+    try:
+        sampled = mro.sampled_token_ids
+        index = getattr(mro, "req_id_to_index", None)
+        if not isinstance(index, dict):
+            index = {req_id: i for i, req_id in enumerate(mro.req_ids)}
+        out: dict[str, int] = {}
+        for req_id in spec:
+            i = index.get(req_id)
+            if i is not None and sampled and i < len(sampled):
+                out[req_id] = len(sampled[i])
+    except DEGRADES_ON:
+        degraded.note("draft_acceptance")
+        return None
     return out
 
 

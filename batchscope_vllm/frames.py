@@ -23,6 +23,7 @@ import json
 import time
 from typing import Any
 
+from batchscope_vllm.compat import DEGRADES_ON
 from batchscope_vllm.marks import Frame, RequestMarks, no_outputs
 from batchscope_vllm.rows import Req, Rows, encode_data, read_batch
 from batchscope_vllm.steps import Scheduled, Step, StepAssembler, Updated
@@ -217,4 +218,8 @@ class FrameBuilder:
             prefill_tokens=b.prefill,
             largest=b.largest,
         )
-        return reasons(cap, self.limits, facts)
+        try:
+            return reasons(cap, self.limits, facts)
+        except DEGRADES_ON:  # (a waiting request lacks what the reasons read)
+            self.limits.lay.degraded.note("waiting_reasons")
+            return {}, {}

@@ -4,7 +4,9 @@ new request's prompt token ids, copies of the waiting queues, free KV blocks, ti
 one tuple per call for the sender's intake (`_bs_offer`: never blocks). The sender thread
 builds the frames from them (frames.py); the tuples' layout is FrameBuilder.build's.
 
-These run inside the hooks' guard: an exception here stops observing, never vLLM.
+These run inside the hooks' guard: an exception here stops observing, never vLLM. Where
+a vLLM attribute read here is missing or changed, only the observation that needs it is
+skipped, named and counted (compat.Degraded), and the rest goes on.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ class StepObservations:
     _bs_preempted: list[tuple[str, int, str]]
     _bs_in_schedule: bool
     _bs_lay: compat.Layout
+    _bs_total_blocks: int = 0
+    """vLLM's usable KV blocks (its null block aside)."""
 
     def _bs_offer(self, item: tuple[Any, ...]) -> None:
         put = self._bs_put  # (None once the sender thread stopped observing)
@@ -36,6 +40,11 @@ class StepObservations:
     def _bs_on_add(self, request: Any) -> None:
         sched: Any = self
         if request.request_id not in sched.requests:  # (not a streaming-input update)
+            try:
+                prompt = request.prompt_token_ids  # a reference: hashed on the sender thread
+            except compat.DEGRADES_ON:
+                self._bs_lay.degraded.note("prompt_block_hashes")
+                prompt = None
             item = (
                 "a",
                 request.request_id,
@@ -44,13 +53,18 @@ class StepObservations:
                 request.priority,
                 _perf(),
                 self._bs_step,
-                request.prompt_token_ids,  # a reference: hashed on the sender thread
+                prompt,
             )
             self._bs_offer(item)
 
     def _bs_on_preempt(self, request: Any) -> None:
         reason = "kv_blocks" if self._bs_in_schedule else "reset_prefix_cache"
-        self._bs_preempted.append((request.request_id, request.num_computed_tokens, reason))
+        try:
+            lost = int(request.num_computed_tokens)
+        except compat.DEGRADES_ON:
+            self._bs_lay.degraded.note("tokens_lost")
+            lost = 0
+        self._bs_preempted.append((request.request_id, lost, reason))
 
     def _bs_before_schedule(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         sched: Any = self
@@ -77,6 +91,30 @@ class StepObservations:
         preempted, self._bs_preempted = self._bs_preempted, []
         step = self._bs_step
         self._bs_step = step + 1
+        try:
+            cap, num_waiting = self._bs_capture(before, step)
+        except compat.DEGRADES_ON:
+            lay.degraded.note("waiting_reasons")
+            cap, num_waiting = None, _num_waiting(sched, lay)
+        self._bs_offer(
+            (
+                "s",
+                out,
+                step,
+                before[0],
+                t1,
+                len(sched.running),
+                num_waiting,
+                self._bs_free_blocks(),
+                preempted,
+                cap,
+            )
+        )
+
+    def _bs_capture(self, before: tuple[Any, ...], step: int) -> tuple[Capture, int]:
+        """The waiting queues as schedule() left them (for the waiting reasons)."""
+        sched: Any = self
+        lay = self._bs_lay
         first_q = getattr(sched, lay.first_attr) if lay.first_attr else ()
         first, waiting = lay.snap_first(first_q), lay.snap_waiting(sched.waiting)
         num_waiting = len(first_q) + len(sched.waiting)
@@ -99,28 +137,25 @@ class StepObservations:
             step,
             heads,
         )
-        self._bs_offer(
-            (
-                "s",
-                out,
-                step,
-                before[0],
-                t1,
-                len(sched.running),
-                num_waiting,
-                sched.kv_cache_manager.block_pool.get_num_free_blocks(),
-                preempted,
-                cap,
-            )
-        )
+        return cap, num_waiting
+
+    def _bs_free_blocks(self) -> int:
+        """Free KV blocks now; where vLLM's block pool cannot tell, the whole pool (kv_used
+        reads 0) and `kv_usage` is counted as degraded."""
+        sched: Any = self
+        try:
+            return int(sched.kv_cache_manager.block_pool.get_num_free_blocks())
+        except compat.DEGRADES_ON:
+            self._bs_lay.degraded.note("kv_usage")
+            return self._bs_total_blocks
 
     def _bs_before_update(self, so: Any, mro: Any) -> tuple[float, dict[str, int] | None]:
-        return (_perf(), compat.generated_counts(so, mro))
+        return (_perf(), compat.generated_counts(so, mro, self._bs_lay.degraded))
 
     def _bs_on_update(self, so: Any, outputs: Any, before: tuple[Any, ...]) -> None:
         sched: Any = self
         lay = self._bs_lay
-        first = len(getattr(sched, lay.first_attr)) if lay.first_attr else 0
+        first = len(getattr(sched, lay.first_attr, ())) if lay.first_attr else 0
         self._bs_offer(
             (
                 "u",
@@ -131,6 +166,11 @@ class StepObservations:
                 _perf(),
                 len(sched.running),
                 len(sched.waiting) + first,
-                sched.kv_cache_manager.block_pool.get_num_free_blocks(),
+                self._bs_free_blocks(),
             )
         )
+
+
+def _num_waiting(sched: Any, lay: compat.Layout) -> int:
+    first = getattr(sched, lay.first_attr, ()) if lay.first_attr else ()
+    return len(first) + len(sched.waiting)

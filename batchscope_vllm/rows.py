@@ -4,8 +4,9 @@ One row per scheduled request (the bulk of a frame's bytes) is formatted directl
 text (`Rows`), skipping a dict per row and its generic encoding; `encode_data()` splices
 the rows into the frame's data. The common row, a plain decode, reuses a cached head.
 Both of vLLM's model runners are understood: the V1 runner gets a resumed request as a
-cached one flagged in `resumed_req_ids`, the V2 runner (0.33's default) in
-`scheduled_new_reqs` with the new ones (told apart by the request's own preemption mark).
+cached one flagged in `resumed_req_ids`, the V2 runner (0.33's default; 0.34's only way)
+in `scheduled_new_reqs` with the new ones (told apart by the request's own preemption
+mark). Without `resumed_req_ids` (0.34) a scheduled request preempted before is resumed.
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ def read_batch(so: Any, reqs: dict[str, Req], in_flight: dict[str, int]) -> Batc
                 start == num_prompt + rec.num_output + pending - 1
                 and start >= num_prompt
                 and req_id not in resumed_ids
+                and not rec.preempted
             ):
                 decodes += 1  # the common case, a plain decode: a cached row head
                 append(rec.head + str(start) + DECODE_TAIL)
@@ -112,7 +114,7 @@ def read_batch(so: Any, reqs: dict[str, Req], in_flight: dict[str, int]) -> Batc
                 continue
         drafts = len(spec_tokens.get(req_id) or ()) if spec_tokens else 0
         hit = 0
-        if req_id in new_ids or req_id in resumed_ids:
+        if req_id in new_ids or req_id in resumed_ids or (rec is not None and rec.preempted):
             hit = start
             b.hits += hit
             if req_id in resumed_ids or (rec is not None and rec.preempted):

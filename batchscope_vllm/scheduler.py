@@ -1,4 +1,4 @@
-"""vLLM v1 schedulers (releases 0.20 … 0.33) that report every step to a batchscope dashboard.
+"""vLLM v1 schedulers (releases 0.20 … 0.34) that report every step to a batchscope dashboard.
 
     BATCHSCOPE_URL=ws://HOST:PORT/ws/ingest BATCHSCOPE_TOKEN=... \\
         vllm serve MODEL --scheduler-cls batchscope_vllm.ObservedScheduler
@@ -15,7 +15,9 @@ observation around the call is guarded: an exception there is logged once with i
 traceback, counted (`observer_errors`, in the sender's stats and its closing frame), and
 stops observing this node (the hooks become pass-through, the sender closes the session);
 vLLM serves on. The release differences the hooks need are found once, by feature
-detection (compat.py).
+detection (compat.py); where a vLLM attribute one observation reads is missing or changed,
+only that observation is skipped, named and counted (compat.Degraded: the announce, the
+sender's stats and its closing frame carry the counts) and the rest is observed.
 
 The hooks run on vLLM's engine thread and never wait: they take references and cheap ints
 (the SchedulerOutput, the returned EngineCoreOutputs, a new request's prompt token ids,
@@ -72,6 +74,7 @@ class ObserverMixin(StepObservations):
         self._bs_stop_pending = False
         try:
             self._bs_lay = compat.layout(self, GATE_STATUSES)
+            self._bs_total_blocks = int(self.kv_cache_manager.block_pool.num_gpu_blocks) - 1  # type: ignore[attr-defined]
             sender = sender_from_env(self, self._bs_lay)
         except Exception:
             self._bs_fail("__init__")

@@ -5,7 +5,7 @@ The intake, the frame building and the session's end are sender_core.SenderCore'
 transport streams the producer core's history over a synchronous websocket: announce ->
 welcome(last_seq) -> JSON arrays of envelopes, resending everything after `last_seq` on
 every (re)connect. While the dashboard is away the thread keeps building into the history.
-Control is refused. Every stats message carries `observer_errors`.
+Control is refused. Every stats message carries `observer_errors` and `degraded`.
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ class Sender(SenderCore):
 
     def _stats(self, ws: ClientConnection) -> None:
         stats = {**self.frames.stats(), "dropped": self.dropped}
-        ws.send(json.dumps({**stats, "observer_errors": self.observer_errors}))
+        stats.update(observer_errors=self.observer_errors, degraded=dict(self.degraded))
+        ws.send(json.dumps(stats))
 
     def _flush(self, ws: ClientConnection) -> None:
         """Send what the history holds unsent as JSON arrays of at most ~MAX_MESSAGE_CHARS."""

@@ -15,7 +15,7 @@ The session ends with a `session` frame `{"event": "closed", "reason": ...}`: `s
 (close(), request_stop()), after an `aborted` mark for each request still in flight (vLLM
 aborts them at a stop), or `observer_error` when observing failed (fail(), or here; the
 node serves on, its requests too). That frame carries `observer_errors` (the first one
-stops it).
+stops it) and `degraded` (the observations skipped for a missing vLLM attribute, counted).
 """
 
 from __future__ import annotations
@@ -63,6 +63,9 @@ class SenderCore:
     ) -> None:
         self.url, self.token, self.node = url, token, node
         self.announce = announce
+        degraded = announce.get("degraded")
+        self.degraded: dict[str, int] = degraded if isinstance(degraded, dict) else {}
+        """Observations skipped so far (compat.Degraded, counted by the hooks)."""
         self.frames = ProducerCore(new_session_id(), node, max_chars=history_bytes)
         """The session's seq, its history (bounded in bytes), what left it unsent, and the
         handshake; this thread's alone."""
@@ -185,6 +188,7 @@ class SenderCore:
         reason = "observer_error" if self.failed is not None else "shutdown"
         data: dict[str, Any] = {"event": SessionEvent.CLOSED, "reason": reason}
         data["observer_errors"] = self.observer_errors
+        data["degraded"] = dict(self.degraded)
         if self.failed is not None:
             data["detail"] = f"observing failed in {self.failed}; the node serves on unobserved"
         self._add(FrameType.SESSION, data)

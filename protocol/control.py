@@ -50,6 +50,8 @@ class _StatsBase(TypedDict):
 
 class Stats(_StatsBase, total=False):
     observer_errors: int
+    degraded: dict[str, int]
+    """A vLLM node's observations skipped for a missing vLLM attribute: name -> count."""
     step: int
 
 

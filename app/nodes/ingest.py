@@ -96,6 +96,9 @@ class NodeRegistry:
         if node is None:
             node = RemoteNode(node_name, session, engine, model)
         node.connected, node.since, node.last_seq = True, time.time(), last
+        degraded = _degraded(msg.get("degraded"))
+        if degraded is not None:
+            node.degraded = degraded
         node.ended = None
         self.nodes[node_name] = node
         self.by_session[session] = node
@@ -146,6 +149,9 @@ class NodeRegistry:
             errors = msg.get("observer_errors", 0)
             if _is_count(errors):
                 node.observer_errors = errors
+            degraded = _degraded(msg.get("degraded"))
+            if degraded is not None:
+                node.degraded = degraded
             return None
         if kind not in RECORDED_FRAME_TYPES:
             node.invalid += 1
@@ -258,6 +264,21 @@ def node_name_of(msg: dict[str, Any]) -> str:
 
 def _is_count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT32_MAX
+
+
+DEGRADED_MAX = 64
+"""Degraded observations a node may name (more are not kept)."""
+
+
+def _degraded(value: object) -> dict[str, int] | None:
+    """A producer's `degraded` (observation name -> times skipped), or None when absent or
+    not that shape."""
+    if not isinstance(value, dict):
+        return None
+    items = [(k, v) for k, v in value.items() if isinstance(k, str) and _is_count(v)]
+    if len(items) != len(value):
+        return None
+    return {k[:64]: v for k, v in items[:DEGRADED_MAX]}
 
 
 async def _send_quietly(ws: Channel, text: str) -> None:

@@ -34,6 +34,9 @@ class NodeView(TypedDict):
     observer_errors: int
     """Failures inside the producer's observation hooks (a vLLM node's adapter stops
     observing at the first one and keeps serving)."""
+    degraded: dict[str, int]
+    """A vLLM node's observations skipped because its release lacks an attribute they
+    read (name -> times skipped); the rest is observed."""
     since: float
     frames: int
     frames_per_s: float
@@ -71,6 +74,7 @@ class RemoteNode:
     ended: str | None = None
     """The session's end reason, once it ended (`shutdown`, `vanished`, ...)."""
     observer_errors: int = 0
+    degraded: dict[str, int] = field(default_factory=dict)
     rate: float = 0.0
     _rate_t: float = field(default_factory=time.monotonic)
     _rate_n: int = 0
@@ -86,6 +90,7 @@ class RemoteNode:
             "state": "ended" if self.ended else "live" if self.connected else "disconnected",
             "end_reason": self.ended,
             "observer_errors": self.observer_errors,
+            "degraded": dict(self.degraded),
             "since": self.since,
             "frames": self.frames,
             "frames_per_s": round(self.rate, 2),

@@ -25,7 +25,8 @@ LATER_KNOBS: dict[str, dict[str, Any]] = {
     "later_interval_watermark": {"prefill_schedule_interval": 3, "watermark": 0.1},
     "later_active_seqs": {"max_num_active_seqs": 2},
 }
-LATER_SINCE = "0.33"
+LATER_RELEASES = ("0.33", "0.34")
+"""The releases that have the later knobs (LATER_KNOBS)."""
 DASHBOARD_START_S = 180.0
 
 
@@ -66,7 +67,7 @@ def dashboard(tmp_path: Path) -> Iterator[tuple[str, str]]:
 
 
 def _later_scenarios(release: str, where: Path) -> dict[str, Path]:
-    if release != LATER_SINCE:
+    if release not in LATER_RELEASES:
         return {}
     base = json.loads((ROOT / "scenarios" / "kv_pressure.json").read_text())
     out: dict[str, Path] = {}
@@ -117,7 +118,7 @@ def _prefix_scenario(release: str, where: Path) -> dict[str, Path]:
 def adapter_run(
     vllm_release: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[AdapterRun]:
-    """The shipped scenarios (and, on 0.33, kv_pressure under its later knobs) through
+    """The shipped scenarios (and, on 0.33 and 0.34, kv_pressure under their later knobs) through
     vLLM's real scheduler observed by batchscope_vllm, streamed into a dashboard."""
     release, python = vllm_release
     where = tmp_path_factory.mktemp(f"vllm-{release}")

@@ -1,4 +1,4 @@
-"""The vLLM adapter for real, on every reference release (0.20 and 0.33): vLLM's own
+"""The vLLM adapter for real, on every reference release (0.20, 0.33 and 0.34): vLLM's own
 Scheduler, subclassed by batchscope_vllm.ObservedScheduler, streams scenarios into a
 `serve --no-engine` dashboard, and the recorded sessions must equal what vLLM decided at
 every step, announce the node's release and loop, and end when the scheduler shuts down.

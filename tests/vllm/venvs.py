@@ -1,9 +1,9 @@
 """The reference vLLM venvs tests/vllm run the adapter against, and the tools they run.
 
-One venv per release (tools/setup_vllm_venv.sh; `make vllm-venv` builds both):
-0.20 in <repo>/.venv-vllm (or BATCHSCOPE_VLLM_PYTHON, or /work/vllm-venv), 0.33 in
-<repo>/.venv-vllm-033 (or BATCHSCOPE_VLLM033_PYTHON). A missing venv skips its tests,
-except under CI (env CI set), where it fails them.
+One venv per release (tools/setup_vllm_venv.sh RELEASE): 0.20 in <repo>/.venv-vllm (or
+BATCHSCOPE_VLLM_PYTHON, or /work/vllm-venv), 0.33 in <repo>/.venv-vllm-033 (or
+BATCHSCOPE_VLLM033_PYTHON), 0.34 in <repo>/.venv-vllm-034 (or BATCHSCOPE_VLLM034_PYTHON).
+A missing venv skips its tests, except under CI (env CI set), where it fails them.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from app.db.session import make_engine
 from tests.app.nodes.test_ingest import _wait
 from tests.conftest import ROOT, TOKEN
 
-RELEASES = ("0.20", "0.33")
-"""The releases the adapter tests run on (0.34's adapter: issue 32, not yet); the engine's
-decisions are checked on every release in engine.releases.CHECKED (test_conformance)."""
+RELEASES = ("0.20", "0.33", "0.34")
+"""The releases the adapter tests run on; the engine's decisions are checked on every
+release in engine.releases.CHECKED (test_conformance)."""
 CANDIDATES = {
     "0.20": ("BATCHSCOPE_VLLM_PYTHON", ".venv-vllm", "/work/vllm-venv/bin/python"),
     "0.33": ("BATCHSCOPE_VLLM033_PYTHON", ".venv-vllm-033", None),
