@@ -111,9 +111,13 @@ def run_case(scenario: Scenario, hook: str, use_async: bool) -> dict[str, Any]:
         if method is None:
             _fail_frames(sched)
         observed = drive(sched, scenario)
-        deadline = time.monotonic() + 10.0
-        while sender.failed is None and time.monotonic() < deadline:
-            time.sleep(0.01)  # the sender thread reaches the failing item in its own time
+        # The sender thread reaches the failing item in its own time, and detaches the
+        # hooks just after it says so: wait for both (a loaded machine delays either).
+        deadline = time.monotonic() + 60.0
+        while (sender.failed is None or sched._bs_put is not None) and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(0.01)
         detached = sched._bs_put is None
         delivered = sched.close(20.0)
     finally:
