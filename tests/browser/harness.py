@@ -97,6 +97,23 @@ def start_server(
     raise RuntimeError(f"server did not start:\n{log.read_text()}")
 
 
+def load_seed_recording(srv: Server, timeout: float = 30.0) -> str:
+    """Load the seed scenario on `srv` and wait until its 5 steps are finished and
+    recorded; its session id."""
+    resp = srv.api("POST", "/api/scenarios/seed/load")
+    assert resp.status_code == 200, resp.text
+    sid: str = resp.json()["session"]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = srv.api("GET", f"/api/sessions/{sid}/state")
+        if state.status_code == 200:
+            reqs = state.json()["requests"]
+            if len(reqs) == 3 and all(r["status"] == "FINISHED" for r in reqs):
+                return sid
+        time.sleep(0.2)
+    raise AssertionError(f"the seed session was not recorded: {srv.log.read_text()}")
+
+
 def stop_process(proc: subprocess.Popen[bytes]) -> None:
     proc.terminate()
     try:

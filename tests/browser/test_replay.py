@@ -7,14 +7,20 @@ other: rename, then re-run, then compare and delete), which keeps the added time
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.browser.harness import SEED_PLANS, Console, Server, start_server, stop_process
+from tests.browser.harness import (
+    SEED_PLANS,
+    Console,
+    Server,
+    load_seed_recording,
+    start_server,
+    stop_process,
+)
 
 HOSTILE = '<img src=x onerror="window.pwned=1">&amp; "seed"'
 PLANS_JS = "() => Array.from(document.querySelectorAll('#steps-table td.plan'), e => e.textContent)"
@@ -31,19 +37,7 @@ def rec_server(tmp_path_factory: pytest.TempPathFactory, migrated_db: Path) -> I
 
 @pytest.fixture(scope="module")
 def seed_id(rec_server: Server) -> str:
-    """Load the seed scenario and wait until its 5 steps are finished and recorded."""
-    resp = rec_server.api("POST", "/api/scenarios/seed/load")
-    assert resp.status_code == 200, resp.text
-    sid: str = resp.json()["session"]
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        state = rec_server.api("GET", f"/api/sessions/{sid}/state")
-        if state.status_code == 200:
-            reqs = state.json()["requests"]
-            if len(reqs) == 3 and all(r["status"] == "FINISHED" for r in reqs):
-                return sid
-        time.sleep(0.2)
-    raise AssertionError(f"the seed session was not recorded: {rec_server.log.read_text()}")
+    return load_seed_recording(rec_server, 20)
 
 
 @pytest.fixture(scope="module")

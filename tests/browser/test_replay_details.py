@@ -8,7 +8,6 @@ One server and one recorded seed session (scenarios/seed.json) serve the module.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import pytest
 
 from engine.mooncake import parse_trace
-from tests.browser.harness import Console, Server, start_server, stop_process
+from tests.browser.harness import Console, Server, load_seed_recording, start_server, stop_process
 
 VIEWPORT = {"width": 1280, "height": 800}
 COUNT_JS = "() => document.getElementById('req-count').textContent"
@@ -33,19 +32,7 @@ def rec_server(tmp_path_factory: pytest.TempPathFactory, migrated_db: Path) -> I
 
 @pytest.fixture(scope="module")
 def seed_id(rec_server: Server) -> str:
-    """Load the seed scenario and wait until its 5 steps are finished and recorded."""
-    resp = rec_server.api("POST", "/api/scenarios/seed/load")
-    assert resp.status_code == 200, resp.text
-    sid: str = resp.json()["session"]
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        state = rec_server.api("GET", f"/api/sessions/{sid}/state")
-        if state.status_code == 200:
-            reqs = state.json()["requests"]
-            if len(reqs) == 3 and all(r["status"] == "FINISHED" for r in reqs):
-                return sid
-        time.sleep(0.2)
-    raise AssertionError(f"the seed session was not recorded: {rec_server.log.read_text()}")
+    return load_seed_recording(rec_server, 30)
 
 
 @pytest.fixture
