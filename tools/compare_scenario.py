@@ -65,8 +65,8 @@ except ImportError:  # not the project venv: re-run under it
 
 def host_venv(release: str) -> str:
     """The reference venv that lends an unpacked release the scheduler's imports: 0.20's
-    for 0.20 .. 0.30, 0.33's for 0.31 on (their pinned dependencies fit those ranges)."""
-    return VLLM_VENVS["0.20"] if version_key(release) <= (0, 30) else VLLM_VENVS["0.33"]
+    for 0.20 .. 0.29, 0.33's from 0.30 (whose structured outputs import fastapi)."""
+    return VLLM_VENVS["0.20"] if version_key(release) <= (0, 29) else VLLM_VENVS["0.33"]
 
 
 STEP_KEYS = (

@@ -305,7 +305,11 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         python, path, source = reference_for(release, args.cache)
         row = Row(release, source)
-        check_decisions(row, python, path, args.random, args.seed)
+        try:
+            check_decisions(row, python, path, args.random, args.seed)
+        except RuntimeError as exc:  # vLLM's reference did not start or answer
+            row.source += f" (did not run: {str(exc)[:120]})"
+            row.loops = {m: [0, 1] for m in MODES}
         if not args.no_adapter:
             row.adapter = check_adapter(python, path)
         row.seconds = time.monotonic() - started

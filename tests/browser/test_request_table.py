@@ -53,9 +53,10 @@ def test_a_cell_that_changes_under_the_pointer_still_takes_the_click(
     tokens = row.locator("td").nth(3)  # computed / total tokens: it grows every step
     before = tokens.text_content()
     press(page, tokens)
+    # (null-safe: a poll between two draws of a loaded page may find no row; it polls on)
     page.wait_for_function(
-        "([r, t]) => document.querySelector(`#requests-table tr[data-req='${r}']`)"
-        ".cells[3].textContent !== t",
+        "([r, t]) => { const tr = document.querySelector(`#requests-table tr[data-req='${r}']`);"
+        " return tr !== null && tr.cells[3].textContent !== t; }",
         arg=[req, before],
     )
     page.mouse.up()
