@@ -99,7 +99,19 @@ CHANGES: tuple[Change, ...] = (
         "prefix hit, or a one-token prompt behind scheduled running requests), when no "
         "running prefill chunk was scheduled, is padded to 1 + K tokens with K placeholder "
         "drafts (always rejected); if the padded size does not fit the budget it is not "
-        "admitted this step (the 0.33 form; 0.25 .. 0.32 differ in the conditions)",
+        "admitted this step (0.25 .. 0.29 pad only behind scheduled running requests: "
+        "spec_pads_resumed_decodes)",
+        f"{SCHED}: Scheduler.schedule (pad_spec_decode)",
+    ),
+    Change(
+        "spec_pads_resumed_decodes",
+        "0.30",
+        "decision",
+        "speculative decoding, the padding's 0.30 form: a new decode is padded also when no "
+        "running request was scheduled if it has computed tokens (a prefix hit or a "
+        "resume), and only with room for the sampled token under max_model_len (else it "
+        "runs unpadded); before (0.25 .. 0.29), only behind scheduled running requests, and "
+        "one whose padded size would pass max_model_len waited",
         f"{SCHED}: Scheduler.schedule (pad_spec_decode)",
     ),
     Change(
@@ -233,6 +245,7 @@ class ReleaseFeatures:
     unhashed_blocks_reused_first: bool
     sync_spec_caches_after_output: bool
     spec_pads_new_decodes: bool
+    spec_pads_resumed_decodes: bool
     stop_rolls_back_computed: bool
     stale_output_after_preemption: bool
     in_flight_caching: bool

@@ -102,6 +102,7 @@ class Scheduler:
         self.watermark_blocks = int(sc.watermark * config.cache.num_gpu_blocks)
         self.cadence.interval = sc.prefill_schedule_interval
         self.pad_new_decodes = f.spec_pads_new_decodes and self.num_spec_tokens > 0
+        self.pad_with_room = f.spec_pads_resumed_decodes
         # 0.34+: cache-aware admission consults the prefix cache and reorders a FCFS queue.
         self.cache_aware_window = (
             sc.cache_aware_admission_window

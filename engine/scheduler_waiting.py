@@ -70,11 +70,20 @@ def schedule_waiting(
             sched.pad_new_decodes
             and num_new_tokens == 1
             and not plan.prefill_scheduled
-            and (plan.scheduled_running or num_computed > 0)
+            and (plan.scheduled_running or (num_computed > 0 and sched.pad_with_room))
         ):
             # Speculative decoding: a new decode is padded to the uniform 1 + K tokens.
             size = 1 + sched.num_spec_tokens
-            if num_computed + size + 1 <= sched.max_model_len:
+            if sched.pad_with_room:
+                # 0.30+: padded only with room for the sampled token, else it runs unpadded.
+                fits = num_computed + size + 1 <= sched.max_model_len
+            else:
+                # 0.25 .. 0.29: one that would pass max_model_len padded waits.
+                fits = True
+                if num_computed + size > sched.max_model_len:
+                    plan.wait_detail = {"padded_tokens": size, "budget_left": plan.token_budget}
+                    return TOKEN_BUDGET
+            if fits:
                 if size > plan.token_budget:
                     plan.wait_detail = {"padded_tokens": size, "budget_left": plan.token_budget}
                     return TOKEN_BUDGET
