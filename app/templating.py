@@ -46,13 +46,20 @@ def fmt_pct(value: Any, digits: int = 1) -> str:
         return "–"
 
 
+def _number(value: Any) -> float | None:
+    """`value` as a float; None for None or anything that is not a number."""
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def fmt_ms(seconds: Any) -> str:
     """Seconds -> '12.3 ms' (or '1.23 s' from one second up); None -> '–'."""
-    if seconds is None:
-        return "–"
-    try:
-        s = float(seconds)
-    except (TypeError, ValueError):
+    s = _number(seconds)
+    if s is None:
         return "–"
     if s >= 1.0:
         return f"{s:.2f} s"
@@ -90,11 +97,8 @@ def fmt_metric(value: Any, kind: str = "int", signed: bool = False) -> str:
 def fmt_figure(value: Any, count: bool = False) -> str:
     """A lab figure: a count that is a whole number as one ('94'), anything else with two
     decimals ('12.35'); None -> '–'."""
-    if value is None:
-        return "–"
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
+    number = _number(value)
+    if number is None:
         return "–"
     if count and number.is_integer():
         return str(int(number))
