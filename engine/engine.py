@@ -22,7 +22,7 @@ from engine.events import (
     Rejection,
     RequestEvent,
 )
-from engine.iteration import StepInputs, StepTiming, build_iteration_event, no_update
+from engine.iteration import StepEnd, StepInputs, StepTiming, build_iteration_event, no_update
 from engine.outputs import ModelRunnerOutput, SchedulerOutput, UpdateResult
 from engine.releases import ReleaseFeatures
 from engine.request import Request, RequestStatus, SamplingParams
@@ -285,7 +285,18 @@ class Engine:
         arrived, self._arrived = tuple(self._arrived), []
         rejected, self._rejected = tuple(self._rejected), []
         inputs = StepInputs(arrived, rejected, self.runner.simulated, self.config_version)
-        event = build_iteration_event(self.scheduler, output, update, updated_step, timing, inputs)
+        sched = self.scheduler
+        end = StepEnd(len(sched.running), len(sched.waiting), sched.output_placeholders())
+        event = build_iteration_event(
+            output,
+            update,
+            updated_step,
+            timing,
+            inputs,
+            end,
+            sched.kv_cache_manager.block_pool,
+            sched.config.scheduler,
+        )
         self.sink.emit(event)
         self._emit_marks(
             marks_of_step(event, update.finished, self._first_token_seen, self._tokenizer)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.block_pool import BlockPool
+from engine.config import SchedulerConfig
 from engine.events import BlockChange, Finish, IterationEvent, KVStats, Preemption, Rejection
 from engine.outputs import SchedulerOutput, UpdateResult
-from engine.scheduler import Scheduler
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,23 +30,34 @@ class StepInputs:
     config_version: int
 
 
+@dataclass(frozen=True, slots=True)
+class StepEnd:
+    """The scheduler's queues when the step ends (after the update)."""
+
+    num_running: int
+    num_waiting: int
+    num_output_placeholders: dict[str, int]
+    """Async scheduling: req_id -> output placeholders, for requests that have some."""
+
+
 def no_update() -> UpdateResult:
     """The update of a step that applied no batch output."""
     return UpdateResult([], [], {}, {}, [])
 
 
 def build_iteration_event(
-    sched: Scheduler,
     output: SchedulerOutput,
     update: UpdateResult,
     updated_step: int | None,
     timing: StepTiming,
     inputs: StepInputs,
+    end: StepEnd,
+    pool: BlockPool,
+    cfg: SchedulerConfig,
 ) -> IterationEvent:
     """`output` is the plan scheduled in this step (possibly empty); `update` what the
-    update applied in this step (for the batch of `updated_step`)."""
-    pool = sched.kv_cache_manager.block_pool
-    cfg = sched.config.scheduler
+    update applied in this step (for the batch of `updated_step`); `pool` the scheduler's
+    block pool (its changed blocks are taken); `cfg` the scheduler knobs in force."""
     prefill = decode = hit_tokens = 0
     for chunk in output.chunks:
         if chunk.is_prefill:
@@ -58,13 +70,6 @@ def build_iteration_event(
         BlockChange(i, pool.block_state(blocks[i]), blocks[i].owner, blocks[i].ref_cnt)
         for i in sorted(pool.take_changed_block_ids())
     )
-    placeholders: dict[str, int] = {}
-    if sched.async_scheduling:
-        placeholders = {
-            r.request_id: r.num_output_placeholders
-            for r in sched.requests.values()
-            if r.num_output_placeholders
-        }
     return IterationEvent(
         step=output.step,
         t_start=timing.t_start,
@@ -87,8 +92,8 @@ def build_iteration_event(
         sampled_req_ids=tuple(update.sampled_req_ids),
         num_running=output.num_running,
         num_waiting=output.num_waiting,
-        num_running_end=len(sched.running),
-        num_waiting_end=len(sched.waiting),
+        num_running_end=end.num_running,
+        num_waiting_end=end.num_waiting,
         max_num_batched_tokens=cfg.max_num_batched_tokens,
         num_scheduled_tokens=output.total_num_scheduled_tokens,
         max_num_seqs=cfg.max_num_seqs,
@@ -104,7 +109,7 @@ def build_iteration_event(
         updated_step=updated_step,
         accepted_tokens=update.accepted_tokens,
         appended_tokens=update.appended_tokens,
-        num_output_placeholders=placeholders,
+        num_output_placeholders=end.num_output_placeholders,
         num_spec_tokens=output.num_spec_tokens,
         waiting_detail=output.waiting_detail,
         num_padding_tokens=output.num_padding_tokens,

@@ -42,6 +42,16 @@ class PrefillCadence:
         """Executed steps, this one included, before prefill is allowed again."""
         return max(self.last_prefill_step + self.interval - 1 - self.num_executed_steps, 0)
 
+    def throttle_detail(self, step: int) -> dict[str, int | bool]:
+        """The numbers behind a prefill_throttled gate at engine step `step`."""
+        held = self.steps_held() if self.held() else 0
+        return {
+            "prefill_schedule_interval": self.interval,
+            "steps_held": held,
+            "until_step": step + held,
+            "throttled_by_coordinator": not held,
+        }
+
     def after_admission(self, num_waiting_left: int) -> None:
         """After the waiting scan of a step that was allowed prefill."""
         self.capacity_bound = num_waiting_left > 0

@@ -7,8 +7,8 @@ each later step of the batch computes one wasted token for it until the longest 
 is done. The budget, seq slots and KV blocks gate admission as in continuous batching,
 with the padded prompt tokens counted against the budget.
 
-`StaticBatchingScheduler` is the Scheduler with three hooks overridden: the waiting scan,
-the padding count and the detail of its own gate (`static_batch`).
+`StaticBatchingScheduler` is the Scheduler with three methods overridden: the waiting
+scan, the padding count and the detail of its own gate (`static_batch`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from typing import ClassVar
 from engine.config import BatchingMode, EngineConfig
 from engine.releases import ReleaseFeatures
 from engine.scheduler import Scheduler
-from engine.scheduler_plan import StepPlan
-from engine.scheduler_waiting import admit
+from engine.step_plan import StepPlan
 from engine.waiting import WaitingDetail
 from engine.waiting_reasons import KV_BLOCKS, MAX_NUM_SEQS, STATIC_BATCH, TOKEN_BUDGET
 
@@ -64,7 +63,7 @@ class StaticBatchingScheduler(Scheduler):
             if kv.allocate_slots(request, num_new, num_hit, hit_blocks) is None:
                 stop = KV_BLOCKS
                 break
-            admit(self, plan, num_new, num_computed, num_hit)
+            self._admit(plan, num_new, num_computed, num_hit)
             longest = padded
             admitted.append((request.request_id, num_new))
             batch.append(request.request_id)

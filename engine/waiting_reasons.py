@@ -1,21 +1,16 @@
 """Why a waiting request was not admitted this step: the reason codes (the first gate that
 held the queue) and how a step's gate becomes each waiting request's reason.
 
-`gate_detail` gives the numbers behind a gate, read from the scheduler when it closed
-(a scheduler variant adds its own gates); `engine.waiting` words a code and its detail.
+`gate_detail` gives the numbers behind a gate, from the step's plan and the scheduler's
+limits when it closed (a scheduler variant adds its own gates); `engine.waiting` words a
+code and its detail.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from engine.request_queue import RequestQueue
+from engine.step_plan import StepPlan
 from engine.waiting import WaitingDetail, token_budget_detail
-
-if TYPE_CHECKING:
-    from engine.scheduler import Scheduler
-    from engine.scheduler_plan import StepPlan
-
 from protocol.codes import (  # the codes are the protocol's (one definition)
     CACHE_AWARE_ORDER,
     KV_BLOCKS,
@@ -73,7 +68,14 @@ def waiting_reasons(
     return reasons
 
 
-def gate_detail(sched: Scheduler, reason: str, plan: StepPlan) -> WaitingDetail:
+def gate_detail(
+    reason: str,
+    plan: StepPlan,
+    max_num_scheduled_tokens: int,
+    max_num_seqs: int,
+    max_num_active_seqs: int,
+    num_running: int,
+) -> WaitingDetail:
     """The numbers of a continuous-batching gate, computed when it closed."""
     if reason == TOKEN_BUDGET:
         spec = plan.spec_token_ids
@@ -84,17 +86,17 @@ def gate_detail(sched: Scheduler, reason: str, plan: StepPlan) -> WaitingDetail:
             if num_scheduled[r.request_id] == 1 + len(spec.get(r.request_id, ()))
         }
         detail = token_budget_detail(
-            sched.max_num_scheduled_tokens, plan.token_budget, num_scheduled, decodes
+            max_num_scheduled_tokens, plan.token_budget, num_scheduled, decodes
         )
         detail.update(plan.wait_detail)  # a padded decode that did not fit (0.25+)
         return detail
     if reason == MAX_NUM_SEQS:
-        return {"max_num_seqs": sched.max_num_running_reqs, "num_running": len(sched.running)}
+        return {"max_num_seqs": max_num_seqs, "num_running": num_running}
     if reason == MAX_NUM_ACTIVE_SEQS:
         return {
-            "max_num_active_seqs": sched.max_num_active_reqs,
-            "max_num_seqs": sched.max_num_running_reqs,
-            "num_running": len(sched.running),
+            "max_num_active_seqs": max_num_active_seqs,
+            "max_num_seqs": max_num_seqs,
+            "num_running": num_running,
         }
     if reason == PREEMPTION_THIS_STEP:
         return {"num_preempted": len(plan.preempted)}

@@ -1,4 +1,4 @@
-"""One step's plan while schedule() builds it, and the chunks it turns into."""
+"""One step's plan while Scheduler.schedule() builds it, and the chunks it turns into."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ class StepPlan:
         """0.34+ cache-aware admission moved a request ahead this step: which, how many
         of its prompt tokens were cached, the window (engine.waiting)."""
         self.passed_over: set[str] = set()
-        """The requests that move moved back (their reason: cache_aware_order)."""
+        """The requests cache-aware admission moved back (their reason: cache_aware_order)."""
 
     def unschedule(self, request: Request) -> None:
         """Roll back what was planned for a running request preempted later this step."""
