@@ -37,8 +37,6 @@ class HubSink:
         if self.closed:
             return
         frame_type, data = event_to_frame(event)
-        if frame_type == "engine_snapshot":
-            return
         if len(self._pending) >= MAX_BACKLOG:
             self.dropped += 1
             self._unreported_drops += 1

@@ -51,23 +51,8 @@ class Step:
 
 
 @dataclass(frozen=True, slots=True)
-class TakeSnapshot:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
 class Shutdown:
     pass
 
 
-Command = (
-    AddRequest
-    | AddRequests
-    | Abort
-    | UpdateConfig
-    | Pause
-    | Resume
-    | Step
-    | TakeSnapshot
-    | Shutdown
-)
+Command = AddRequest | AddRequests | Abort | UpdateConfig | Pause | Resume | Step | Shutdown

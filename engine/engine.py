@@ -2,7 +2,7 @@
 
 `EngineCore` (engine_core.py) drives this from its own thread; the offline simulator
 drives it directly. The requests' lifecycle marks are made in engine.request_marks, the
-snapshot for a late joiner in engine.snapshot.
+step's IterationEvent in engine.iteration.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from engine.batch_queue import BatchQueue
 from engine.config import EngineConfig
 from engine.events import (
     ConfigEvent,
-    EngineSnapshot,
     EventSink,
     IterationEvent,
     NullSink,
@@ -29,7 +28,6 @@ from engine.request import Request, RequestStatus, SamplingParams
 from engine.request_marks import abort_detail, abort_marks, marks_of_step, text
 from engine.runner.base import ChecksTokenIds, Drafter, HasTokenizer, ModelRunner
 from engine.schedulers import create_scheduler
-from engine.snapshot import build_snapshot
 from engine.virtual_clock import VirtualClock
 from protocol.codes import RequestMark
 from protocol.lifecycle import Mark
@@ -62,8 +60,6 @@ class Engine:
         self.t0 = clock()
         self.step_index = 0
         self.config_version = 0
-        self.paused = False
-        """Set by EngineCore while it holds the engine paused (shown in snapshots)."""
         self._num_arrivals = 0
         self._arrived: list[str] = []
         self._rejected: list[Rejection] = []
@@ -303,7 +299,3 @@ class Engine:
         )
         self.step_index += 1
         return event
-
-    # ------------------------------------------------------------ snapshot
-    def snapshot(self) -> EngineSnapshot:
-        return build_snapshot(self)

@@ -21,7 +21,6 @@ from engine.commands import (
     Resume,
     Shutdown,
     Step,
-    TakeSnapshot,
     UpdateConfig,
 )
 from engine.engine import Engine
@@ -137,7 +136,7 @@ class EngineCore:
         time.sleep(forward_ms / 1000.0 / self.speed)
 
     def _set_paused(self, paused: bool) -> None:
-        self.paused = self.engine.paused = paused
+        self.paused = paused
         self._steps_requested = 0
 
     def _drain(self, block: bool, timeout: float | None = None) -> None:
@@ -180,8 +179,6 @@ class EngineCore:
             elif isinstance(command, Step):
                 self._set_paused(True)
                 self._steps_requested += command.n
-            elif isinstance(command, TakeSnapshot):
-                result = engine.snapshot()
             elif isinstance(command, Shutdown):
                 self._stopping = True
                 # The session ends: what is still in flight is recorded as aborted.

@@ -1,5 +1,5 @@
-"""What the engine tells the world: one IterationEvent per step, plus lifecycle, config
-and snapshot records. Plain immutable data; consumers (web, recorder) convert them.
+"""What the engine tells the world: one IterationEvent per step, plus lifecycle and config
+records. Plain immutable data; consumers (web, recorder) convert them.
 """
 
 from __future__ import annotations
@@ -135,38 +135,7 @@ class ConfigEvent:
     config: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class RequestRow:
-    req_id: str
-    status: str
-    num_prompt_tokens: int
-    num_tokens: int
-    num_computed_tokens: int
-    max_tokens: int
-    priority: int
-    num_preemptions: int
-    num_cached_tokens: int
-    block_ids: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class EngineSnapshot:
-    """The whole state, for a late joiner: every live request and the block map."""
-
-    step: int
-    t: float
-    config: dict[str, Any]
-    config_version: int
-    paused: bool
-    simulated: bool
-    running: tuple[str, ...]
-    waiting: tuple[str, ...]
-    requests: tuple[RequestRow, ...]
-    blocks: tuple[BlockChange, ...]
-    """Every usable block's state."""
-
-
-Event = IterationEvent | RequestEvent | ConfigEvent | EngineSnapshot
+Event = IterationEvent | RequestEvent | ConfigEvent
 
 
 class EventSink(Protocol):

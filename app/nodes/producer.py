@@ -53,8 +53,7 @@ class QueueSink:
 
     def emit(self, event: Event) -> None:
         frame_type, data = event_to_frame(event)
-        if frame_type != "engine_snapshot":
-            self.queue.put((frame_type, data))
+        self.queue.put((frame_type, data))
 
     def drain(self) -> Iterator[tuple[str, Mapping[str, Any]]]:
         """(Any thread) the frames queued so far, oldest first."""

@@ -5,11 +5,10 @@ engine field breaks here, loudly, instead of silently changing what the browser 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any
 
 from engine.events import (
     ConfigEvent,
-    EngineSnapshot,
     Event,
     IterationEvent,
     RequestEvent,
@@ -18,10 +17,8 @@ from engine.outputs import ScheduledChunk
 from protocol.codes import FrameType, Phase
 from protocol.frames import iteration_payload, request_payload
 from protocol.wire import (
-    BlockChange,
     ConfigData,
     IterationData,
-    Knobs,
     RequestMarkData,
     ScheduledRow,
 )
@@ -107,37 +104,10 @@ def config_data(ev: ConfigEvent) -> ConfigData:
     }
 
 
-class EngineSnapshotData(TypedDict):
-    step: int
-    config: Knobs
-    config_version: int
-    paused: bool
-    simulated: bool
-    running: list[str]
-    waiting: list[str]
-    blocks: list[BlockChange]
-
-
-def engine_snapshot_data(snap: EngineSnapshot) -> EngineSnapshotData:
-    """The engine's own view (used to seed a session's state and for checks)."""
-    return {
-        "step": snap.step,
-        "config": dict(snap.config),
-        "config_version": snap.config_version,
-        "paused": snap.paused,
-        "simulated": snap.simulated,
-        "running": list(snap.running),
-        "waiting": list(snap.waiting),
-        "blocks": [[b.block_id, b.state, b.owner, b.ref_cnt] for b in snap.blocks],
-    }
-
-
 def event_to_frame(ev: Event) -> tuple[str, Mapping[str, Any]]:
-    """(frame type, frame data) for an engine event (`engine_snapshot`: no frame's)."""
+    """(frame type, frame data) for an engine event."""
     if isinstance(ev, IterationEvent):
         return FrameType.ITERATION, iteration_data(ev)
     if isinstance(ev, RequestEvent):
         return FrameType.REQUEST, request_data(ev)
-    if isinstance(ev, ConfigEvent):
-        return FrameType.CONFIG, config_data(ev)
-    return "engine_snapshot", engine_snapshot_data(ev)
+    return FrameType.CONFIG, config_data(ev)

@@ -298,7 +298,6 @@ def publish_closed_session(hub: EventHub, meta: SessionMeta, events: list[Event]
     hub.open_session(new_id, meta, live=False)
     for event in events:
         frame_type, frame = event_to_frame(event)
-        if frame_type != "engine_snapshot":
-            hub.publish(new_id, frame_type, frame)
+        hub.publish(new_id, frame_type, frame)
     hub.close_session(new_id)
     return new_id

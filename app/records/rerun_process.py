@@ -55,8 +55,7 @@ class _LineSink:
 
     def emit(self, event: Event) -> None:
         frame_type, data = event_to_frame(event)
-        if frame_type != "engine_snapshot":
-            self.add(frame_type, data)
+        self.add(frame_type, data)
 
 
 def run_job(inp: IO[str], out: IO[str]) -> None:

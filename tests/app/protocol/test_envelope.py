@@ -25,7 +25,7 @@ def _engine_frames() -> list[tuple[str, dict]]:  # type: ignore[type-arg]
         engine.add_request(f"r{i}", [5, 9, 11 + i, 13], SamplingParams(max_tokens=3))
     while engine.has_unfinished_requests():
         engine.step()
-    return [f for f in (event_to_frame(e) for e in sink.events) if f[0] != "engine_snapshot"]
+    return [(kind, dict(data)) for kind, data in map(event_to_frame, sink.events)]
 
 
 def test_envelope_text_is_the_v1_envelope_in_key_order() -> None:

@@ -44,8 +44,7 @@ class HubPublisher:
 
     def emit(self, event: Event) -> None:
         frame_type, data = event_to_frame(event)
-        if frame_type != "engine_snapshot":
-            self.hub.publish(self.session, frame_type, data)
+        self.hub.publish(self.session, frame_type, data)
 
 
 def open_sim_session(
