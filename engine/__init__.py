@@ -1,6 +1,7 @@
 """batchscope's engine: a vLLM-v1 scheduler, a paged KV cache and model runners.
 
-Pure Python; torch is imported only by engine.runner.torch_runner, lazily.
+Pure Python; torch is imported only by the torch runner's modules (engine.runner.torch_runner
+and what it imports), lazily.
 """
 
 from engine.config import CacheConfig, ConfigError, EngineConfig, SchedulerConfig, SchedulingPolicy

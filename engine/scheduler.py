@@ -334,22 +334,6 @@ class Scheduler:
             if new_blocks is not None:
                 return new_blocks, req_index
 
-    def _preempt_request(self, request: Request) -> None:
-        """Free the victim's blocks and send it to the front of WAITING to recompute."""
-        assert request.status == RequestStatus.RUNNING
-        self.tokens_lost[request.request_id] = request.num_computed_tokens
-        self.kv_cache_manager.free(request)
-        request.status = RequestStatus.PREEMPTED
-        request.num_computed_tokens = 0
-        if self.stale_output:
-            # 0.27+: what is in flight arrives as stale output (delivered, no counters).
-            request.num_stale_output_tokens = request.num_in_flight_tokens
-            request.num_output_placeholders = 0
-        # NOTE (0.20): output placeholders stay: tokens of a batch in flight still arrive.
-        request.spec_token_ids = []
-        request.num_preemptions += 1
-        self.waiting.prepend_request(request)
-
     # ------------------------------------------------------------- WAITING scan
     def _reorder_waiting_by_cached_prefix(self, plan: StepPlan) -> None:
         """0.34+ cache-aware admission: within the first `cache_aware_window` waiting
@@ -595,7 +579,7 @@ class Scheduler:
             request.num_cached_tokens = num_computed
         return request
 
-    # ---------------------------------------------------------- the step's plan
+    # -------------------------------------------------------- the step's output
     def _num_padding_tokens(self, plan: StepPlan) -> int:  # noqa: ARG002
         """Hook: computed positions of the step that produce nothing."""
         return 0
@@ -621,6 +605,23 @@ class Scheduler:
             self.max_num_active_reqs,
             len(self.running),
         )
+
+    # ----------------------------------------- preemption, progress after the plan
+    def _preempt_request(self, request: Request) -> None:
+        """Free the victim's blocks and send it to the front of WAITING to recompute."""
+        assert request.status == RequestStatus.RUNNING
+        self.tokens_lost[request.request_id] = request.num_computed_tokens
+        self.kv_cache_manager.free(request)
+        request.status = RequestStatus.PREEMPTED
+        request.num_computed_tokens = 0
+        if self.stale_output:
+            # 0.27+: what is in flight arrives as stale output (delivered, no counters).
+            request.num_stale_output_tokens = request.num_in_flight_tokens
+            request.num_output_placeholders = 0
+        # NOTE (0.20): output placeholders stay: tokens of a batch in flight still arrive.
+        request.spec_token_ids = []
+        request.num_preemptions += 1
+        self.waiting.prepend_request(request)
 
     def _update_after_schedule(self, plan: StepPlan) -> None:
         """Advance the scheduled requests' progress (the plan was built from the old one)."""
