@@ -218,14 +218,33 @@ class Scheduler:
     # ------------------------------------------------------------ RUNNING pass
     def _schedule_running(self, plan: StepPlan, threshold: int, defer: bool) -> None:
         """Schedule RUNNING requests in running order, preempting when the pool is short."""
+        # (per request per step: the checks stay inline, as in vLLM's loop)
+        max_model_len = self.max_model_len
         running = self.running
         req_index = 0
         while req_index < len(running) and plan.token_budget > 0:
             request = running[req_index]
-            if self._skips_running(request, defer):
+            num_computed = request.num_computed_tokens
+            placeholders = request.num_output_placeholders
+            # NOTE (async): skip a request whose batches in flight already reach
+            # max_tokens even if every draft among them is rejected: no extra step.
+            if (
+                placeholders
+                and num_computed + 2 - placeholders
+                >= request.num_prompt_tokens + request.sampling_params.max_tokens
+            ) or (defer and request.is_prefill_chunk):
                 req_index += 1
                 continue
-            num_new_tokens = self._num_new_running_tokens(request, plan, threshold)
+            num_new_tokens = (
+                len(request.token_ids) + len(request.spec_token_ids) + placeholders - num_computed
+            )
+            if 0 < threshold < num_new_tokens:
+                num_new_tokens = threshold
+            if num_new_tokens > plan.token_budget:
+                num_new_tokens = plan.token_budget
+            # The input position never passes max_model_len (drafts included).
+            if num_new_tokens > max_model_len - 1 - num_computed:
+                num_new_tokens = max_model_len - 1 - num_computed
             if num_new_tokens <= 0:
                 req_index += 1
                 continue
@@ -241,37 +260,6 @@ class Scheduler:
                     break
             self._plan_running(plan, request, num_new_tokens, new_blocks)
             req_index += 1
-
-    def _skips_running(self, request: Request, defer: bool) -> bool:
-        """Not scheduled this step: a prefill chunk on a step without prefill, or (async)
-        a request whose batches in flight already reach max_tokens even if every draft
-        among them is rejected (no extra step)."""
-        placeholders = request.num_output_placeholders
-        if placeholders and (
-            request.num_computed_tokens + 2 - placeholders
-            >= request.num_prompt_tokens + request.sampling_params.max_tokens
-        ):
-            return True
-        return defer and request.is_prefill_chunk
-
-    def _num_new_running_tokens(self, request: Request, plan: StepPlan, threshold: int) -> int:
-        """The deficit of a running request, capped by the threshold, the budget left and
-        max_model_len."""
-        num_computed = request.num_computed_tokens
-        num_new_tokens = (
-            len(request.token_ids)
-            + len(request.spec_token_ids)
-            + request.num_output_placeholders
-            - num_computed
-        )
-        if 0 < threshold < num_new_tokens:
-            num_new_tokens = threshold
-        if num_new_tokens > plan.token_budget:
-            num_new_tokens = plan.token_budget
-        # The input position never passes max_model_len (drafts included).
-        if num_new_tokens > self.max_model_len - 1 - num_computed:
-            num_new_tokens = self.max_model_len - 1 - num_computed
-        return num_new_tokens
 
     def _plan_running(
         self,
@@ -652,9 +640,17 @@ class Scheduler:
         stopped_running: set[Request] = set()
         stopped_waiting: list[Request] = []
         sampled_token_ids = runner_output.sampled_token_ids
+        track_in_flight = self.track_in_flight
         for chunk in output.chunks:
             request = self.requests.get(chunk.req_id)
-            stale = self._take_in_flight(request, chunk.num_tokens)
+            stale = False
+            if track_in_flight and request is not None:
+                # The batch's tokens are no longer in flight.
+                request.num_in_flight_tokens -= chunk.num_tokens
+                if request.num_stale_output_tokens > 0:
+                    # 0.27+: the batch was in flight when the request was preempted.
+                    stale = True
+                    request.num_stale_output_tokens -= chunk.num_tokens
             generated = sampled_token_ids.get(chunk.req_id)
             if not generated or request is None or request.is_finished():
                 # Nothing sampled, or finished (aborted) while the batch was in flight.
@@ -672,18 +668,6 @@ class Scheduler:
         if stopped_waiting:
             self.waiting.remove_requests(stopped_waiting)
         return result
-
-    def _take_in_flight(self, request: Request | None, num_tokens: int) -> bool:
-        """A batch's output arrived: its tokens are no longer in flight. Returns whether
-        it is stale output (0.27+: the batch was in flight when the request was
-        preempted)."""
-        if not self.track_in_flight or request is None:
-            return False
-        request.num_in_flight_tokens -= num_tokens
-        if request.num_stale_output_tokens > 0:
-            request.num_stale_output_tokens -= num_tokens
-            return True
-        return False
 
     def _update_request_with_output(
         self,
