@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import statistics
+import time
 from collections import defaultdict, deque
 from typing import Any
 
 from engine.engine import Engine
 from engine.events import IterationEvent, ListSink, RequestEvent
-from engine.faults import SchedulerAssertion, failure_text
+from engine.faults import SchedulerAssertion, failure_text, stopped_text
 from engine.releases import ReleaseFeatures
 from engine.runner.base import ModelRunner
 from engine.runner.sim import SimRunner
@@ -22,6 +23,7 @@ def run_scenario(
     runner: ModelRunner | None = None,
     sink: ListSink | None = None,
     features: ReleaseFeatures | None = None,
+    time_limit_s: float | None = None,
 ) -> dict[str, Any]:
     """Requests arriving at step s are added, in list order, before step s's schedule;
     requests with `arrival_time_ms` before the first step starting at or after that time
@@ -33,7 +35,12 @@ def run_scenario(
     (engine.releases.features_reverting).
 
     Where vLLM's scheduler would fail an assertion (engine.faults), the run stops at that
-    step as vLLM's engine does, and the result's `failure` names the assertion and step."""
+    step as vLLM's engine does, and the result's `failure` names the assertion and step.
+
+    `complete` says whether every request ran to its end (finished or rejected). A run
+    stopped early (the scenario's `max_steps`, `time_limit_s` of wall time, a failure)
+    is never complete: `stopped` gives {reason, at_step, unfinished} (requests not yet
+    arrived or still held)."""
     clock_ms = 0.0
     clock = VirtualClock()
     options: dict[str, Any] = {}
@@ -58,7 +65,12 @@ def run_scenario(
     arrived_at: dict[str, tuple[int, float]] = {}
     added_step = -1
     failure: dict[str, int | str] | None = None
+    deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
+    stop_reason: str | None = "max_steps"
     while engine.step_index < scenario.max_steps:
+        if deadline is not None and time.monotonic() > deadline:
+            stop_reason = "time_limit"
+            break
         clock.now = clock_ms / 1000.0
         step = engine.step_index
         due = list(arrivals.get(step, ())) if step != added_step else []
@@ -72,10 +84,11 @@ def run_scenario(
                 # On the runner's clock a request keeps the time it was due.
                 at_s = req.arrival_time_ms / 1000.0 if "clock" in options else None
             engine.add_request(
-                req.id, list(req.prompt_token_ids), req.sampling_params, req.priority, at_s
+                req.id, req.prompt_token_ids, req.sampling_params, req.priority, at_s
             )
         if not engine.has_unfinished_requests() and step >= last_arrival:
             if not timed:
+                stop_reason = None
                 break
             # Idle until the next timed arrival: jump the clock instead of empty steps.
             gap = (timed[0].arrival_time_ms or 0.0) - clock_ms
@@ -87,6 +100,7 @@ def run_scenario(
         except SchedulerAssertion as fault:
             # vLLM's engine stops at this step: so does the run, and its result says why.
             failure = fault.as_dict()
+            stop_reason = "failure"
             break
         clock_ms += event.forward_ms
         if idle_ms:
@@ -94,6 +108,16 @@ def run_scenario(
     result = build_result(scenario, sink)
     if failure is not None:
         result["failure"] = failure
+    not_arrived = len(timed) + sum(len(v) for s, v in arrivals.items() if s > added_step)
+    if stop_reason == "max_steps" and not not_arrived and not engine.has_unfinished_requests():
+        stop_reason = None  # the cap came with the last step: nothing was cut short
+    result["complete"] = stop_reason is None
+    if stop_reason is not None:
+        result["stopped"] = {
+            "reason": stop_reason,
+            "at_step": engine.step_index,
+            "unfinished": not_arrived + len(engine.scheduler.requests),
+        }
     for rec in result["steps"]:
         if rec["step"] in idle:
             rec["idle_ms"] = idle[rec["step"]]
@@ -256,4 +280,6 @@ def format_table(result: dict[str, Any]) -> str:
     failure = result.get("failure")
     if failure:
         lines.append(failure_text(failure))
+    if result.get("stopped"):
+        lines.append(stopped_text(result["stopped"]))
     return "\n".join(lines)

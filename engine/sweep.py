@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from engine.config import CacheConfig, SchedulerConfig
+from engine.faults import stopped_text
 from engine.mooncake import TraceRow, trace_requests
 from engine.run_metrics import run_metrics
 from engine.scenario import parse_scenario
@@ -188,9 +189,22 @@ class PointResult:
     point: SweepPoint
     metrics: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    stopped: dict[str, Any] | None = None
+    """The run was cut short (engine.simulate: {reason, at_step, unfinished}): its metrics
+    cover only what ran, and the point is not complete."""
+
+    @property
+    def complete(self) -> bool:
+        return self.error is None and self.stopped is None
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self.point), "metrics": self.metrics, "error": self.error}
+        return {
+            **asdict(self.point),
+            "metrics": self.metrics,
+            "error": self.error,
+            "complete": self.complete,
+            "stopped": self.stopped,
+        }
 
 
 def run_point(
@@ -206,7 +220,8 @@ def run_point(
     usable = scenario.config.cache.kv_block_limit or scenario.config.cache.num_usable_blocks
     failure = result.get("failure")
     error = failure_text(failure) if failure else None
-    return PointResult(point, run_metrics(result, usable), error)
+    stopped = result.get("stopped") if failure is None else None
+    return PointResult(point, run_metrics(result, usable), error, stopped)
 
 
 def make_point_runner(runner: str, cost_model: str | None, config: Any) -> Any:
@@ -229,6 +244,8 @@ def iter_rows(results: list[PointResult]) -> Iterator[dict[str, Any]]:
         row.update(res.metrics)
         if res.error:
             row["error"] = res.error
+        if res.stopped:
+            row["stopped"] = stopped_text(res.stopped)
         yield row
 
 
