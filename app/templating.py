@@ -18,6 +18,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from app.lab.catalog import COUNTS
 from app.resources import asset_path
+from engine.faults import stopped_text
 from engine.releases import KNOB_SINCE, SUPPORTED, version_key
 from protocol import codes
 from protocol.codes import BlockState, SegmentKind
@@ -194,6 +195,7 @@ def make_environment() -> Environment:
     env.filters["time"] = fmt_time
     env.filters["metric"] = fmt_metric
     env.filters["figure"] = fmt_figure
+    env.filters["stopped_text"] = stopped_text
     # One URL component (a session id in a path or a query value): escapes '/', '&', '?'.
     env.filters["urlpart"] = lambda value: quote(str(value), safe="")
     env.globals["static_url"] = static_url

@@ -8,7 +8,7 @@ step's IterationEvent in engine.iteration.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from engine.batch_queue import BatchQueue
@@ -78,7 +78,7 @@ class Engine:
     def add_request(
         self,
         req_id: str,
-        prompt_token_ids: list[int],
+        prompt_token_ids: Sequence[int],
         sampling_params: SamplingParams,
         priority: int = 0,
         arrival_t: float | None = None,
@@ -125,16 +125,26 @@ class Engine:
         self._num_arrivals += 1
         sched.add_request(request)
         self._arrived.append(req_id)
+        trace_prompt = request.trace_prompt
         detail = {
             "num_prompt_tokens": len(prompt_token_ids),
             "max_tokens": sampling_params.max_tokens,
             "priority": priority,
-            # Enough to re-run the arrival exactly (prefix caching depends on content).
-            "prompt_token_ids": list(prompt_token_ids),
+            # Enough to re-run the arrival exactly (prefix caching depends on content): a
+            # trace's prompt by its block chain, never its (up to 128k) tokens.
+            **(
+                {"trace_prompt": trace_prompt.as_dict()}
+                if trace_prompt is not None
+                else {"prompt_token_ids": list(prompt_token_ids)}
+            ),
             "temperature": sampling_params.temperature,
             "top_p": sampling_params.top_p,
             "seed": sampling_params.seed,
-            **text(self._tokenizer, "prompt_text", prompt_token_ids),
+            **(
+                text(self._tokenizer, "prompt_text", list(prompt_token_ids))
+                if trace_prompt is None
+                else {}
+            ),
         }
         self.sink.emit(RequestEvent(req_id, RequestMark.ARRIVED, self.step_index, now, detail))
         return None

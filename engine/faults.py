@@ -36,3 +36,20 @@ def failure_text(failure: Mapping[str, Any]) -> str:
         f"stopped at step {failure['step']} as vLLM's engine would: its scheduler fails "
         f"`assert {failure['assertion']}` ({failure['detail']})"
     )
+
+
+STOPPED_EXIT = 3
+"""Exit status of a CLI run cut short (a step cap, a time limit): never 0, never 2."""
+
+
+def stopped_text(stopped: dict[str, Any]) -> str:
+    """One line for a run cut short: why, where, and how many requests never ended."""
+    why = {
+        "max_steps": "the step cap (max_steps)",
+        "time_limit": "the time limit",
+        "failure": "a scheduler failure",
+    }.get(str(stopped["reason"]), str(stopped["reason"]))
+    return (
+        f"incomplete: stopped by {why} at step {stopped['at_step']} with "
+        f"{stopped['unfinished']} request(s) unfinished"
+    )

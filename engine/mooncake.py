@@ -4,9 +4,11 @@ hash ids stand for equal prompt blocks of `block_tokens` tokens (512 by the trac
 convention; the last block of a prompt may be partial).
 
 In (`trace_scenario`): each request becomes a scenario request arriving at its timestamp
-(`arrival_time_ms`), its prompt built so that block i of hash id h is the same tokens
-wherever h appears (tokens derived from h alone; a partial last block is their prefix),
-tokens past the ids' blocks unique to the request, and `output_length` as `max_tokens`
+(`arrival_time_ms`), its prompt kept as its block chain (`trace_prompt`, engine.trace_prompt;
+`tokens=True` writes it out token by token), standing for tokens such that block i of hash
+id h is the same tokens wherever h appears (tokens derived from h alone; a partial last
+block is their prefix), tokens past the ids' blocks unique to the request, and
+`output_length` as `max_tokens`
 (EOS never stops a request here, so each produces that many).
 
 Out (`BlockNumbering`): hash ids from a prompt's blocks, the key of a block being a chain
@@ -30,6 +32,7 @@ from typing import Any
 from engine.config import EngineConfig
 from engine.request import SamplingParams
 from engine.scenario import Scenario, ScenarioRequest
+from engine.trace_prompt import TracePrompt
 from engine.workload import TOKEN_LOW
 from protocol.blocks import block_keys
 
@@ -173,18 +176,31 @@ class BlockTokens:
         return out
 
 
-def trace_requests(rows: Sequence[TraceRow], block_tokens: int) -> list[dict[str, Any]]:
-    """The scenario requests of a trace (engine/scenario.py's format)."""
+def trace_requests(
+    rows: Sequence[TraceRow], block_tokens: int, tokens: bool = False
+) -> list[dict[str, Any]]:
+    """The scenario requests of a trace (engine/scenario.py's format): each prompt as its
+    block chain (`trace_prompt`, engine.trace_prompt: about the trace's own size, tokens
+    made only where a model runs), or with `tokens` written out token by token (the same
+    ids the chain stands for)."""
     blocks = BlockTokens(block_tokens)
     return [
         {
             "id": f"trace-{i}",
             "arrival_time_ms": row.timestamp,
-            "prompt_token_ids": blocks.prompt(i, row),
+            **(
+                {"prompt_token_ids": blocks.prompt(i, row)}
+                if tokens
+                else {"trace_prompt": _prompt(i, row, block_tokens).as_dict()}
+            ),
             "max_tokens": row.output_length,
         }
         for i, row in enumerate(rows)
     ]
+
+
+def _prompt(index: int, row: TraceRow, block_tokens: int) -> TracePrompt:
+    return TracePrompt(row.hash_ids, row.input_length, block_tokens, index)
 
 
 def trace_config(rows: Sequence[TraceRow], block_size: int = 16) -> dict[str, Any]:
@@ -203,15 +219,17 @@ def trace_scenario(
     block_tokens: int = DEFAULT_BLOCK_TOKENS,
     name: str = "trace",
     config: dict[str, Any] | None = None,
+    tokens: bool = False,
 ) -> dict[str, Any]:
-    """A scenario (engine/scenario.py's format) replaying the trace's arrivals."""
+    """A scenario (engine/scenario.py's format) replaying the trace's arrivals (prompts as
+    block chains, or token lists with `tokens`: trace_requests)."""
     span = rows[-1].timestamp - rows[0].timestamp
     return {
         "name": name,
         "description": f"Mooncake trace: {len(rows)} requests over {span / 1000:.3f} s, "
         f"{block_tokens}-token blocks",
         "config": trace_config(rows) if config is None else config,
-        "requests": trace_requests(rows, block_tokens),
+        "requests": trace_requests(rows, block_tokens, tokens),
     }
 
 
@@ -259,15 +277,15 @@ def trace_as_scenario(
     name: str = "trace",
 ) -> Scenario:
     """The trace as a Scenario under `config` (a live engine's knobs), built directly
-    (its prompts are ours, so they need no validation token by token)."""
+    (its prompts are block chains, engine.trace_prompt: no token lists)."""
     requests = tuple(
         ScenarioRequest(
-            r["id"],
+            f"trace-{i}",
             0,
-            tuple(r["prompt_token_ids"]),
-            SamplingParams(max_tokens=r["max_tokens"]),
-            arrival_time_ms=r["arrival_time_ms"],
+            _prompt(i, row, block_tokens),
+            SamplingParams(max_tokens=row.output_length),
+            arrival_time_ms=row.timestamp,
         )
-        for r in trace_requests(rows, block_tokens)
+        for i, row in enumerate(rows)
     )
     return Scenario(name, f"Mooncake trace, {len(rows)} requests", config, 100_000_000, requests)

@@ -7,6 +7,7 @@ while being just as immutable.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -34,7 +35,7 @@ class ScheduledChunk(NamedTuple):
     """The request (re)entered RUNNING this step: `block_ids` is its whole block table."""
     block_ids: tuple[int, ...]
     """Whole block table if `is_new`, else only the blocks appended this step."""
-    token_ids: tuple[int, ...]
+    token_ids: Sequence[int]
     """The input token ids of this chunk (positions num_computed_before ...), drafts
     excluded. Under async scheduling the scheduler does not know the tokens of batches
     still in flight: the engine completes them from its runner's outputs."""

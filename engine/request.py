@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine.prefix_hash import BlockHash, extend_block_hashes
+from engine.trace_prompt import TracePrompt, TraceTokenIds
 
 
 class RequestStatus(enum.IntEnum):
@@ -76,7 +78,7 @@ class Request:
     def __init__(
         self,
         request_id: str,
-        prompt_token_ids: list[int],
+        prompt_token_ids: Sequence[int],
         sampling_params: SamplingParams,
         arrival_time: float,
         priority: int = 0,
@@ -85,7 +87,13 @@ class Request:
         arrival_step: int = 0,
     ) -> None:
         self.request_id = request_id
-        self.token_ids: list[int] = list(prompt_token_ids)
+        # A trace's prompt stays lazy (engine.trace_prompt): its tokens are made only
+        # when a runner reads them, its block hashes from its chain of hash ids.
+        self.token_ids: list[int] | TraceTokenIds = (
+            TraceTokenIds(prompt_token_ids)
+            if isinstance(prompt_token_ids, TracePrompt)
+            else list(prompt_token_ids)
+        )
         self.num_prompt_tokens = len(prompt_token_ids)
         self.sampling_params = sampling_params
         self.arrival_time = arrival_time
@@ -114,7 +122,10 @@ class Request:
         self.enable_hashing = enable_hashing
         self.block_hashes: list[BlockHash] = []
         if enable_hashing:
-            extend_block_hashes(self.block_hashes, self.token_ids, block_size)
+            if isinstance(prompt_token_ids, TracePrompt):
+                self.block_hashes = prompt_token_ids.block_hashes(block_size)
+            else:
+                extend_block_hashes(self.block_hashes, self.token_ids, block_size)
 
     @property
     def max_tokens(self) -> int:
@@ -135,6 +146,20 @@ class Request:
     @property
     def output_token_ids(self) -> list[int]:
         return self.token_ids[self.num_prompt_tokens :]
+
+    @property
+    def trace_prompt(self) -> TracePrompt | None:
+        """The lazy prompt of a trace request; None when the prompt is a token list."""
+        tokens = self.token_ids
+        return tokens.prompt if isinstance(tokens, TraceTokenIds) else None
+
+    def input_token_ids(self, start: int, end: int) -> Sequence[int]:
+        """Token ids of positions start .. end-1 (a step's inputs): a tuple, or for a
+        trace request a lazy span (the SimRunner reads only its last token)."""
+        tokens = self.token_ids
+        if isinstance(tokens, TraceTokenIds):
+            return tokens.span(start, end)
+        return tuple(tokens[start:end])
 
     def append_output_token_id(self, token_id: int) -> None:
         self.token_ids.append(token_id)

@@ -8,6 +8,7 @@ starts, and its first token is there when the step that sampled it ends.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 PERCENTILES = (50, 95, 99)
@@ -68,14 +69,7 @@ def run_metrics(result: dict[str, Any], usable_blocks: int | None = None) -> dic
         prompt_tokens += rec["num_prompt_tokens"]
         output_tokens += rec["num_output_tokens"]
 
-    out: dict[str, float] = {}
-    for name, values in samples.items():
-        values.sort()
-        base = name.removesuffix("_ms")
-        for p in PERCENTILES:
-            out[f"{base}_p{p}_ms"] = round(percentile(values, p), 4)
-    n_steps = len(steps) or 1
-    seconds = total_ms / 1000.0
+    n_steps = len(steps)
     hits = sum(sum(s["prefix_cache_hit_tokens"].values()) for s in steps)
     queries = sum(
         rec["num_prompt_tokens"]
@@ -83,27 +77,80 @@ def run_metrics(result: dict[str, Any], usable_blocks: int | None = None) -> dic
         if rec.get("first_scheduled_step") is not None
     )
     kv_peak = max((s["kv_blocks_used"] for s in steps), default=0)
-    drafts = result.get("total_draft_tokens", 0)
+    totals = RunTotals(
+        completed=int(result["completed"]),
+        steps=n_steps,
+        total_ms=total_ms,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        scheduled_tokens=int(result["total_scheduled_tokens"]),
+        batch_members=sum(len(s["scheduled"]) for s in steps),
+        preemptions=int(result["total_preemptions"]),
+        tokens_recomputed=int(result.get("tokens_recomputed", 0)),
+        prefix_hits=hits,
+        prefix_queries=queries,
+        kv_peak=kv_peak,
+        padding_tokens=int(result.get("total_padding_tokens", 0)),
+        draft_tokens=int(result.get("total_draft_tokens", 0)),
+        accepted_tokens=int(result.get("total_accepted_tokens", 0)),
+    )
+    return figures(samples, totals, usable_blocks)
+
+
+@dataclass(slots=True)
+class RunTotals:
+    """A run's counts, summed over its steps and requests (plain numbers)."""
+
+    completed: int = 0
+    steps: int = 0
+    total_ms: float = 0.0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    scheduled_tokens: int = 0
+    batch_members: int = 0
+    preemptions: int = 0
+    tokens_recomputed: int = 0
+    prefix_hits: int = 0
+    prefix_queries: int = 0
+    kv_peak: int = 0
+    padding_tokens: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+
+
+def figures(
+    samples: dict[str, list[float]], totals: RunTotals, usable_blocks: int | None
+) -> dict[str, float]:
+    """The flat figures from latency samples (any order) and a run's totals."""
+    out: dict[str, float] = {}
+    for name, values in samples.items():
+        values.sort()
+        base = name.removesuffix("_ms")
+        for p in PERCENTILES:
+            out[f"{base}_p{p}_ms"] = round(percentile(values, p), 4)
+    n_steps = totals.steps or 1
+    seconds = totals.total_ms / 1000.0
+    kv_peak = totals.kv_peak
+    drafts = totals.draft_tokens
+    queries = totals.prefix_queries
     out.update(
         {
-            "requests_finished": float(result["completed"]),
-            "steps": float(len(steps)),
+            "requests_finished": float(totals.completed),
+            "steps": float(totals.steps),
             "duration_s": round(seconds, 6),
-            "input_tokens_per_s": round(prompt_tokens / seconds, 3) if seconds else 0.0,
-            "output_tokens_per_s": round(output_tokens / seconds, 3) if seconds else 0.0,
-            "mean_step_ms": round(total_ms / n_steps, 4),
-            "mean_scheduled_tokens": round(result["total_scheduled_tokens"] / n_steps, 3),
-            "mean_batch_size": round(sum(len(s["scheduled"]) for s in steps) / n_steps, 3),
-            "preemptions": float(result["total_preemptions"]),
-            "tokens_recomputed": float(result.get("tokens_recomputed", 0)),
-            "prefix_cache_hit_rate": round(hits / queries, 4) if queries else 0.0,
+            "input_tokens_per_s": round(totals.prompt_tokens / seconds, 3) if seconds else 0.0,
+            "output_tokens_per_s": round(totals.output_tokens / seconds, 3) if seconds else 0.0,
+            "mean_step_ms": round(totals.total_ms / n_steps, 4),
+            "mean_scheduled_tokens": round(totals.scheduled_tokens / n_steps, 3),
+            "mean_batch_size": round(totals.batch_members / n_steps, 3),
+            "preemptions": float(totals.preemptions),
+            "tokens_recomputed": float(totals.tokens_recomputed),
+            "prefix_cache_hit_rate": round(totals.prefix_hits / queries, 4) if queries else 0.0,
             "kv_peak_blocks": float(kv_peak),
             "kv_peak_fraction": round(kv_peak / usable_blocks, 4) if usable_blocks else 0.0,
-            "padding_tokens": float(result.get("total_padding_tokens", 0)),
+            "padding_tokens": float(totals.padding_tokens),
             "draft_tokens": float(drafts),
-            "draft_acceptance": (
-                round(result.get("total_accepted_tokens", 0) / drafts, 4) if drafts else 0.0
-            ),
+            "draft_acceptance": round(totals.accepted_tokens / drafts, 4) if drafts else 0.0,
         }
     )
     return out

@@ -6,7 +6,7 @@ Every error names the field that is wrong, e.g. `requests[3].prompt_len: must be
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from engine.config import (
 )
 from engine.releases import DEFAULT_VLLM_VERSION
 from engine.request import SamplingParams
+from engine.trace_prompt import TracePrompt
 
 DEFAULT_MAX_STEPS = 100_000
 
@@ -59,6 +60,7 @@ _REQUEST_KEYS = {
     "arrival_time_ms",
     "prompt_len",
     "prompt_token_ids",
+    "trace_prompt",
     "max_tokens",
     "priority",
     "temperature",
@@ -77,7 +79,8 @@ class ScenarioError(ValueError):
 class ScenarioRequest:
     id: str
     arrival_step: int
-    prompt_token_ids: tuple[int, ...]
+    prompt_token_ids: Sequence[int]
+    """A tuple of token ids, or a trace's lazy prompt (engine.trace_prompt.TracePrompt)."""
     sampling_params: SamplingParams
     priority: int = 0
     arrival_time_ms: float | None = None
@@ -206,17 +209,22 @@ def _parse_request(index: int, raw: Any) -> ScenarioRequest:
         if "arrival_step" in raw:
             raise ScenarioError(f"{where}.arrival_time_ms", "give arrival_step or this, not both")
         arrival_ms = _number(f"{where}.arrival_time_ms", raw["arrival_time_ms"], 0.0, 1e12)
-    if "prompt_token_ids" in raw:
+    tokens: Sequence[int]
+    if "trace_prompt" in raw:
+        tokens = _trace_prompt(f"{where}.trace_prompt", raw["trace_prompt"])
+    elif "prompt_token_ids" in raw:
         ids = raw["prompt_token_ids"]
         if not isinstance(ids, list) or not ids:
             raise ScenarioError(f"{where}.prompt_token_ids", "must be a non-empty list")
         for j, tok in enumerate(ids):
             _int(f"{where}.prompt_token_ids[{j}]", tok, 0)
-        tokens = list(ids)
+        tokens = tuple(ids)
     elif "prompt_len" in raw:
-        tokens = prompt_tokens(index, _int(f"{where}.prompt_len", raw["prompt_len"], 1))
+        tokens = tuple(prompt_tokens(index, _int(f"{where}.prompt_len", raw["prompt_len"], 1)))
     else:
-        raise ScenarioError(f"{where}.prompt_len", "required (or give prompt_token_ids)")
+        raise ScenarioError(
+            f"{where}.prompt_len", "required (or give prompt_token_ids or trace_prompt)"
+        )
     max_tokens = _int(f"{where}.max_tokens", raw.get("max_tokens"), 1)
     priority = raw.get("priority", 0)
     if isinstance(priority, bool) or not isinstance(priority, int):
@@ -227,7 +235,34 @@ def _parse_request(index: int, raw: Any) -> ScenarioRequest:
     if seed is not None:
         seed = _int(f"{where}.seed", seed, 0)
     params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed)
-    return ScenarioRequest(req_id, arrival, tuple(tokens), params, priority, arrival_ms)
+    return ScenarioRequest(req_id, arrival, tokens, params, priority, arrival_ms)
+
+
+def _trace_prompt(where: str, raw: Any) -> TracePrompt:
+    """`{hash_ids, input_length, block_tokens, index}`: a trace's prompt by its block chain
+    (import-trace's compact form; engine.trace_prompt)."""
+    if not isinstance(raw, dict):
+        raise ScenarioError(
+            where, "must be an object {hash_ids, input_length, block_tokens, index}"
+        )
+    unknown = set(raw) - {"hash_ids", "input_length", "block_tokens", "index"}
+    if unknown:
+        raise ScenarioError(f"{where}.{sorted(unknown)[0]}", "unknown key")
+    length = _int(f"{where}.input_length", raw.get("input_length"), 1)
+    block_tokens = _int(f"{where}.block_tokens", raw.get("block_tokens"), 1)
+    index = _int(f"{where}.index", raw.get("index"), 0)
+    ids = raw.get("hash_ids")
+    if not isinstance(ids, list):
+        raise ScenarioError(f"{where}.hash_ids", "must be a list of integers >= 0")
+    for j, h in enumerate(ids):
+        _int(f"{where}.hash_ids[{j}]", h, 0)
+    if len(ids) > -(-length // block_tokens):
+        raise ScenarioError(
+            f"{where}.hash_ids",
+            f"{len(ids)} ids, but input_length {length} is only "
+            f"{-(-length // block_tokens)} block(s) of {block_tokens} tokens",
+        )
+    return TracePrompt(ids, length, block_tokens, index)
 
 
 def _int(where: str, value: Any, minimum: int) -> int:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import statistics
+import time
 from collections import defaultdict, deque
+from collections.abc import Callable
 from typing import Any
 
 from engine.engine import Engine
 from engine.events import IterationEvent, ListSink, RequestEvent
-from engine.faults import SchedulerAssertion, failure_text
+from engine.faults import SchedulerAssertion, failure_text, stopped_text
 from engine.releases import ReleaseFeatures
+from engine.run_aggregate import RunAggregate
 from engine.runner.base import ModelRunner
 from engine.runner.sim import SimRunner
 from engine.scenario import Scenario, ScenarioRequest
@@ -22,6 +25,7 @@ def run_scenario(
     runner: ModelRunner | None = None,
     sink: ListSink | None = None,
     features: ReleaseFeatures | None = None,
+    time_limit_s: float | None = None,
 ) -> dict[str, Any]:
     """Requests arriving at step s are added, in list order, before step s's schedule;
     requests with `arrival_time_ms` before the first step starting at or after that time
@@ -33,8 +37,12 @@ def run_scenario(
     (engine.releases.features_reverting).
 
     Where vLLM's scheduler would fail an assertion (engine.faults), the run stops at that
-    step as vLLM's engine does, and the result's `failure` names the assertion and step."""
-    clock_ms = 0.0
+    step as vLLM's engine does, and the result's `failure` names the assertion and step.
+
+    `complete` says whether every request ran to its end (finished or rejected). A run
+    stopped early (the scenario's `max_steps`, `time_limit_s` of wall time, a failure)
+    is never complete: `stopped` gives {reason, at_step, unfinished} (requests not yet
+    arrived or still held)."""
     clock = VirtualClock()
     options: dict[str, Any] = {}
     if sink is not None:
@@ -42,6 +50,102 @@ def run_scenario(
         options["clock"] = clock
     sink = sink or ListSink()
     engine = Engine(scenario.config, runner or SimRunner(), sink, features=features, **options)
+    idle: dict[int, float] = {}
+    arrived_at: dict[str, tuple[int, float]] = {}
+
+    def on_arrival(req: ScenarioRequest, step: int) -> None:
+        if req.arrival_time_ms is not None:
+            arrived_at[req.id] = (step, req.arrival_time_ms)
+
+    def on_idle(step: int, ms: float) -> None:
+        idle[step] = ms
+
+    outcome = drive(scenario, engine, clock, "clock" in options, time_limit_s, on_arrival, on_idle)
+    result = build_result(scenario, sink)
+    outcome.apply_to(result)
+    for rec in result["steps"]:
+        if rec["step"] in idle:
+            rec["idle_ms"] = idle[rec["step"]]
+    for req_id, (step, at_ms) in arrived_at.items():
+        result["requests"][req_id]["arrival_step"] = step
+        result["requests"][req_id]["arrival_ms"] = at_ms
+    return result
+
+
+def run_scenario_metrics(
+    scenario: Scenario,
+    runner: ModelRunner | None = None,
+    features: ReleaseFeatures | None = None,
+    time_limit_s: float | None = None,
+) -> dict[str, Any]:
+    """run_scenario's figures (engine.run_metrics) without its step-by-step result: the
+    events are folded as they come (engine.run_aggregate), so memory stays what the
+    engine holds however long the run. Returns {scenario, metrics, finish_reasons,
+    complete} and `stopped` / `failure` as run_scenario gives them."""
+    fold = RunAggregate()
+    engine = Engine(scenario.config, runner or SimRunner(), fold, features=features)
+
+    def on_arrival(req: ScenarioRequest, step: int) -> None:
+        fold.arrived(req.id, len(req.prompt_token_ids), step, req.arrival_time_ms)
+
+    outcome = drive(
+        scenario, engine, VirtualClock(), False, time_limit_s, on_arrival,
+        lambda _step, ms: fold.idle(ms),
+    )  # fmt: skip
+    cache = scenario.config.cache
+    result: dict[str, Any] = {
+        "scenario": scenario.name,
+        "metrics": fold.metrics(cache.kv_block_limit or cache.num_usable_blocks),
+        "finish_reasons": fold.summary(),
+    }
+    outcome.apply_to(result)
+    return result
+
+
+class Outcome:
+    """How a run ended: `stop_reason` None when every request ran to its end."""
+
+    __slots__ = ("at_step", "failure", "stop_reason", "unfinished")
+
+    def __init__(
+        self,
+        stop_reason: str | None,
+        at_step: int,
+        unfinished: int,
+        failure: dict[str, int | str] | None,
+    ) -> None:
+        self.stop_reason = stop_reason
+        self.at_step = at_step
+        self.unfinished = unfinished
+        self.failure = failure
+
+    def apply_to(self, result: dict[str, Any]) -> None:
+        """`failure`, `complete` and `stopped` into a run's result."""
+        if self.failure is not None:
+            result["failure"] = self.failure
+        result["complete"] = self.stop_reason is None
+        if self.stop_reason is not None:
+            result["stopped"] = {
+                "reason": self.stop_reason,
+                "at_step": self.at_step,
+                "unfinished": self.unfinished,
+            }
+
+
+def drive(
+    scenario: Scenario,
+    engine: Engine,
+    clock: VirtualClock,
+    timed_marks: bool,
+    time_limit_s: float | None,
+    on_arrival: Callable[[ScenarioRequest, int], None],
+    on_idle: Callable[[int, float], None],
+) -> Outcome:
+    """The run's loop (see run_scenario): arrivals added when due, idle gaps jumped (each
+    told to `on_idle(step, ms)` just before the step after it), steps until every request
+    ended, the step cap, the time limit or a scheduler failure. `timed_marks`: arrival
+    marks keep the time a request was due (the engine runs on `clock`)."""
+    clock_ms = 0.0
     arrivals: dict[int, list[ScenarioRequest]] = defaultdict(list)
     timed: deque[ScenarioRequest] = deque(
         sorted(
@@ -54,11 +158,14 @@ def run_scenario(
             arrivals[req.arrival_step].append(req)
     last_arrival = max(arrivals, default=-1)
     idle_ms = 0.0
-    idle: dict[int, float] = {}
-    arrived_at: dict[str, tuple[int, float]] = {}
     added_step = -1
     failure: dict[str, int | str] | None = None
+    deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
+    stop_reason: str | None = "max_steps"
     while engine.step_index < scenario.max_steps:
+        if deadline is not None and time.monotonic() > deadline:
+            stop_reason = "time_limit"
+            break
         clock.now = clock_ms / 1000.0
         step = engine.step_index
         due = list(arrivals.get(step, ())) if step != added_step else []
@@ -66,41 +173,39 @@ def run_scenario(
         while timed and (timed[0].arrival_time_ms or 0.0) <= clock_ms:
             due.append(timed.popleft())
         for req in due:
+            on_arrival(req, step)
+            # On the runner's clock a request keeps the time it was due.
             at_s = None
-            if req.arrival_time_ms is not None:
-                arrived_at[req.id] = (step, req.arrival_time_ms)
-                # On the runner's clock a request keeps the time it was due.
-                at_s = req.arrival_time_ms / 1000.0 if "clock" in options else None
+            if req.arrival_time_ms is not None and timed_marks:
+                at_s = req.arrival_time_ms / 1000.0
             engine.add_request(
-                req.id, list(req.prompt_token_ids), req.sampling_params, req.priority, at_s
+                req.id, req.prompt_token_ids, req.sampling_params, req.priority, at_s
             )
         if not engine.has_unfinished_requests() and step >= last_arrival:
             if not timed:
+                stop_reason = None
                 break
             # Idle until the next timed arrival: jump the clock instead of empty steps.
             gap = (timed[0].arrival_time_ms or 0.0) - clock_ms
             clock_ms += gap
             idle_ms += gap
             continue
+        if idle_ms:
+            on_idle(step, idle_ms)  # the gap before this step (told before it runs)
+            idle_ms = 0.0
         try:
             event = engine.step()
         except SchedulerAssertion as fault:
             # vLLM's engine stops at this step: so does the run, and its result says why.
             failure = fault.as_dict()
+            stop_reason = "failure"
             break
         clock_ms += event.forward_ms
-        if idle_ms:
-            idle[step], idle_ms = idle_ms, 0.0
-    result = build_result(scenario, sink)
-    if failure is not None:
-        result["failure"] = failure
-    for rec in result["steps"]:
-        if rec["step"] in idle:
-            rec["idle_ms"] = idle[rec["step"]]
-    for req_id, (step, at_ms) in arrived_at.items():
-        result["requests"][req_id]["arrival_step"] = step
-        result["requests"][req_id]["arrival_ms"] = at_ms
-    return result
+    not_arrived = len(timed) + sum(len(v) for s, v in arrivals.items() if s > added_step)
+    if stop_reason == "max_steps" and not not_arrived and not engine.has_unfinished_requests():
+        stop_reason = None  # the cap came with the last step: nothing was cut short
+    unfinished = not_arrived + len(engine.scheduler.requests)
+    return Outcome(stop_reason, engine.step_index, unfinished, failure)
 
 
 def build_result(scenario: Scenario, sink: ListSink) -> dict[str, Any]:
@@ -256,4 +361,6 @@ def format_table(result: dict[str, Any]) -> str:
     failure = result.get("failure")
     if failure:
         lines.append(failure_text(failure))
+    if result.get("stopped"):
+        lines.append(stopped_text(result["stopped"]))
     return "\n".join(lines)

@@ -89,11 +89,11 @@ class StepPlan:
             drafts = spec.get(req_id)
             end = start + n - (len(drafts) if drafts else 0)
             token_ids = request.token_ids
-            inputs = tuple(token_ids[start:end])
+            inputs = request.input_token_ids(start, end)
             num_known = len(token_ids)
             if end > num_known and late_tokens:
                 late = late_tokens.get(req_id, ())
-                inputs += tuple(late[max(0, start - num_known) : end - num_known])
+                inputs = tuple(inputs) + tuple(late[max(0, start - num_known) : end - num_known])
             blocks = new_blocks_of.get(req_id)
             chunks.append(
                 ScheduledChunk(

@@ -2,9 +2,9 @@
 knobs, N repeats each, in parallel worker processes, and collect each run's figures.
 
 A point is a scenario (a dict in the scenario format) with knob values written into its
-config; `run_point` runs it through `simulate` and `run_metrics`. On the SimRunner the
-same sweep gives identical numbers every time; repeats differ only when the workload is
-generated (`workload_scenario`), each repeat with its own seed. `run_sweep`
+config; `run_point` runs it through `simulate` (its figures folded as it runs). On the
+SimRunner the same sweep gives identical numbers every time; repeats differ only when the
+workload is generated (`workload_scenario`), each repeat with its own seed. `run_sweep`
 (engine.sweep_pool) runs every point in worker processes.
 """
 
@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from engine.config import CacheConfig, SchedulerConfig
+from engine.faults import stopped_text
 from engine.mooncake import TraceRow, trace_requests
-from engine.run_metrics import run_metrics
 from engine.scenario import parse_scenario
 
 SWEEPABLE = sorted(
@@ -188,9 +188,22 @@ class PointResult:
     point: SweepPoint
     metrics: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    stopped: dict[str, Any] | None = None
+    """The run was cut short (engine.simulate: {reason, at_step, unfinished}): its metrics
+    cover only what ran, and the point is not complete."""
+
+    @property
+    def complete(self) -> bool:
+        return self.error is None and self.stopped is None
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self.point), "metrics": self.metrics, "error": self.error}
+        return {
+            **asdict(self.point),
+            "metrics": self.metrics,
+            "error": self.error,
+            "complete": self.complete,
+            "stopped": self.stopped,
+        }
 
 
 def run_point(
@@ -198,15 +211,17 @@ def run_point(
 ) -> PointResult:
     """One run (in a worker process): the point's scenario through simulate."""
     from engine.faults import failure_text
-    from engine.simulate import run_scenario
+    from engine.simulate import run_scenario_metrics
 
     data = point_scenario(base, point)
     scenario = parse_scenario(data)
-    result = run_scenario(scenario, make_point_runner(runner, cost_model, scenario.config))
-    usable = scenario.config.cache.kv_block_limit or scenario.config.cache.num_usable_blocks
+    del data  # the point's requests live on in `scenario` alone
+    # Figures folded as the run goes: memory is what the engine holds, not the run's length.
+    result = run_scenario_metrics(scenario, make_point_runner(runner, cost_model, scenario.config))
     failure = result.get("failure")
     error = failure_text(failure) if failure else None
-    return PointResult(point, run_metrics(result, usable), error)
+    stopped = result.get("stopped") if failure is None else None
+    return PointResult(point, result["metrics"], error, stopped)
 
 
 def make_point_runner(runner: str, cost_model: str | None, config: Any) -> Any:
@@ -229,6 +244,8 @@ def iter_rows(results: list[PointResult]) -> Iterator[dict[str, Any]]:
         row.update(res.metrics)
         if res.error:
             row["error"] = res.error
+        if res.stopped:
+            row["stopped"] = stopped_text(res.stopped)
         yield row
 
 

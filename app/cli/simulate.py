@@ -18,10 +18,22 @@ from app.cli.common import (
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    sim = sub.add_parser("simulate", help="run a scenario file step by step")
+    sim = sub.add_parser(
+        "simulate",
+        help="run a scenario file step by step",
+        description="Exit status: 0 every request ran to its end (finished or rejected); "
+        "1 the run stopped where vLLM's scheduler would fail an assertion; 3 the run was cut "
+        "short (the scenario's max_steps, --time-limit) with requests unfinished; 2 bad input.",
+    )
     sim.add_argument("file", help="scenario JSON (see docs/scenarios.md)")
     sim.add_argument("--out", metavar="RESULT.json", help="write the step-by-step result here")
     sim.add_argument("--table", action="store_true", help="print the seed-style step table")
+    sim.add_argument(
+        "--time-limit",
+        type=float,
+        metavar="SECONDS",
+        help="stop after this much wall time (the result then says it stopped, exit 3)",
+    )
     sim.add_argument(
         "--cost-model",
         metavar="FILE|PRESET",
@@ -82,7 +94,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from engine.faults import failure_text
+    from engine.faults import STOPPED_EXIT, failure_text, stopped_text
     from engine.scenario import ScenarioError, load_scenario
     from engine.simulate import format_table, run_scenario
 
@@ -92,8 +104,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.file, loop_overrides(args))
     except ScenarioError as exc:
         raise CliError(str(exc)) from None
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise CliError("--time-limit: must be > 0 seconds")
     runner = make_runner_from_args(args, scenario.config)
-    result = run_scenario(scenario, runner)
+    result = run_scenario(scenario, runner, time_limit_s=args.time_limit)
     if args.out:
         out = Path(args.out)
         tmp = out.with_name(out.name + ".tmp")
@@ -109,4 +123,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         # vLLM's engine would stop here too: the run is not complete, and says so.
         print(f"batchscope simulate: {failure_text(failure)}", file=sys.stderr)
         return 1
+    if not result["complete"]:
+        print(f"batchscope simulate: {stopped_text(result['stopped'])}", file=sys.stderr)
+        return STOPPED_EXIT
     return 0

@@ -1,7 +1,9 @@
 """`batchscope sweep`: one workload under every value (or grid of values) of one or two
 engine knobs, N repeats each, in parallel worker processes; a progress bar on stderr, a
 table of the main figures on stdout, every figure in --out (JSON or CSV). Ctrl-C stops
-starting points, lets the running ones finish and still writes what finished."""
+starting points, lets the running ones finish and still writes what finished (exit 130).
+A run cut short (its scenario's max_steps) is marked incomplete, in the table and --out,
+and the sweep exits 3."""
 
 from __future__ import annotations
 
@@ -146,6 +148,7 @@ class Progress:
 def summary_table(results: list[Any], knob_names: list[str]) -> str:
     """Per knob value (mean over repeats): the main figures."""
     from app.lab.catalog import SUMMARY
+    from engine.faults import stopped_text
 
     groups: dict[tuple[Any, ...], list[dict[str, float]]] = {}
     errors = 0
@@ -162,6 +165,12 @@ def summary_table(results: list[Any], knob_names: list[str]) -> str:
         lines.append("  ".join(f"{c:>14}" for c in cells))
     if errors:
         lines.append(f"{errors} run(s) failed: see --out for their errors")
+    stopped = [res for res in results if res.stopped and not res.error]
+    if stopped:
+        lines.append(
+            f"{len(stopped)} run(s) INCOMPLETE (their figures cover only what ran), e.g. "
+            f"{stopped[0].point.knobs}: {stopped_text(stopped[0].stopped)}"
+        )
     return "\n".join(lines)
 
 
@@ -192,6 +201,7 @@ def write_out(path: Path, results: list[Any], meta: dict[str, Any]) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from app.lab.sources import SourceError
+    from engine.faults import STOPPED_EXIT
     from engine.sweep import SweepError
     from engine.sweep_pool import run_sweep
 
@@ -215,6 +225,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     progress.close()
     wall = time.monotonic() - t0
     interrupted = len(results) < total
+    stopped = sum(1 for r in results if r.stopped)
     print(summary_table(results, [k.name for k in spec.knobs]))
     if interrupted:
         print(f"interrupted: {len(results)} of {total} runs finished", file=sys.stderr)
@@ -226,10 +237,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             "runner": spec.runner,
             "cost_model": spec.cost_model,
             "experiment": spec.experiment,
-            "complete": not interrupted,
+            "complete": not interrupted and not stopped,
             "wall_s": round(wall, 3),
         }
         write_out(out, results, meta)
         print(f"{len(results)} runs written to {out}", file=sys.stderr)
     print(f"wall time {wall:.2f} s", file=sys.stderr)
-    return 130 if interrupted else 0
+    if interrupted:
+        return 130
+    return STOPPED_EXIT if stopped else 0

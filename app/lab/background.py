@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.lab import store
 from app.lab.spec import SweepSpec
+from engine.faults import stopped_text
 from engine.sweep import PointResult
 from engine.sweep_pool import run_sweep
 
@@ -118,7 +119,17 @@ class LabWorker:
             on_result=on_result,
             should_stop=should_stop,
         )
-        if len(results) == job.num_points:
+        stopped = [r for r in results if r.stopped and not r.error]
+        if len(results) == job.num_points and stopped:
+            # Every point ran, but some were cut short: never shown as a plain "done".
+            store.set_status(
+                self.db,
+                job.sweep_id,
+                "incomplete",
+                f"{len(stopped)} run(s) cut short, e.g. run {stopped[0].point.index}: "
+                f"{stopped_text(stopped[0].stopped or {})}",
+            )
+        elif len(results) == job.num_points:
             store.set_status(self.db, job.sweep_id, "done")
         elif job.cancel.is_set():
             store.set_status(self.db, job.sweep_id, "cancelled")

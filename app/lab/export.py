@@ -14,7 +14,12 @@ from engine.sweep import PointResult, SweepPoint, iter_rows
 
 def results_of(points: Iterable[PointRow]) -> list[PointResult]:
     return [
-        PointResult(SweepPoint(p["index"], p["knobs"], p["repeat"]), p["metrics"], p["error"])
+        PointResult(
+            SweepPoint(p["index"], p["knobs"], p["repeat"]),
+            p["metrics"],
+            p["error"],
+            p.get("stopped"),
+        )
         for p in points
     ]
 

@@ -4,6 +4,8 @@ SweepSpec carries and the lab's table stores."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from typing_extensions import TypedDict
 
 from protocol.wire import Knobs
@@ -16,6 +18,8 @@ class ScenarioRequest(TypedDict, total=False):
     arrival_step: int
     arrival_time_ms: float
     prompt_token_ids: list[int]
+    trace_prompt: dict[str, Any]
+    """A trace's prompt by its block chain (engine.trace_prompt.TracePrompt.as_dict)."""
     prompt_len: int
     max_tokens: int
     priority: int

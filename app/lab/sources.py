@@ -22,6 +22,7 @@ from app.records.rerun import load_arrivals
 from engine.mooncake import DEFAULT_BLOCK_TOKENS, TraceError, parse_trace, trace_config
 from engine.scenario import ScenarioError, parse_scenario
 from engine.sweep import SWEEPABLE, SweepError, parse_knob, trace_source
+from engine.trace_prompt import TracePrompt
 
 MAX_SCENARIO_BYTES = 4 << 20
 MAX_WORKLOAD_REQUESTS = 5000
@@ -164,12 +165,15 @@ def recording_scenario(db: Session, session_id: str) -> BaseScenario:
         req: ScenarioRequest = {
             "id": a.req_id,
             "arrival_time_ms": round(a.t * 1000.0, 6),
-            "prompt_token_ids": a.prompt_token_ids,
             "max_tokens": a.params.max_tokens,
             "priority": a.priority,
             "temperature": a.params.temperature,
             "top_p": a.params.top_p,
         }
+        if isinstance(a.prompt_token_ids, TracePrompt):
+            req["trace_prompt"] = a.prompt_token_ids.as_dict()
+        else:
+            req["prompt_token_ids"] = list(a.prompt_token_ids)
         if a.params.seed is not None:
             req["seed"] = a.params.seed
         requests.append(req)

@@ -29,6 +29,8 @@ class PointRow(TypedDict):
     metrics: dict[str, float]
     """engine.run_metrics: latencies as `<name>_p50/_p95/_p99` in ms, and totals."""
     error: str | None
+    stopped: dict[str, Any] | None
+    """The run was cut short (engine.simulate's `stopped`): its figures cover what ran."""
     session: str | None
 
 
@@ -81,6 +83,10 @@ def create_sweep(db: sessionmaker[Session], spec: SweepSpec, num_points: int) ->
     return sweep_id
 
 
+STOPPED_KEY = "stopped"
+"""Where a point's `stopped` is kept in its metrics column (never a figure)."""
+
+
 def add_point(db: sessionmaker[Session], sweep_id: str, res: PointResult) -> None:
     with write_transaction(db) as s:
         s.merge(
@@ -89,7 +95,8 @@ def add_point(db: sessionmaker[Session], sweep_id: str, res: PointResult) -> Non
                 point_index=res.point.index,
                 knobs=res.point.knobs,
                 repeat=res.point.repeat,
-                metrics=res.metrics,
+                # A cut-short run keeps its `stopped` beside its figures (the column is JSON).
+                metrics={**res.metrics, STOPPED_KEY: res.stopped} if res.stopped else res.metrics,
                 error=res.error,
             )
         )
@@ -191,8 +198,9 @@ def get_sweep(db: sessionmaker[Session], sweep_id: str) -> SweepDetail:
                     "index": p.point_index,
                     "knobs": p.knobs,
                     "repeat": p.repeat,
-                    "metrics": p.metrics,
+                    "metrics": {k: v for k, v in p.metrics.items() if k != STOPPED_KEY},
                     "error": p.error,
+                    "stopped": p.metrics.get(STOPPED_KEY),
                     "session": p.session_id,
                 }
                 for p in points

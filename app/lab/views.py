@@ -15,7 +15,7 @@ from app.nodes.scenarios import list_scenario_names
 from engine.runner.cost_model import preset_names
 from engine.sweep import SWEEPABLE
 
-FINISHED = ("done", "cancelled", "interrupted", "failed")
+FINISHED = ("done", "incomplete", "cancelled", "interrupted", "failed")
 # Values the form suggests when a knob is picked (any list can be typed instead).
 SUGGESTED = {
     "max_num_batched_tokens": "256,512,1024,2048,4096",

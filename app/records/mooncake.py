@@ -24,6 +24,7 @@ from app.db.frame_codec import unpack_frame
 from app.db.models import EventRecord, RequestRecord
 from app.db.queries import get_session
 from engine.mooncake import DEFAULT_BLOCK_TOKENS, BlockNumbering, trace_line
+from engine.trace_prompt import TracePrompt
 from protocol.blocks import PROMPT_BLOCK_TOKENS, coarser
 from protocol.codes import FrameType, RequestMark
 
@@ -76,6 +77,10 @@ def mooncake_lines(
             continue
         detail = data.get("detail") or {}
         prompt = detail.get("prompt_token_ids")
+        traced = detail.get("trace_prompt")
+        if traced is not None and prompt is None:
+            # A trace's request (engine.trace_prompt): its tokens, made from its chain.
+            prompt = list(TracePrompt.from_dict(traced))
         n_in = len(prompt) if prompt else int(detail.get("num_prompt_tokens") or 0)
         if n_in < 1:
             continue

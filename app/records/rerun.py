@@ -36,6 +36,7 @@ from engine.request import SamplingParams
 from engine.runner import make_runner
 from engine.runner.recorded import EOS_TOKEN, RecordedRunner
 from engine.runner.recorded_timeline import RecordedTimeline, plan_of, timeline_of
+from engine.trace_prompt import TracePrompt
 from engine.virtual_clock import VirtualClock
 from protocol.codes import FrameType, RequestMark
 from protocol.session import new_session_id
@@ -50,7 +51,8 @@ RECORDED = "recorded"
 class Arrival:
     t: float
     req_id: str
-    prompt_token_ids: list[int]
+    prompt_token_ids: Sequence[int]
+    """Token ids, or a trace's lazy prompt (engine.trace_prompt: re-run without tokens)."""
     params: SamplingParams
     priority: int
 
@@ -100,8 +102,15 @@ def load_arrivals(db: Session, session_id: str) -> tuple[SessionRow, list[Arriva
         if data["kind"] != RequestMark.ARRIVED:
             continue
         d = data["detail"]
-        # A vLLM node sends its prompts' block keys, not the prompts (app.records.node_rerun).
-        prompt = d["prompt_token_ids"] if "prompt_token_ids" in d else node_prompts.prompt(d)
+        # A vLLM node sends its prompts' block keys, not the prompts (app.records.node_rerun);
+        # a trace's request its block chain (engine.trace_prompt).
+        prompt: Sequence[int] | None
+        if "prompt_token_ids" in d:
+            prompt = d["prompt_token_ids"]
+        elif "trace_prompt" in d:
+            prompt = TracePrompt.from_dict(d["trace_prompt"])
+        else:
+            prompt = node_prompts.prompt(d)
         if prompt is None:
             continue  # recorded by a producer that sent neither: cannot re-run
         params = SamplingParams(
@@ -114,7 +123,7 @@ def load_arrivals(db: Session, session_id: str) -> tuple[SessionRow, list[Arriva
             Arrival(
                 float(data["t"]),
                 data["req"],
-                list(prompt),
+                prompt if isinstance(prompt, TracePrompt) else list(prompt),
                 params,
                 int(d.get("priority", 0)),
             )

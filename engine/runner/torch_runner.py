@@ -168,7 +168,7 @@ class TorchRunner:
         input_ids: list[int] = []
         for chunk in chunks:
             # Drafts are fed after the chunk's tokens, at the positions they stand for.
-            chunk_ids = chunk.token_ids + chunk.spec_token_ids
+            chunk_ids = tuple(chunk.token_ids) + chunk.spec_token_ids
             if len(chunk_ids) != chunk.num_tokens:
                 raise ValueError(
                     f"{chunk.req_id}: chunk has {len(chunk_ids)} token ids (drafts included) "
@@ -179,7 +179,7 @@ class TorchRunner:
             if PAD_DRAFT in chunk.spec_token_ids:
                 # A padded decode (vLLM 0.25+): placeholder drafts are fed as id 0 and are
                 # never accepted (see _verified_drafts).
-                chunk_ids = chunk.token_ids + tuple(
+                chunk_ids = tuple(chunk.token_ids) + tuple(
                     0 if t == PAD_DRAFT else t for t in chunk.spec_token_ids
                 )
             self.check_token_ids(chunk_ids)

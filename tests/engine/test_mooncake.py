@@ -39,7 +39,7 @@ def test_shared_ids_share_tokens_exactly_and_the_rest_is_unique() -> None:
         ],
         block_tokens=B,
     )
-    reqs = trace_scenario(rows, B)["requests"]
+    reqs = trace_scenario(rows, B, tokens=True)["requests"]
     p = [r["prompt_token_ids"] for r in reqs]
     assert [len(x) for x in p] == [2 * B + 5, 2 * B, B + 7, 3 * B, 3 * B]
     assert p[0][: 2 * B] == p[1] and p[2][:B] == p[0][:B] == p[3][:B]
@@ -50,7 +50,7 @@ def test_shared_ids_share_tokens_exactly_and_the_rest_is_unique() -> None:
     assert [r["max_tokens"] for r in reqs] == [3, 4, 2, 1, 1]
     assert all(3 <= t <= 258 for x in p for t in x)  # valid for the byte-level model
     # The same trace always gives the same tokens (prefix caching is reproducible).
-    assert trace_scenario(rows, B)["requests"] == reqs
+    assert trace_scenario(rows, B, tokens=True)["requests"] == reqs
 
 
 def test_a_simulated_trace_hits_the_shared_blocks_and_produces_every_output(

@@ -112,3 +112,54 @@ def test_serve_refuses_a_bad_trace(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "line 4: input_length 5000 + output_length 10 = 5010 tokens does not fit " \
         "max_model_len 1024" in out  # fmt: skip
+
+
+def _capped_scenario(tmp_path: Path, max_steps: int) -> Path:
+    """A trace as a compact scenario (import-trace's form) whose config caps the steps."""
+    from engine.mooncake import parse_trace, trace_scenario
+
+    rows = parse_trace([json.dumps(r) for r in generate_trace(60, B, seed=4)], B)
+    data = trace_scenario(rows, B, config={"max_steps": max_steps})
+    assert "trace_prompt" in data["requests"][0] and "prompt_token_ids" not in data["requests"][0]
+    path = tmp_path / "capped.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_run_cut_short_exits_3_and_is_never_complete(tmp_path: Path) -> None:
+    capped = _capped_scenario(tmp_path, 5)
+    result = tmp_path / "result.json"
+    done = cli("simulate", str(capped), "--out", str(result))
+    assert done.returncode == 3, done.stderr
+    assert "incomplete: stopped by the step cap (max_steps) at step 5" in done.stderr
+    data = json.loads(result.read_text())
+    assert data["complete"] is False and data["stopped"]["reason"] == "max_steps"
+    out = tmp_path / "sweep.json"
+    done = cli("sweep", str(capped), "--knob", "max_num_seqs=2,8", "--workers", "1",
+               "--out", str(out))  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert "2 run(s) INCOMPLETE" in done.stdout
+    swept = json.loads(out.read_text())
+    assert swept["complete"] is False
+    assert [p["complete"] for p in swept["points"]] == [False, False]
+    assert all(p["stopped"]["at_step"] == 5 for p in swept["points"])
+    whole = _capped_scenario(tmp_path, 100_000)
+    assert cli("simulate", str(whole), "--out", str(result)).returncode == 0
+    assert json.loads(result.read_text())["complete"] is True
+
+
+def test_the_lab_marks_a_sweep_cut_short_incomplete(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    body = {"source": "scenario", "scenario_json": _capped_scenario(tmp_path, 5).read_text(),
+            "knob": "max_num_seqs", "values": "2,32"}  # fmt: skip
+    with live_server.client() as c:
+        sweep = start(c, body)
+        data = wait_for(c, sweep, lambda d: d["progress"]["finished"], timeout=120)
+        assert data["status"] == "incomplete", data
+        assert "2 run(s) cut short" in data["error"]
+        assert [p["stopped"]["unfinished"] > 0 for p in data["points"]] == [True, True]
+        assert all("stopped" not in p["metrics"] for p in data["points"])
+        page = c.get(f"/lab/sweeps/{sweep}").text
+        assert page.count(">incomplete</span>") >= 2
+        assert "stopped by the step cap (max_steps) at step 5" in page

@@ -1,0 +1,58 @@
+"""Figures folded from a run's events as they come (engine.run_aggregate, what a sweep
+point keeps) equal engine.run_metrics over the whole step-by-step result, on every shipped
+scenario (async, speculative decoding, preemption, priority, prefix hits) and on traces
+with idle gaps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.mooncake import parse_trace, trace_scenario
+from engine.run_metrics import run_metrics
+from engine.scenario import Scenario, load_scenario, parse_scenario
+from engine.simulate import run_scenario, run_scenario_metrics
+from tools.gen_trace import generate_trace
+
+SCENARIOS = sorted((Path(__file__).parents[2] / "scenarios").glob("*.json"))
+
+
+def _usable(scenario: Scenario) -> int:
+    cache = scenario.config.cache
+    return cache.kv_block_limit or cache.num_usable_blocks
+
+
+def _both(scenario: Scenario) -> tuple[dict, dict]:
+    whole = run_scenario(scenario)
+    folded = run_scenario_metrics(scenario)
+    return whole, folded
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_folded_figures_equal_the_full_results_on_shipped_scenarios(path: Path) -> None:
+    scenario = load_scenario(path)
+    whole, folded = _both(scenario)
+    assert folded["metrics"] == run_metrics(whole, _usable(scenario))
+    assert folded["complete"] == whole["complete"]
+
+
+@pytest.mark.parametrize("overrides", [{}, {"async_scheduling": True},
+                                       {"num_gpu_blocks": 200, "max_steps": 400}])  # fmt: skip
+def test_folded_figures_equal_the_full_results_on_a_trace(overrides: dict) -> None:
+    lines = [json.dumps(r) for r in generate_trace(150, 600.0, 6000, 800, 20, 60, seed=8)]
+    data = trace_scenario(parse_trace(lines, 512), 512)
+    data["config"].update(overrides)
+    scenario = parse_scenario(data)
+    whole, folded = _both(scenario)
+    assert folded["metrics"] == run_metrics(whole, _usable(scenario))
+    assert folded.get("stopped") == whole.get("stopped")
+    reasons = folded["finish_reasons"]
+    assert sum(reasons.values()) == sum(
+        1 for _ in (r for r in whole["requests"].values() if "arrival_ms" in r)
+    )
+    if folded["complete"]:
+        assert set(reasons) <= {"length", "rejected"}
+    else:
+        assert folded["stopped"]["unfinished"] > 0
