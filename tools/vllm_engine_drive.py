@@ -71,10 +71,18 @@ def resolve_scheduler_cls(qualname: str) -> type:
     return cls
 
 
-def _done(value: Any) -> Future[Any]:
-    future: Future[Any] = Future()
-    future.set_result(value)
-    return future
+class _Device(Future[Any]):
+    """A batch on the device: never done when the loop looks (`done()`), its output there
+    when the loop waits for it (`result()`), as a device that is slower than the loop."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__()
+        self._value = value
+
+    def result(self, timeout: float | None = None) -> Any:
+        if not super().done():
+            self.set_result(self._value)
+        return super().result(timeout)
 
 
 class StandInExecutor:
@@ -96,10 +104,10 @@ class StandInExecutor:
     # -------------------------------------------------- what EngineCore calls
     def execute_model(self, scheduler_output: Any, non_block: bool = False) -> Any:
         self.last_output = self._run(scheduler_output)
-        return _done(self.last_output) if non_block else self.last_output
+        return _Device(self.last_output) if non_block else self.last_output
 
     def sample_tokens(self, grammar_output: Any = None, non_block: bool = False) -> Any:  # noqa: ARG002 (vLLM's signature)
-        return _done(self.last_output) if non_block else self.last_output
+        return _Device(self.last_output) if non_block else self.last_output
 
     def take_draft_token_ids(self) -> DraftTokenIds | None:
         if not self.num_spec or not self.last_sampled:
@@ -175,8 +183,10 @@ def make_core(sched: Any, executor: StandInExecutor, async_loop: bool, num_spec:
     core.structured_output_manager = sched.structured_output_manager
     core.batch_queue_size = executor.max_concurrent_batches
     core.batch_queue = deque(maxlen=2) if async_loop else None
+    ec = getattr(config, "ec_transfer_config", None)
+    core.is_ec_consumer = ec is None or bool(ec.is_ec_consumer)  # (0.20 .. 0.2x's name)
     core.is_mm_encoder_only = False
-    core.is_pooling_model = False
+    core.is_pooling_model = config.model_config.runner_type == "pooling"
     core.use_spec_decode = bool(num_spec)
     core.check_for_draft_tokens = bool(num_spec)
     core.async_scheduling = async_loop
