@@ -191,7 +191,8 @@ INTRO = (
     "name and driven by the release's own `EngineCore.step` / `step_with_batch_queue` "
     "(sync, async, sync + spec, async + spec; a stand-in model, "
     "tools/vllm_engine_drive.py), every step it observed equal to vLLM's decision, and a "
-    "fault in each observer hook harmless."
+    "fault in each observer hook harmless. time: the row's wall clock on the machine that "
+    "ran it, its load included."
 )
 
 
