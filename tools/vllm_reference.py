@@ -173,9 +173,16 @@ def check_release(scenario: Scenario) -> None:
 def build_scheduler(
     scenario: Scenario,
     scheduler_cls: type[SchedulerT] = RecordingScheduler,  # type: ignore[assignment]
+    async_scheduling: bool = False,
+    num_spec: int | None = None,
 ) -> SchedulerT:
     """vLLM's scheduler for the scenario's knobs, of class `scheduler_cls` (drive() needs a
-    RecordingScheduler; tools/vllm_adapter_drive.py mixes in batchscope_vllm's observer)."""
+    RecordingScheduler; tools/vllm_adapter_drive.py mixes in batchscope_vllm's observer).
+
+    tools/vllm_engine_drive.py builds it as vLLM's engine does for a node: `async_scheduling`
+    set in the scheduler config the class reads (the reference's scheduler classes are
+    chosen by hand and keep it off), and with `num_spec` drafts an n-gram
+    SpeculativeConfig, so the scheduler's __init__ reads K from the config."""
     sc = scenario.config.scheduler
     cc = scenario.config.cache
     model_config = ModelConfig(
@@ -205,13 +212,20 @@ def build_scheduler(
         cache_dtype="auto",
         enable_prefix_caching=cc.enable_prefix_caching,
     )
+    spec: dict[str, Any] = {}
+    if num_spec:
+        spec["speculative_config"] = _ngram_config(model_config, num_spec)
     vllm_config = VllmConfig(
         model_config=model_config,
         scheduler_config=scheduler_config,
         cache_config=cache_config,
         # No platform plugin matches a CPU-only box with the CUDA wheel; name the device.
         device_config=DeviceConfig(device="cpu"),
+        **spec,
     )
+    # Set after VllmConfig's checks, which tie async scheduling to executor backends
+    # this harness has none of; the scheduler reads it from here.
+    vllm_config.scheduler_config.async_scheduling = async_scheduling
     kv_cache_config = KVCacheConfig(
         num_blocks=cc.num_gpu_blocks,
         kv_cache_tensors=[],
@@ -235,7 +249,8 @@ def build_scheduler(
     # The n-gram drafter needs no lookahead slots: what the scheduler keeps of a
     # SpeculativeConfig for it is num_spec_tokens (spec-decode stats); drafts arrive
     # through update_draft_token_ids like vLLM's post_step delivers them.
-    sched_obj.num_spec_tokens = sc.num_speculative_tokens
+    if not num_spec:
+        sched_obj.num_spec_tokens = sc.num_speculative_tokens
     sched = sched_obj
     # VllmConfig.__post_init__ may adjust knobs; the reference must run the scenario's.
     got = vllm_config.scheduler_config
@@ -246,7 +261,7 @@ def build_scheduler(
         "enable_chunked_prefill": sc.enable_chunked_prefill,
         "policy": sc.policy.value,
         "scheduler_reserve_full_isl": sc.scheduler_reserve_full_isl,
-        "async_scheduling": False,
+        "async_scheduling": async_scheduling,
         "max_num_partial_prefills": 1,
         **later_knobs(sc),
     }
@@ -261,6 +276,21 @@ def build_scheduler(
     assert vllm_config.cache_config.enable_prefix_caching == cc.enable_prefix_caching
     assert sched.kv_cache_manager.block_pool.num_gpu_blocks == cc.num_gpu_blocks
     return sched
+
+
+def _ngram_config(model_config: Any, num_spec: int) -> Any:
+    """vLLM's SpeculativeConfig for the n-gram drafter with `num_spec` drafts (no draft
+    model: nothing to load)."""
+    from vllm.config import ParallelConfig, SpeculativeConfig
+
+    return SpeculativeConfig(
+        method="ngram",
+        num_speculative_tokens=num_spec,
+        prompt_lookup_max=4,
+        prompt_lookup_min=1,
+        target_model_config=model_config,
+        target_parallel_config=ParallelConfig(),
+    )
 
 
 # Set by --vllm-admission: reject only what vLLM's input processor rejects.
