@@ -115,6 +115,7 @@ bench: $(STAMP) browser vllm-venv
 	$(BIN)/python tools/ui_bench.py
 	$(BIN)/python -m bench.forensics_bench
 	$(BIN)/python -m bench.request_pages_bench --requests 20000
+	$(BIN)/python -m bench.trace_bench
 	.venv-vllm/bin/python -m bench.vllm_adapter_bench
 	tools/setup_vllm_node.sh && $(BIN)/python -m bench.vllm_node_bench
 

@@ -99,6 +99,12 @@ class RerunBody(LiveKnobs):
         "change reproduces it; sim: the cost model's clock; torch: the model really runs "
         "(wall-clock step times: it differs from the recording)",
     )
+    cost_model: str | None = Field(
+        None,
+        max_length=100,
+        description="runner sim: a cost-model preset (GET /api/lab lists them with their "
+        "labels and sources), e.g. h100x2-fp8:llama-3.1-70b; default: the linear model",
+    )
     name: str | None = Field(None, max_length=200)
     vllm_version: Release | None = Field(
         None,

@@ -256,6 +256,10 @@ class RerunResult(BaseModel):
     not_modelled: list[str] = []
     """A vLLM node's knobs, `name=value`, at values other than vLLM's default that our
     engine does not model (dropped: the re-run may decide otherwise where they mattered)."""
+    cost_model: str | None = None
+    """Runner sim: the cost-model preset its step times came from (None: the linear one)."""
+    cost_model_label: str | None = None
+    """That preset's label; its source is in the new session's metadata."""
 
 
 class ReleasePair(BaseModel):

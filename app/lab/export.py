@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from app.lab.store import PointRow, SweepDetail
+from app.lab.views import cost_model_info
 from engine.sweep import PointResult, SweepPoint, iter_rows
 
 
@@ -48,4 +49,5 @@ def sweep_json(sweep: SweepDetail) -> dict[str, Any]:
     """The download: what ran (without the base scenario, which can be large) and every
     point, as `batchscope sweep --out FILE.json` writes it."""
     meta = {k: v for k, v in sweep.items() if k not in ("base", "points")}
+    meta["cost_model_info"] = cost_model_info(sweep["cost_model"])
     return {**meta, "points": [r.as_dict() for r in results_of(sweep["points"])]}

@@ -12,7 +12,7 @@ from app.lab.catalog import SUMMARY, Metric, metric_catalog
 from app.lab.experiments import Chart, ExperimentSummary, experiments, get_experiment
 from app.lab.store import PointRow, SweepDetail, SweepRow
 from app.nodes.scenarios import list_scenario_names
-from engine.runner.cost_model import preset_names
+from engine.runner.cost_model import PresetInfo, describe_cost_model, preset_catalog
 from engine.sweep import SWEEPABLE
 
 FINISHED = ("done", "incomplete", "cancelled", "interrupted", "failed")
@@ -51,7 +51,8 @@ class Overview(TypedDict):
     scenarios: list[str]
     knobs: list[str]
     suggested_values: dict[str, str]
-    cost_models: list[str]
+    cost_models: list[PresetInfo]
+    """Every cost-model preset, labelled with its source (published pairs first)."""
     metrics: list[Metric]
     worker: dict[str, object]
 
@@ -72,6 +73,24 @@ class SweepView(ListedSweep):
     summary_columns: list[str]
     metrics: list[Metric]
     links: SweepLinks
+    cost_model_info: PresetInfo | None
+    """The sweep's cost model labelled with its source (None: the default linear one)."""
+
+
+def cost_model_info(spec: str | None) -> PresetInfo | None:
+    """A stored sweep's cost model with its label and source; one no longer loadable
+    (a file since removed, a preset since renamed) says so instead of failing the page."""
+    if not spec:
+        return None
+    try:
+        return describe_cost_model(spec)
+    except ValueError as exc:
+        return {
+            "key": spec,
+            "label": spec,
+            "source": f"not loadable now: {exc}",
+            "published": False,
+        }
 
 
 def sweep_href(sweep_id: str) -> str:
@@ -100,7 +119,7 @@ def overview(rows: list[SweepRow], worker_status: dict[str, object]) -> Overview
         "scenarios": list_scenario_names(),
         "knobs": SWEEPABLE,
         "suggested_values": SUGGESTED,
-        "cost_models": preset_names(),
+        "cost_models": preset_catalog(),
         "metrics": metric_catalog(),
         "worker": worker_status,
     }
@@ -130,6 +149,7 @@ def sweep_view(sweep: SweepDetail) -> SweepView:
         "knob_names": [k["name"] for k in sweep["knobs"]],
         "summary_columns": list(SUMMARY),
         "metrics": metric_catalog(),
+        "cost_model_info": cost_model_info(sweep["cost_model"]),
         "links": {
             "api": api,
             "csv": api + "/download?format=csv",

@@ -46,6 +46,10 @@ def _clock(rec: SessionRecord) -> tuple[str, str]:
     if rec.source == "rerun" and rec.runner == "torch":
         return "wall", "wall clock (the model ran again: step times measured anew)"
     if rec.simulated or rec.runner == "sim":
+        preset = meta.get("cost_model")
+        if preset:
+            label = meta.get("cost_model_label") or preset
+            return f"model:{preset}", f"the SimRunner's cost model: {label} [{preset}]"
         return "model", "the SimRunner's cost model"
     return "wall", "wall clock (measured)"
 

@@ -34,6 +34,7 @@ from engine.events import Event, EventSink
 from engine.releases import SUPPORTED, ReleaseFeatures, nearest_supported
 from engine.request import SamplingParams
 from engine.runner import make_runner
+from engine.runner.cost_model import load_cost_model
 from engine.runner.recorded import EOS_TOKEN, RecordedRunner
 from engine.runner.recorded_timeline import RecordedTimeline, plan_of, timeline_of
 from engine.trace_prompt import TracePrompt
@@ -200,18 +201,21 @@ def rerun_events(
     max_steps: int = MAX_RERUN_STEPS,
     knobs: Sequence[KnobChange] = (),
     timeline: RecordedTimeline | None = None,
+    cost_model: str | None = None,
 ) -> None:
     """Run to completion (or `max_steps`) on a virtual clock; every engine event goes to
     `sink`, in order. `features`: the release's with some changes reverted. `knobs`: knob
     changes made once the clock reaches their time, before the step (and the arrivals)
     due then (replayed_knob_changes). `timeline` (runner `recorded`): the recording's, to
-    follow while the plan matches it (engine.runner.recorded_timeline)."""
+    follow while the plan matches it (engine.runner.recorded_timeline). `cost_model`
+    (runner sim): a preset or cost-model file for its step times."""
     clock = VirtualClock()
     if runner_kind == RECORDED:
         follow = timeline or RecordedTimeline()
         _follow_recording(config, arrivals, sink, features, max_steps, knobs, follow, clock)
         return
-    runner = make_runner(runner_kind, config)
+    options = {"cost_model": load_cost_model(cost_model)} if cost_model else {}
+    runner = make_runner(runner_kind, config, **options)
     engine = Engine(config, runner, sink, clock=clock, features=features)
     pending = sorted(arrivals, key=lambda a: a.t)
     changes = sorted(knobs, key=lambda k: k.t)

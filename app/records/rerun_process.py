@@ -24,6 +24,7 @@ from app.records.rerun import Arrival, KnobChange, rerun_events
 from engine.config import EngineConfig
 from engine.events import Event
 from engine.request import SamplingParams
+from engine.runner.cost_model import describe_cost_model
 from engine.runner.recorded_timeline import RecordedTimeline
 from protocol.codes import FrameType, SessionEvent
 from protocol.envelope import encode, split_frame
@@ -70,7 +71,15 @@ def run_job(inp: IO[str], out: IO[str]) -> None:
     timeline = RecordedTimeline.from_wire(job["timeline"]) if job.get("timeline") else None
     sink = _LineSink(job["session"], out)
     sink.add(FrameType.SESSION, {"event": SessionEvent.OPENED, **job["meta"]})
-    rerun_events(config, arrivals, job["runner"], sink, knobs=knobs, timeline=timeline)
+    rerun_events(
+        config,
+        arrivals,
+        job["runner"],
+        sink,
+        knobs=knobs,
+        timeline=timeline,
+        cost_model=job.get("cost_model"),
+    )
     sink.add(FrameType.SESSION, {"event": SessionEvent.CLOSED})
     out.flush()
 
@@ -84,6 +93,7 @@ def _job(
     arrivals: list[Arrival],
     knobs: Sequence[KnobChange],
     timeline: RecordedTimeline | None,
+    cost_model: str | None = None,
 ) -> bytes:
     wire = [
         [
@@ -108,6 +118,7 @@ def _job(
         "arrivals": wire,
         "knobs": [[k.t, k.step, k.changes] for k in knobs],
         "timeline": timeline.as_wire() if timeline is not None else None,
+        "cost_model": cost_model,
     }
     return (encode(job) + "\n").encode()
 
@@ -128,10 +139,22 @@ def rerun_meta(
     runner_kind: str,
     label: str,
     not_modelled: Sequence[str] = (),
+    cost_model: str | None = None,
 ) -> SessionMeta:
     """The re-run's metadata: what it inherits from `source` (model, device, the runner
-    it follows), what it changed (`changes`), and the clock its steps ran on."""
+    it follows), what it changed (`changes`), and the clock its steps ran on (runner sim
+    with `cost_model`: that preset, its label and source)."""
     recorded = runner_kind == "recorded"
+    clock = CLOCKS.get(runner_kind, runner_kind)
+    extra: dict[str, str] = {}
+    if cost_model:
+        info = describe_cost_model(cost_model)
+        clock = f"{clock}: {info['label']}"
+        extra = {
+            "cost_model": cost_model,
+            "cost_model_label": info["label"],
+            "cost_model_source": info["source"],
+        }
     return session_meta(
         label,
         "rerun",
@@ -143,8 +166,9 @@ def rerun_meta(
         rerun_of=source["id"],
         rerun_changes=dict(changes),
         source_runner=source["runner"],
-        clock=CLOCKS.get(runner_kind, runner_kind),
+        clock=clock,
         not_modelled=list(not_modelled),
+        **extra,
     )
 
 
@@ -159,17 +183,20 @@ async def rerun_session(
     knob_changes: Sequence[KnobChange] = (),
     timeline: RecordedTimeline | None = None,
     not_modelled: Sequence[str] = (),
+    cost_model: str | None = None,
 ) -> tuple[str, str, int]:
     """Re-run `source`'s arrivals under `config` in an engine process and record the
     result as a new, closed session (source `rerun`). `knob_changes`: the recorded ones
     it replays (rerun.replayed_knob_changes); `timeline`: the recording's, which runner
-    `recorded` follows; `not_modelled`: a node's knobs dropped (app.records.node_rerun).
-    Returns (id, name, steps)."""
+    `recorded` follows; `not_modelled`: a node's knobs dropped (app.records.node_rerun);
+    `cost_model`: runner sim's preset. Returns (id, name, steps)."""
     new_id = new_session_id()
     knobs = ", ".join(f"{k}={v}" for k, v in changes.items()) or "same knobs"
     label = name or f"rerun of {source['name'] or source['id']}: {knobs}"
-    meta = rerun_meta(source, config, changes, runner_kind, label, not_modelled)
-    job = _job(new_id, meta, config, runner_kind, arrivals, knob_changes, timeline)  # (fails here)
+    meta = rerun_meta(source, config, changes, runner_kind, label, not_modelled, cost_model)
+    job = _job(
+        new_id, meta, config, runner_kind, arrivals, knob_changes, timeline, cost_model
+    )  # (fails here)
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

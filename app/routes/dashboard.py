@@ -28,6 +28,7 @@ from app.nodes.scenarios import scenario_summaries
 from app.protocol.state import SessionState
 from app.security import has_control
 from app.templating import templates
+from engine.runner.cost_model import preset_catalog
 from protocol.views import LatencySummary
 from protocol.wire import Knobs
 
@@ -216,6 +217,7 @@ async def dashboard(
             "config": {k: snap.get("config", {}).get(k) for k in KNOBS},
             "rerun_config": config,
             "recording": meta or {},
+            "cost_models": preset_catalog() if session else [],
             "scenarios": scenario_summaries(),
             **controls(request, hub, nodes, None if session else service, state),
             "summary": _summary(state),

@@ -36,6 +36,7 @@ from app.routes.links import replay_href, session_href
 from app.security import has_control
 from app.templating import templates
 from engine.config import ConfigError, EngineConfig
+from engine.runner.cost_model import describe_cost_model, preset_names
 from engine.runner.recorded_timeline import RecordedTimeline
 from protocol.views import SnapshotData
 
@@ -153,6 +154,8 @@ async def rerun(
     knobs = body.model_dump(exclude_none=True)
     runner = str(knobs.pop("runner", RECORDED))
     name = str(knobs.pop("name", ""))
+    cost_model = knobs.pop("cost_model", None) or None
+    cost_label = check_rerun_cost_model(cost_model, runner)
 
     def load() -> tuple[
         queries.SessionRow, list[Arrival], tuple[str, str], list[KnobChange], RecordedTimeline
@@ -193,6 +196,7 @@ async def rerun(
             replayed,
             timeline,
             not_modelled,
+            cost_model,
         )
     except RerunFailed as exc:
         raise HTTPException(503, str(exc)) from None
@@ -203,7 +207,27 @@ async def rerun(
         vllm_version=config.vllm_version,
         release_chosen=chosen,
         not_modelled=not_modelled,
+        cost_model=cost_model,
+        cost_model_label=cost_label,
     )
+
+
+def check_rerun_cost_model(cost_model: str | None, runner: str) -> str | None:
+    """A re-run's cost model: a preset (never a server file), for runner sim only; its
+    label, or None without one. Raises 422 naming the field."""
+    if cost_model is None:
+        return None
+    if runner != "sim":
+        raise HTTPException(
+            422,
+            "cost_model: for runner sim only (recorded follows the recording's clock; "
+            "torch measures)",
+        )
+    if cost_model not in preset_names():
+        raise HTTPException(
+            422, f"cost_model: unknown preset {cost_model!r} (GET /api/lab lists them)"
+        )
+    return describe_cost_model(cost_model)["label"]
 
 
 # ---------------------------------------------------------------- the page
