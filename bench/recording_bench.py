@@ -4,11 +4,13 @@ message when unreachable):
 (a) recording throughput: iteration frames with 64 scheduled members each, written through
     app.db.writes.write_batch in recorder-sized transactions (iterations/s);
 (b) engine steps/s with recording on vs off: SimRunner at full speed in its own thread,
-    HubSink -> hub on an asyncio loop, with / without a Recorder listening (target >= 0.95);
+    HubSink -> hub on an asyncio loop, with / without a Recorder listening (target >= 0.95;
+    --seqs running at once, 64 by default: --seqs 256 is the issue's flat-out engine);
 (c) seek latency (state_at_step at random steps) on a 100k-step recording (target <= 100 ms).
     The recording is generated into SQLite, then exported and imported into PostgreSQL.
 
-    python -m bench.recording_bench [--seek-steps 100000] [--samples 200]
+    python -m bench.recording_bench [--seek-steps 100000] [--samples 200] [--seqs 256]
+        [--only a,b,c]
 """
 
 from __future__ import annotations
@@ -125,13 +127,13 @@ def write_throughput(dbs: Databases, steps: int = 4000) -> None:
 
 
 # ---------------------------------------------------------- (b) on vs off
-async def _engine_rate(url: str | None, steps: int) -> tuple[float, int, float]:
+async def _engine_rate(url: str | None, steps: int, seqs: int) -> tuple[float, int, float]:
     """Engine steps/s in its own thread; with `url`, a Recorder listens and writes there."""
     hub = EventHub()
     recorder = Recorder(hub, sessions_for(url), database_url=url) if url else None
     if recorder:
         recorder.start()
-    workload = Workload.busy(64)
+    workload = Workload.busy(seqs)
     session = open_session(hub, "on" if url else "off", workload)
     sink = HubSink(hub, asyncio.get_running_loop(), session)
     done = threading.Event()
@@ -166,16 +168,16 @@ async def _engine_rate(url: str | None, steps: int) -> tuple[float, int, float]:
     return steps / elapsed[0], max_lag, drained
 
 
-def recording_overhead(dbs: Databases, steps: int = 4000, rounds: int = 3) -> None:
+def recording_overhead(dbs: Databases, seqs: int, steps: int = 4000, rounds: int = 3) -> None:
     print(
-        f"\n(b) engine steps/s, recording on vs off (SimRunner full speed, 64 seqs, "
+        f"\n(b) engine steps/s, recording on vs off (SimRunner full speed, {seqs} seqs, "
         f"{steps} steps, median of {rounds})"
     )
-    off_rates = [asyncio.run(_engine_rate(None, steps))[0] for _ in range(rounds)]
+    off_rates = [asyncio.run(_engine_rate(None, steps, seqs))[0] for _ in range(rounds)]
     off = statistics.median(off_rates)
     print(f"    off        {off:>9,.0f} steps/s")
     for backend in dbs.backends():
-        results = [asyncio.run(_engine_rate(dbs.new(backend), steps)) for _ in range(rounds)]
+        results = [asyncio.run(_engine_rate(dbs.new(backend), steps, seqs)) for _ in range(rounds)]
         on = statistics.median(r[0] for r in results)
         lag, drain = max(r[1] for r in results), max(r[2] for r in results)
         verdict = "yes" if on / off >= 0.95 else "NO"
@@ -283,14 +285,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seek-steps", type=int, default=100_000)
     parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--seqs", type=int, default=64, help="running at once in (b)")
+    parser.add_argument("--only", default="a,b,c", help="which parts, e.g. b")
     args = parser.parse_args()
+    only = set(args.only.split(","))
     dbs = Databases()
     if dbs.pg_error:
         print(f"note: {dbs.pg_error}; PostgreSQL figures skipped", file=sys.stderr)
     try:
-        write_throughput(dbs)
-        recording_overhead(dbs)
-        seek_latency(dbs, args.seek_steps, args.samples)
+        if "a" in only:
+            write_throughput(dbs)
+        if "b" in only:
+            recording_overhead(dbs, args.seqs)
+        if "c" in only:
+            seek_latency(dbs, args.seek_steps, args.samples)
     finally:
         dbs.close()
     return 0

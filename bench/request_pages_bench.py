@@ -56,9 +56,10 @@ SEEK_QUERIES: list[dict[str, str]] = [
 ]  # fmt: skip
 
 
-def record(url: str, n: int) -> int:
+def record(url: str, n: int, split: dict[str, float] | None = None) -> int:
     """`n` short requests, PER_STEP arriving a step (about 100 running at once),
-    recorded like a live session."""
+    recorded like a live session. `split`: gets the seconds spent writing (the
+    recorder's writer, `write_s`) and the frames written (`frames`)."""
     sessions = make_sessionmaker(make_engine(url))
     hub = EventHub()
     recorder = Recorder(hub, sessions)
@@ -72,6 +73,7 @@ def record(url: str, n: int) -> int:
     rng = random.Random(0)
     shared = [rng.randint(3, 258) for _ in range(32)]
     added = 0
+    writing = 0.0
     while added < n or engine.has_unfinished_requests():
         for _ in range(min(PER_STEP, n - added)):
             prompt = shared[: rng.choice([0, 16, 32])] + [rng.randint(3, 258) for _ in range(24)]
@@ -80,10 +82,16 @@ def record(url: str, n: int) -> int:
             added += 1
         engine.step()
         if engine.step_index % 200 == 0:
+            t0 = time.perf_counter()
             asyncio.run(recorder.flush())
+            writing += time.perf_counter() - t0
     hub.close_session(SID)
+    t0 = time.perf_counter()
     asyncio.run(recorder.flush())
+    writing += time.perf_counter() - t0
     assert recorder.failures == 0, recorder.last_error
+    if split is not None:
+        split.update(write_s=writing, frames=recorder.written)
     return int(engine.step_index)
 
 
@@ -170,8 +178,11 @@ def main() -> int:
             steps = recorded_steps(url, args.requests)
             how = "reused"
             if steps is None:
-                steps = record(url, args.requests)
-                how = f"recorded in {time.perf_counter() - t0:.0f} s"
+                split: dict[str, float] = {}
+                steps = record(url, args.requests, split)
+                took = time.perf_counter() - t0
+                how = (f"recorded in {took:.0f} s ({split['write_s']:.0f} s of it writing "
+                       f"{split['frames']:,.0f} frames; the rest: engine, hub)")  # fmt: skip
             print(f"{url.split(':')[0]}: {args.requests} requests, {steps} steps {how}")
             load = os.getloadavg()[0]
             r = measure(url, steps, args.seeks)

@@ -21,9 +21,10 @@ import base64
 import json
 import zlib
 from collections import Counter
+from operator import itemgetter
 from typing import Any, TypedDict
 
-from app.db.checkpoint_codec import CheckpointClock
+from app.db.checkpoint_codec import LEVEL, CheckpointClock
 from app.protocol.state import SessionState
 from protocol.codes import FrameType, RequestMark, RequestStatus
 from protocol.wire import WaitingDetail
@@ -39,6 +40,10 @@ DONE = (RequestStatus.FINISHED.value, RequestStatus.REJECTED.value)
 ITERATION, REQUEST = FrameType.ITERATION.value, FrameType.REQUEST.value
 ARRIVED, SCHEDULED = RequestMark.ARRIVED.value, RequestMark.SCHEDULED.value
 ENDS = (RequestMark.FINISHED.value, RequestMark.ABORTED.value, RequestMark.REJECTED.value)
+_STATUS, _FIRST_SCHEDULED, _FINISH_STEP, _WAITING_REASON = (
+    itemgetter("status"), itemgetter("first_scheduled_step"), itemgetter("finish_step"),
+    itemgetter("waiting_reason"),
+)  # fmt: skip
 
 
 class Reasons(TypedDict):
@@ -62,7 +67,7 @@ class LiveRows(TypedDict):
 
 def encode_live_rows(data: LiveRows) -> str:
     raw = json.dumps(data, separators=(",", ":")).encode()
-    return PREFIX + base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
+    return PREFIX + base64.b64encode(zlib.compress(raw, LEVEL)).decode("ascii")
 
 
 def decode_live_rows(text: str) -> LiveRows:
@@ -134,27 +139,45 @@ class LiveRowsTaker:
         return self._base(state, rows)
 
     def _apart(self, state: SessionState) -> LiveRows | None:
+        # Taken at every step end of a long queue: each pass over the pending rows reads
+        # one field of all of them at once (itemgetter maps), not row by row in Python,
+        # so a step end costs little more than a dict walk however long the queue.
+        requests, marks = state.requests, self.pending
+        order = [req for req in requests if req in marks]
+        if len(order) != len(marks):
+            return None  # a mark without a row: the marks do not say what the fold says
+        pend = list(map(requests.__getitem__, order))
+        n = len(pend)
+        if (
+            list(map(_STATUS, pend)).count(WAITING) != n
+            or list(map(_FIRST_SCHEDULED, pend)).count(None) != n
+            or list(map(_FINISH_STEP, pend)).count(None) != n
+        ):
+            return None  # a request the marks hold pending, the fold does not
         rows: dict[str, Any] = {}
-        reasons: Counter[str | None] = Counter()
-        pending: list[tuple[str, str | None]] = []
-        marks = self.pending
-        for req, row in state.requests.items():
+        for req in requests:
+            if req in marks:
+                continue
+            row = requests[req]
             if row["status"] in DONE:
                 continue
             if _is_pending(row):
-                if req not in marks:
-                    return None  # the marks do not say what the fold says
-                pending.append((req, row["waiting_reason"]))
-                reasons[row["waiting_reason"]] += 1
-            else:
-                rows[req] = row
-        if len(pending) != len(marks):
-            return None
+                return None  # pending in the fold, not by the marks
+            rows[req] = row
+        reason_of = list(map(_WAITING_REASON, pend))
+        reasons = Counter(reason_of)
         default = reasons.most_common(1)[0][0] if reasons else None
-        exceptions = {req: reason for req, reason in pending if reason != default}
+        if len(reasons) > 1:
+            exceptions = {
+                req: reason
+                for req, reason in zip(order, reason_of, strict=True)
+                if reason != default
+            }
+        else:
+            exceptions = {}
         if len(exceptions) > MAX_EXCEPTIONS:
             return None
         out = self._base(state, rows)
-        out["pending"] = len(pending)
+        out["pending"] = n
         out["reasons"] = {"default": default, "exceptions": exceptions}
         return out

@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple, cast
 
-from sqlalchemy import bindparam, insert, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from app.db.frame_codec import pack_block, pack_frame
@@ -28,6 +28,8 @@ ENDED_MARKS = frozenset({RequestMark.FINISHED, RequestMark.ABORTED, RequestMark.
 """The request marks after which a request's Gantt segments are final (write_segments)."""
 BLOCK_FRAMES = 128
 """Iteration frames per stored block: a seek decompresses at most a few blocks."""
+PRELOAD_CHUNK = 400
+"""Request rows read by one SELECT when a batch's rows are loaded up front."""
 
 
 def _chunks(items: list[tuple[int, str]], n: int) -> list[list[tuple[int, str]]]:
@@ -99,13 +101,40 @@ def _apply_session_meta(rec: SessionRecord, data: SessionData) -> None:
         rec.ended_at, rec.end_reason = time.time(), "closed"
 
 
+def _preload_requests(
+    db: Session, cache: dict[tuple[str, str], RequestRecord], batch: Iterable[Frame]
+) -> None:
+    """Load the rows of every request the batch marks, a few hundred per SELECT: one
+    `db.get` per request (one SELECT each, nearly all of them finding nothing: the
+    request arrived in this batch) was most of a recording's write time. A key left out
+    of `cache` has no row yet (_request_row makes it without asking again)."""
+    wanted: dict[str, set[str]] = {}
+    for f in batch:
+        if f.type == FrameType.REQUEST and (f.session, f.data["req"]) not in cache:
+            wanted.setdefault(f.session, set()).add(f.data["req"])
+    for session, reqs in wanted.items():
+        ids = sorted(reqs)
+        for i in range(0, len(ids), PRELOAD_CHUNK):
+            cond = RequestRecord.req_id.in_(ids[i : i + PRELOAD_CHUNK])
+            rows = db.scalars(
+                select(RequestRecord).where(RequestRecord.session_id == session, cond)
+            )
+            for row in rows:
+                cache[(session, row.req_id)] = row
+
+
 def _request_row(
-    db: Session, cache: dict[tuple[str, str], RequestRecord], session: str, req_id: str
+    db: Session,
+    cache: dict[tuple[str, str], RequestRecord],
+    session: str,
+    req_id: str,
+    preloaded: bool = False,
 ) -> RequestRecord:
+    """`preloaded`: every row the database holds for the batch is in `cache` already."""
     key = (session, req_id)
     row = cache.get(key)
     if row is None:
-        row = db.get(RequestRecord, key)
+        row = None if preloaded else db.get(RequestRecord, key)
         if row is None:
             row = RequestRecord(
                 session_id=session,
@@ -175,6 +204,8 @@ def _write_batch(
     waits: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     blocks: dict[str, list[tuple[int, str]]] = {}
+    batch = list(batch)
+    _preload_requests(db, requests, batch)
     for session, frame_type, seq, data, text in batch:
         rec = _session_row(db, sessions, session)
         rec.last_seq = max(rec.last_seq, seq)
@@ -228,7 +259,7 @@ def _write_batch(
         if frame_type == FrameType.SESSION:
             _apply_session_meta(rec, cast(SessionData, data))
         elif frame_type == FrameType.REQUEST:
-            row = _request_row(db, requests, session, data["req"])
+            row = _request_row(db, requests, session, data["req"], preloaded=True)
             if _apply_request(row, cast(RequestMarkData, data), seq):
                 rec.num_requests += 1
         elif frame_type == FrameType.CONFIG:
