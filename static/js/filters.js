@@ -6,10 +6,11 @@
  * to show, recomputed only when the model or the query changed. */
 import { STATUS } from "./protocol.js";
 import { emit } from "./common.js";
+import { QUERY_KEYS, SORTS, YES } from "./query.js";
 import { mode, pageModel, schedule } from "./live.js";
-const KEYS = ["status", "reason", "priority", "phase", "prefix_hit", "preempted", "q", "sort"];
-const YES = { yes: true, true: true, 1: true, no: false, false: false, 0: false };
-const st = { query: { sort: "-arrival" }, version: 0, key: "", list: [], total: 0 };
+// The query's words, generated from app/request_table.py (static/js/query.js).
+const ARRIVAL = SORTS[0]; // the default order
+const st = { query: { sort: "-" + ARRIVAL }, version: 0, key: "", list: [], total: 0 };
 export { st as filters };
 
 /** TTFT / E2E in seconds (null until known) and the phase of a running request. */
@@ -62,9 +63,9 @@ st.ids = function (model) {
     const r = model.reqs.get(id);
     if (r && keep(r)) rows.push(r);
   }
-  const sort = (q.sort || "arrival").replace(/^-/, "");
+  const sort = (q.sort || ARRIVAL).replace(/^-/, "");
   const desc = (q.sort || "").charAt(0) === "-";
-  if (sort !== "arrival") {
+  if (sort !== ARRIVAL) {
     const val = sortValue(sort);
     const known = [], unknown = [];
     for (const r of rows) {
@@ -85,9 +86,9 @@ st.ids = function (model) {
 /** The query as URL parameters (only what is set). */
 st.params = function () {
   const p = new URLSearchParams();
-  for (const k of KEYS) {
+  for (const k of QUERY_KEYS) {
     const v = st.query[k];
-    if (v !== undefined && v !== "" && !(k === "sort" && v === "arrival")) p.set(k, v);
+    if (v !== undefined && v !== "" && !(k === "sort" && v === ARRIVAL)) p.set(k, v);
   }
   return p;
 };
