@@ -63,14 +63,17 @@ def test_no_module_hangs_names_on_window() -> None:
 def test_the_import_map_names_every_module_at_its_served_url(live_server: LiveServer) -> None:
     with live_server.client(token=False) as c:
         page = BeautifulSoup(c.get("/").text, "html.parser")
-        imports = json.loads(page.find("script", type="importmap").string)["imports"]
+        importmap = page.find("script", type="importmap")
+        assert importmap is not None
+        imports = json.loads(importmap.get_text())["imports"]
         assert set(imports) == {f"/static/js/{p.name}" for p in JS.glob("*.js")}
         for url, versioned in imports.items():
             assert versioned.startswith(url + "?v="), versioned
             assert c.get(versioned).status_code == 200, versioned
         # An entry's tag names the same URL an import of it resolves to: one instance.
         for tag in page.find_all("script", type="module"):
-            assert imports[tag["src"].split("?")[0]] == tag["src"]
+            src = str(tag["src"])
+            assert imports[src.split("?")[0]] == src
 
 
 @pytest.mark.skipif(not ESLINT.exists(), reason="node_modules missing (make js-lint)")
