@@ -91,7 +91,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 js-lint: $(JS_STAMP)
-	node_modules/.bin/eslint static/js eslint.config.js
+	node_modules/.bin/eslint static/js eslint.config.js tools/eslint_module_graph.js
 
 fmt: $(STAMP)
 	$(BIN)/ruff check --fix engine app tests bench batchscope_vllm tools protocol

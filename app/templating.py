@@ -124,6 +124,13 @@ def static_url(path: str) -> str:
     return f"/static/{path}?v={_asset_version(path)}"
 
 
+def js_import_map() -> dict[str, dict[str, str]]:
+    """The pages' import map: each module under static/js at its static_url, so an
+    import of "./model.js" loads the same versioned URL a page's script tag names."""
+    names = sorted(p.name for p in (STATIC_DIR / "js").glob("*.js"))
+    return {"imports": {f"/static/js/{n}": static_url(f"js/{n}") for n in names}}
+
+
 # Knobs that only later vLLM releases have: (name, input kind, what it does). The forms
 # show them only for a release that has them (engine.releases.KNOB_SINCE says since when).
 LATER_KNOBS: tuple[dict[str, str], ...] = tuple(
@@ -199,6 +206,7 @@ def make_environment() -> Environment:
     # One URL component (a session id in a path or a query value): escapes '/', '&', '?'.
     env.filters["urlpart"] = lambda value: quote(str(value), safe="")
     env.globals["static_url"] = static_url
+    env.globals["js_import_map"] = js_import_map
     env.globals["vllm_releases"] = SUPPORTED
     env.globals["later_knobs"] = LATER_KNOBS
     env.globals["release_has"] = release_has

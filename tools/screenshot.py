@@ -34,7 +34,9 @@ def capture(url: str, token: str, out: Path, seconds: float, width: int,
         if before_wait is not None:
             drive_demo(before_wait)  # first, so the page's forms show the demo's settings
         page.goto(f"{url}/launch?token={token}")
-        page.wait_for_function("() => window.BS && BS.conn.snapshots > 0", timeout=20_000)
+        page.wait_for_function(
+            "() => window.batchscope && batchscope.conn.snapshots > 0", timeout=20_000
+        )
         if before_wait is not None:
             page.wait_for_timeout(seconds * 500)
             before_wait.api("POST", "/api/config", json={"max_num_batched_tokens": 128,
@@ -43,7 +45,7 @@ def capture(url: str, token: str, out: Path, seconds: float, width: int,
         else:
             page.wait_for_timeout(seconds * 1000)
         # Freeze the picture: stop the stream, let the throttled renderers catch up.
-        page.evaluate("() => { BS.conn.ws.onclose = null; BS.conn.ws.close(); }")
+        page.evaluate("() => { batchscope.conn.ws.onclose = null; batchscope.conn.ws.close(); }")
         # Full-page shots only draw what is on screen: make the viewport the page.
         height = page.evaluate("() => document.documentElement.scrollHeight")
         page.set_viewport_size({"width": width, "height": int(height)})

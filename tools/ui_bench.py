@@ -57,14 +57,14 @@ def inject(srv: LiveServer, n: int, max_tokens: int) -> None:
 def open_page(browser: Any, srv: LiveServer) -> Any:
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
     page.goto(f"{srv.url}/launch?token={srv.token}")
-    page.wait_for_function("() => window.BS && BS.conn.snapshots > 0")
+    page.wait_for_function("() => window.batchscope && batchscope.conn.snapshots > 0")
     return page
 
 
 def live_part(browser: Any, srv: LiveServer, seconds: float) -> dict[str, Any]:
     page = open_page(browser, srv)
     inject(srv, 500, 3000)
-    page.wait_for_function("() => BS.model.queues.running >= 500", timeout=60_000)
+    page.wait_for_function("() => batchscope.model.queues.running >= 500", timeout=60_000)
     page.wait_for_timeout(1000)
     live = page.evaluate(FPS_JS, seconds)
     page.close()
@@ -98,7 +98,7 @@ def paint_part(browser: Any, srv: LiveServer) -> dict[str, Any]:
 
 def in_page_part(browser: Any, srv: LiveServer, seconds: float) -> dict[str, Any]:
     page = open_page(browser, srv)
-    page.evaluate("() => { BS.conn.ws.onclose = null; BS.conn.ws.close(); }")
+    page.evaluate("() => { batchscope.conn.ws.onclose = null; batchscope.conn.ws.close(); }")
     out: dict[str, Any] = {}
     for n in (2000, 10_000):
         snaps = []

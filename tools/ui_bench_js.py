@@ -4,17 +4,19 @@ from __future__ import annotations
 
 # requestAnimationFrame callbacks per second over `secs`, plus what each renderer cost.
 FPS_JS = """secs => new Promise(done => {
-  const p0 = JSON.parse(JSON.stringify(BS.perf)); const f0 = BS.conn.frames;
-  const s0 = BS.model.step;
+  const p0 = JSON.parse(JSON.stringify(batchscope.perf)); const f0 = batchscope.conn.frames;
+  const s0 = batchscope.model.step;
   let n = 0, worst = 0; const t0 = performance.now(); let prev = t0;
   function tick(t) {
     n++; worst = Math.max(worst, t - prev); prev = t;
     if (t - t0 < secs * 1000) { requestAnimationFrame(tick); return; }
     const ms = {};
-    for (const k in BS.perf) ms[k] = +(BS.perf[k].ms - ((p0[k] || {}).ms || 0)).toFixed(1);
-    done({fps: n * 1000 / (t - t0), worst_frame_ms: worst, frames_folded: BS.conn.frames - f0,
-          steps: BS.model.step - s0, running: BS.model.queues.running,
-          requests: BS.model.order.length, main_thread_ms: ms});
+    const perf = batchscope.perf;
+    for (const k in perf) ms[k] = +(perf[k].ms - ((p0[k] || {}).ms || 0)).toFixed(1);
+    done({fps: n * 1000 / (t - t0), worst_frame_ms: worst,
+          frames_folded: batchscope.conn.frames - f0,
+          steps: batchscope.model.step - s0, running: batchscope.model.queues.running,
+          requests: batchscope.model.order.length, main_thread_ms: ms});
   }
   requestAnimationFrame(tick);
 })"""
@@ -26,11 +28,11 @@ FIRST_PAINT_JS = """n => new Promise(done => {
   function check() {
     if (el.dataset.shownRows === String(n)) {
       const nav = performance.getEntriesByType("navigation")[0] || {};
-      const c = BS.conn, r = (x) => Math.round(x);
+      const c = batchscope.conn, r = (x) => Math.round(x);
       done({first_paint_ms: +el.dataset.shownAt, draw_ms: +el.dataset.renderMs,
             dom_ready_ms: r(nav.domContentLoadedEventEnd || 0), ws_open_ms: r(c.openAt),
             snapshot_at_ms: r(c.snapshotAt), parse_ms: r(c.parseMs), fold_ms: r(c.foldMs),
-            draws: BS.gantt.view.draws});
+            draws: batchscope.timeline.view.draws});
       return;
     }
     setTimeout(check, 20);
@@ -42,9 +44,9 @@ FIRST_PAINT_JS = """n => new Promise(done => {
 # draw all its rows; ms until the frame after the draw begins.
 PAINT_SNAPSHOT_JS = """text => new Promise(done => {
   const t0 = performance.now();
-  BS.model.loadSnapshot(JSON.parse(text));
+  batchscope.model.loadSnapshot(JSON.parse(text));
   const t1 = performance.now();
-  BS.gantt.view.draw();
+  batchscope.timeline.view.draw();
   const t2 = performance.now();
   requestAnimationFrame(() => setTimeout(() => done({ms: performance.now() - t0,
     fold_ms: t1 - t0, draw_ms: t2 - t1, rows: +document.getElementById("gantt").dataset.rows}), 0));
@@ -53,9 +55,9 @@ PAINT_SNAPSHOT_JS = """text => new Promise(done => {
 # Apply a query and redraw the timeline: ms of the filter and the draw.
 FILTER_JS = """q => {
   const t0 = performance.now();
-  BS.filters.set(q);
-  const n = BS.filters.ids(BS.model).length;
-  BS.gantt.view.draw();
+  batchscope.filters.set(q);
+  const n = batchscope.filters.ids(batchscope.model).length;
+  batchscope.timeline.view.draw();
   return {ms: performance.now() - t0, rows: n};
 }"""
 
@@ -71,7 +73,7 @@ SYNTHETIC_JS = """secs => new Promise(done => {
       segments: [["waiting", 0, 0, 0], ["prefill", 1, 1, 64], ["decode", 2, 2, 1]]});
   }
   const blocks = []; for (let b = 1; b <= 4096; b++) blocks.push([b, "used", "req-" + (b % N), 1]);
-  BS.model.loadSnapshot({type: "snapshot", session: "synthetic", seq: 1, data: {
+  batchscope.model.loadSnapshot({type: "snapshot", session: "synthetic", seq: 1, data: {
     session: "synthetic", meta: {}, step: 2, t: 0.01, config: {}, config_version: 0,
     paused: false, simulated: true, requests: reqs, blocks: blocks, history: [], totals: {}}});
   const sched = [];
@@ -81,8 +83,9 @@ SYNTHETIC_JS = """secs => new Promise(done => {
   let step = 3;
   const timer = setInterval(() => {
     for (let k = 0; k < 4; k++, step++) {
-      BS.model.seq++;
-      BS.model.apply({type: "iteration", session: "synthetic", seq: BS.model.seq, data: {
+      batchscope.model.seq++;
+      const seq = batchscope.model.seq;
+      batchscope.model.apply({type: "iteration", session: "synthetic", seq: seq, data: {
         step: step, t_start: step * 0.01, duration: 0.01, forward_ms: 9, overhead_us: 50,
         simulated: true, scheduled: sched, new: [], resumed: [], preempted: [], finished: [],
         arrived: [], rejected: [], sampled: sampled, updated_step: step,
@@ -92,7 +95,7 @@ SYNTHETIC_JS = """secs => new Promise(done => {
         blocks: [[1 + step % 4096, "used", "req-" + (step % N), 1]],
         waiting_reasons: {}, config_version: 0}});
     }
-    BS.schedule();
+    batchscope.schedule();
   }, 40);
   let n = 0; const t0 = performance.now();
   function tick(t) {
@@ -108,7 +111,7 @@ SYNTHETIC_JS = """secs => new Promise(done => {
 # second (90,000 steps), 10 arrivals a second (36,000 requests) each decoding 200 steps.
 # The caller samples the JS heap (after a collection) at each quarter.
 HOUR_JS = """([steps, part]) => {
-  const m = BS.model;
+  const m = batchscope.model;
   if (part === 0) {
     m.loadSnapshot({type: "snapshot", session: "hour", seq: 1, data: {session: "hour",
       meta: {}, step: -1, t: 0, config: {}, config_version: 0, paused: false, simulated: true,

@@ -84,7 +84,7 @@ def page(browser: Any, server: Server, console: Console) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1500, "height": 1100})
     pg = console.watch(context.new_page(), server.url)
     pg.goto(server.url + f"/launch?token={server.token}")
-    pg.wait_for_function("() => window.BS && BS.conn.snapshots > 0", timeout=15_000)
+    pg.wait_for_function("() => window.batchscope && batchscope.conn.snapshots > 0", timeout=15_000)
     try:
         yield pg
     finally:

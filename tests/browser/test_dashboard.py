@@ -8,9 +8,9 @@ from typing import Any
 from tests.browser.harness import SEED_PLANS, Console, Server
 
 # The browser's request rows, open segments closed at the current step like a snapshot.
-CLIENT_ROWS_JS = """() => BS.model.order.map(id => {
-    const r = BS.model.reqs.get(id);
-    const end = s => (s[2] === null ? Math.max(BS.model.step, s[1]) : s[2]);
+CLIENT_ROWS_JS = """() => batchscope.model.order.map(id => {
+    const r = batchscope.model.reqs.get(id);
+    const end = s => (s[2] === null ? Math.max(batchscope.model.step, s[1]) : s[2]);
     return {req: r.req, status: r.status, num_computed_tokens: r.num_computed_tokens,
             num_preemptions: r.num_preemptions, finish_step: r.finish_step,
             segments: r.segs.map(s => [s[0], s[1], end(s), s[3]])};
@@ -18,12 +18,14 @@ CLIENT_ROWS_JS = """() => BS.model.order.map(id => {
 
 
 def model_step(page: Any) -> int:
-    return int(page.evaluate("() => BS.model.step"))
+    return int(page.evaluate("() => batchscope.model.step"))
 
 
 def step_rows(page: Any) -> list[dict[str, Any]]:
     return list(
-        page.evaluate("() => BS.model.steps.items.map(s => ({step: s.step, total: s.total}))")
+        page.evaluate(
+            "() => batchscope.model.steps.items.map(s => ({step: s.step, total: s.total}))"
+        )
     )
 
 
@@ -45,7 +47,7 @@ def test_gantt_rows_appear(page: Any, server: Server, console: Console) -> None:
     assert resp.status_code == 201, resp.text
     ids = resp.json()["req_ids"]
     page.wait_for_function("() => document.getElementById('gantt').dataset.drawn === '5'")
-    assert set(page.evaluate("() => BS.gantt.view.last.ids")) == set(ids)
+    assert set(page.evaluate("() => batchscope.timeline.view.last.ids")) == set(ids)
     page.wait_for_function("() => document.querySelectorAll('#steps-table tbody tr').length > 0")
     assert console.errors == []
 
@@ -59,8 +61,8 @@ def test_injecting_through_the_form_adds_its_row(page: Any, console: Console) ->
     match = re.search(r"queued (\S+)", flash.inner_text())
     assert match, flash.inner_text()
     req_id = match.group(1)
-    page.wait_for_function("id => BS.model.reqs.has(id)", arg=req_id)
-    page.wait_for_function("id => BS.gantt.view.last.ids.includes(id)", arg=req_id)
+    page.wait_for_function("id => batchscope.model.reqs.has(id)", arg=req_id)
+    page.wait_for_function("id => batchscope.timeline.view.last.ids.includes(id)", arg=req_id)
     page.locator(f'#requests-table tr[data-req="{req_id}"]').wait_for(timeout=10_000)
     assert console.errors == []
 
@@ -72,7 +74,7 @@ def test_budget_change_adds_a_marker_and_later_steps_respect_it(
         "POST", "/api/requests", json={"prompt_len": 300, "max_tokens": 700, "count": 12}
     )
     assert resp.status_code == 201, resp.text
-    page.wait_for_function("() => BS.model.steps.items.some(s => s.total > 32)")
+    page.wait_for_function("() => batchscope.model.steps.items.some(s => s.total > 32)")
     # Pause so the change lands while work remains (the sim engine is fast), then resume.
     page.click("#btn-pause")
     page.wait_for_selector("#run-state[data-state=paused]")
@@ -85,11 +87,11 @@ def test_budget_change_adds_a_marker_and_later_steps_respect_it(
     label = marker.inner_text()
     assert re.fullmatch(r"max_num_batched_tokens=32 @ step \d+", label), label
     at = int(marker.get_attribute("data-step"))
-    page.wait_for_function("at => BS.model.step >= at + 5", arg=at)
-    page.wait_for_function("() => BS.gantt.view.last.markers.length === 1")
+    page.wait_for_function("at => batchscope.model.step >= at + 5", arg=at)
+    page.wait_for_function("() => batchscope.timeline.view.last.markers.length === 1")
     after = [r for r in step_rows(page) if r["step"] >= at]
     assert after and all(r["total"] <= 32 for r in after), after
-    assert page.evaluate("() => BS.model.config.max_num_batched_tokens") == 32
+    assert page.evaluate("() => batchscope.model.config.max_num_batched_tokens") == 32
     assert console.errors == []
 
 
@@ -100,7 +102,7 @@ def test_pause_then_single_step_advances_exactly_one_step(
         "POST", "/api/requests", json={"prompt_len": 64, "max_tokens": 500, "count": 4}
     )
     assert resp.status_code == 201, resp.text
-    page.wait_for_function("() => BS.model.step >= 3")
+    page.wait_for_function("() => batchscope.model.step >= 3")
     page.click("#btn-pause")
     page.wait_for_selector("#run-state[data-state=paused]")
     # More work while paused, so a step has something to do even if the first batch ended.
@@ -112,7 +114,7 @@ def test_pause_then_single_step_advances_exactly_one_step(
     page.wait_for_timeout(600)
     assert model_step(page) == before  # paused: no steps
     page.click("#btn-step")
-    page.wait_for_function("s => BS.model.step === s + 1", arg=before)
+    page.wait_for_function("s => batchscope.model.step === s + 1", arg=before)
     page.wait_for_timeout(800)
     assert model_step(page) == before + 1
     last = page.locator("#steps-table tbody tr").last
@@ -151,15 +153,19 @@ def test_the_client_fold_of_frames_matches_the_server_snapshot(
         "POST", "/api/requests", json={"prompt_len": 200, "max_tokens": 300, "count": 10}
     )
     assert resp.status_code == 201, resp.text
-    page.wait_for_function("() => BS.model.order.some(id => BS.model.reqs.get(id).num_preemptions)")
+    page.wait_for_function(
+        "() => batchscope.model.order.some(id => batchscope.model.reqs.get(id).num_preemptions)"
+    )
     page.click("#btn-pause")
     page.wait_for_selector("#run-state[data-state=paused]")
     snap = server.api("GET", "/api/state").json()
     client = page.evaluate(CLIENT_ROWS_JS)
-    assert page.evaluate("() => BS.model.step") == snap["step"]
+    assert page.evaluate("() => batchscope.model.step") == snap["step"]
     keys = ("req", "status", "num_computed_tokens", "num_preemptions", "finish_step", "segments")
     server_rows = [{k: r[k] for k in keys} for r in snap["requests"]]
     assert client == server_rows
-    blocks = page.evaluate("() => BS.model.blocks.map((b, id) => b && [id, ...b]).filter(Boolean)")
+    blocks = page.evaluate(
+        "() => batchscope.model.blocks.map((b, id) => b && [id, ...b]).filter(Boolean)"
+    )
     assert blocks == snap["blocks"]
     assert console.errors == []

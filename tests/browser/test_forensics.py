@@ -68,8 +68,8 @@ def run_kv_pressure(server: Server) -> tuple[str, dict[str, Any]]:
 
 
 def click_on_timeline(page: Any, req: str, step: int) -> None:
-    page.wait_for_function("r => BS.gantt.view.last.ids.includes(r)", arg=req)
-    pt = page.evaluate("([r, s]) => BS.gantt.view.pointOf(r, s)", [req, step])
+    page.wait_for_function("r => batchscope.timeline.view.last.ids.includes(r)", arg=req)
+    pt = page.evaluate("([r, s]) => batchscope.timeline.view.pointOf(r, s)", [req, step])
     box = page.locator("#gantt canvas").bounding_box()
     page.mouse.click(box["x"] + pt["x"], box["y"] + pt["y"])
 
@@ -79,8 +79,8 @@ def test_a_click_opens_the_requests_life_as_the_server_read_it(
 ) -> None:
     sid, state = run_kv_pressure(server)
     page.wait_for_function(
-        "sid => BS.model.session === sid && BS.model.order.every("
-        "id => BS.model.reqs.get(id).status === 'FINISHED')",
+        "sid => batchscope.model.session === sid && batchscope.model.order.every("
+        "id => batchscope.model.reqs.get(id).status === 'FINISHED')",
         arg=sid,
     )
     row = next(r for r in state["requests"] if r["num_preemptions"])
@@ -98,13 +98,13 @@ def test_a_click_opens_the_requests_life_as_the_server_read_it(
     assert any("KV pool full (" in w[3] for w in waits)  # the reason, with numbers
     # The page words reasons exactly as the engine does (static/js/waiting.js).
     mirrored = page.evaluate(
-        "([req, ws]) => ws.map(w => BS.waitingText(req, w.reason, w.detail))",
+        "([req, ws]) => ws.map(w => batchscope.waitingText(req, w.reason, w.detail))",
         [req, life["waits"]],
     )
     assert mirrored == [w["text"] for w in life["waits"]]
     # Every reason, those of later releases and vLLM-only gates included.
     cases = [[reason, detail] for reason, detail in WAITING_CASES]
-    texts = page.evaluate("(cs) => cs.map(c => BS.waitingText('r9', c[0], c[1]))", cases)
+    texts = page.evaluate("(cs) => cs.map(c => batchscope.waitingText('r9', c[0], c[1]))", cases)
     assert texts == [waiting_text("r9", reason, detail) for reason, detail in WAITING_CASES]
     preempted = [s[1] for s in row["segments"] if s[0] == "preempted"]
     steps = page.locator("#life-preemptions tbody tr").evaluate_all(
@@ -125,15 +125,17 @@ def test_a_click_opens_the_requests_life_as_the_server_read_it(
         " r.dispatchEvent(new Event('input')); }",
         prefills[0][0],
     )
-    page.wait_for_function("s => BS.kvGrid.hist && BS.kvGrid.hist.step === s", arg=prefills[0][0])
+    page.wait_for_function(
+        "s => batchscope.kvGrid.hist && batchscope.kvGrid.hist.step === s", arg=prefills[0][0]
+    )
     block = page.evaluate(
-        "r => { const m = BS.kvGrid.hist.map;"
+        "r => { const m = batchscope.kvGrid.hist.map;"
         " return m.findIndex(b => b && b[1] === r && b[0] !== 'free' && b[0] !== 'cached'); }",
         req,
     )
     assert block > 0
     cell = page.evaluate(
-        "id => { const g = BS.kvGrid; return {x: ((id - 1) % g.cols + 0.5) * g.cell,"
+        "id => { const g = batchscope.kvGrid; return {x: ((id - 1) % g.cols + 0.5) * g.cell,"
         " y: (Math.floor((id - 1) / g.cols) + 0.5) * g.cell}; }",
         block,
     )
@@ -143,7 +145,9 @@ def test_a_click_opens_the_requests_life_as_the_server_read_it(
     page.mouse.click(box["x"] + cell["x"], box["y"] + cell["y"])
     page.locator(f'#rq-body[data-req="{req}"]').wait_for()
     # The selection settles once the panel's life has loaded (the live map moves on).
-    page.wait_for_function("b => BS.kvGrid.sel && Array.from(BS.kvGrid.sel).includes(b)", arg=block)
+    page.wait_for_function(
+        "b => batchscope.kvGrid.sel && Array.from(batchscope.kvGrid.sel).includes(b)", arg=block
+    )
     page.keyboard.press("Escape")
     page.locator("#req-panel").wait_for(state="hidden")
     assert console.errors == []
@@ -163,22 +167,22 @@ def test_a_deep_link_opens_in_replay_and_the_keys_drive_it(
     page.locator("#run-state[data-state=running]").wait_for()
 
     page.goto(f"{server.url}/?session={sid}&req={req}&step=30")
-    page.wait_for_function("() => BS.conn.snapshots > 0 && BS.model.step === 30")
+    page.wait_for_function("() => batchscope.conn.snapshots > 0 && batchscope.model.step === 30")
     page.locator(f'#rq-body[data-req="{req}"][data-upto="30"]').wait_for()
     assert page.input_value("#rp-scrub") == "30"
     life = server.api("GET", f"/api/requests/{req}", params={"session": sid, "step": 30}).json()
     assert page.locator("#rq-status").text_content() == life["status"].lower()
     # ←/→ step the replay (the panel follows), space plays and pauses, / searches.
     page.locator("body").press("ArrowRight")
-    page.wait_for_function("() => BS.model.step === 31")
+    page.wait_for_function("() => batchscope.model.step === 31")
     page.locator('#rq-body[data-upto="31"]').wait_for()
     assert "step=31" in page.url
     page.locator("body").press("ArrowLeft")
-    page.wait_for_function("() => BS.model.step === 30")
+    page.wait_for_function("() => batchscope.model.step === 30")
     page.locator("body").press(" ")
-    page.wait_for_function("() => BS.replay.playing && BS.model.step > 30")
+    page.wait_for_function("() => batchscope.replay.playing && batchscope.model.step > 30")
     page.locator("body").press(" ")
-    page.wait_for_function("() => !BS.replay.playing")
+    page.wait_for_function("() => !batchscope.replay.playing")
     page.locator("body").press("/")
     assert page.evaluate("() => document.activeElement.id") == "req-search"
     assert console.errors == []

@@ -62,11 +62,14 @@ def test_a_sweep_from_the_lab_page_opens_a_run_as_a_session(
     page.click('#lab-points-table tr[data-index="1"] button.open-point')
     page.wait_for_url("**/?session=s-*")
     steps = int(data["points"][1]["metrics"]["steps"])
-    page.wait_for_function(f"() => BS.conn.snapshots > 0 && BS.model.step === {steps - 1}")
+    page.wait_for_function(
+        f"() => batchscope.conn.snapshots > 0 && batchscope.model.step === {steps - 1}"
+    )
     assert page.locator("#conn-state").inner_text() == "replay"
     page.wait_for_function(  # the canvas timeline drew every request of the run
         "() => { const g = document.getElementById('gantt');"
-        " return +g.dataset.drawn > 0 && g.dataset.drawn === String(BS.model.order.length); }"
+        " return +g.dataset.drawn > 0"
+        " && g.dataset.drawn === String(batchscope.model.order.length); }"
     )
     assert console.errors == []
     assert console.foreign == []

@@ -150,13 +150,15 @@ def test_the_request_table_shows_every_value_and_header_whole(
     page = console.watch(context_at(width).new_page(), layout_server.url)
     # Live: running and finished requests of the Poisson workload, with the abort buttons.
     page.goto(layout_server.url + "/")
-    page.wait_for_function("() => BS.conn.snapshots > 0")
+    page.wait_for_function("() => batchscope.conn.snapshots > 0")
     page.locator('#requests-table tr[data-status="finished"]').first.wait_for(timeout=30_000)
     page.locator("#requests-table tr[data-req] button.abort").first.wait_for(timeout=30_000)
     assert page.evaluate(CUT_JS) == []
     # Replay at a step with requests waiting (their reasons) and prefix hits.
     page.goto(layout_server.url + f"/?session={BUSY}&step={step}")
-    page.wait_for_function(f"() => BS.conn.snapshots > 0 && BS.model.step === {step}")
+    page.wait_for_function(
+        f"() => batchscope.conn.snapshots > 0 && batchscope.model.step === {step}"
+    )
     waiting = page.locator('#requests-table tr[data-status="waiting"] td.reason')
     waiting.first.wait_for()
     assert waiting.first.get_attribute("title").startswith(("waits:", "behind"))
@@ -177,10 +179,10 @@ def test_no_page_scrolls_sideways_at_800_px(
 ) -> None:
     page = console.watch(context_at(800).new_page(), layout_server.url)
     pages = {
-        "/": "() => BS.conn.snapshots > 0",
+        "/": "() => batchscope.conn.snapshots > 0",
         "/sessions": "() => document.querySelector('#sessions-rows tr[data-session]') !== null",
         "/nodes": "() => document.querySelector('#nodes-table tr[data-node]') !== null",
-        f"/?session={BUSY}": "() => BS.conn.snapshots > 0",
+        f"/?session={BUSY}": "() => batchscope.conn.snapshots > 0",
         f"/compare?a={WIDE_A}&b={WIDE_B}": "() => document.body.dataset.drawn === 'yes'",
     }
     for path, ready in pages.items():

@@ -33,11 +33,12 @@ def test_a_resynced_viewer_pages_what_its_snapshot_left_out(
     # answers no ping, and the server cuts it over to a gap and a compact snapshot.
     r = server.api("POST", "/api/requests", json={"prompt_len": 8, "max_tokens": 1024, "count": 8})
     assert r.status_code == 201, r.text
-    page.wait_for_function("() => BS.model.queues.running > 0", timeout=30_000)
-    snapshots = page.evaluate("() => BS.conn.snapshots")
+    page.wait_for_function("() => batchscope.model.queues.running > 0", timeout=30_000)
+    snapshots = page.evaluate("() => batchscope.conn.snapshots")
     page.evaluate("() => { const t = Date.now(); while (Date.now() - t < 3000) {} }")
     page.wait_for_function(
-        f"() => BS.conn.snapshots > {snapshots} && !!BS.model.leftOut", timeout=30_000
+        f"() => batchscope.conn.snapshots > {snapshots} && !!batchscope.model.leftOut",
+        timeout=30_000,
     )
     assert server.api("POST", "/api/pause").status_code == 200
     state = server.api("GET", "/api/state").json()
@@ -58,7 +59,7 @@ def test_a_resynced_viewer_pages_what_its_snapshot_left_out(
         ".map((id) => document.getElementById(id).textContent)"
     )
     assert header == [str(len(rows)), str(last["running"]), str(last["waiting"])]
-    assert page.evaluate("() => BS.model.order.length") < len(rows)  # it was compacted
+    assert page.evaluate("() => batchscope.model.order.length") < len(rows)  # it was compacted
     # The earliest request, left out of the snapshot, is reachable: paged from the
     # recording into the table (oldest at the bottom) and the Gantt beside it.
     page.wait_for_function(
@@ -70,6 +71,7 @@ def test_a_resynced_viewer_pages_what_its_snapshot_left_out(
     )
     page.locator(f'#requests-table tr[data-req="{first}"]').wait_for(timeout=30_000)
     page.wait_for_function(
-        f"() => BS.requestPages.gantt(BS.model).ids.includes('{first}')", timeout=30_000
+        f"() => batchscope.requestPages.gantt(batchscope.model).ids.includes('{first}')",
+        timeout=30_000,
     )
     assert console.errors == []

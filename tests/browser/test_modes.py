@@ -26,9 +26,11 @@ def recorded(server: Server, scenario: str) -> str:
 
 def replay_from_the_start(page: Any, server: Server, sid: str) -> None:
     page.goto(f"{server.url}/?session={sid}&step=0")
-    page.wait_for_function("() => BS.conn.snapshots > 0 && BS.model.step === 0")
+    page.wait_for_function("() => batchscope.conn.snapshots > 0 && batchscope.model.step === 0")
     page.click("#rp-play")
-    page.wait_for_function("() => BS.replay.steps > 1 && BS.model.step === BS.replay.steps - 1")
+    page.wait_for_function(
+        "() => batchscope.replay.steps > 1 && batchscope.model.step === batchscope.replay.steps - 1"
+    )
 
 
 def test_async_and_spec_modes_show(page: Any, server: Server, console: Console) -> None:
@@ -43,7 +45,7 @@ def test_async_and_spec_modes_show(page: Any, server: Server, console: Console) 
     notes = page.locator("#steps-table td.notes").all_text_contents()
     assert notes[:3] == ["output in flight", "applied step 0", "applied step 1"]
     # A's in-flight tokens reach max_tokens (3): step 5 is not scheduled for it.
-    marks = page.evaluate("() => BS.model.reqs.get('A').marks")
+    marks = page.evaluate("() => batchscope.model.reqs.get('A').marks")
     assert [m[1] for m in marks] == ["skip"] and marks[0][0] == 5
     page.locator("#requests-head th.mode-async").wait_for(state="visible")
     page.locator('#requests-table tr[data-req="A"]').click()
@@ -56,7 +58,7 @@ def test_async_and_spec_modes_show(page: Any, server: Server, console: Console) 
     assert page.locator("#mode-spec").text_content() == "spec K=4"
     assert page.locator("#mode-sched").text_content() == "sync"
     drafts = page.evaluate(
-        "() => BS.model.order.flatMap(id => BS.model.reqs.get(id).marks"
+        "() => batchscope.model.order.flatMap(id => batchscope.model.reqs.get(id).marks"
         ".filter(m => m[1] === 'draft'))"
     )
     assert drafts and all(0 <= m[3] <= m[2] <= 4 for m in drafts)
@@ -93,20 +95,24 @@ def test_new_session_in_async_mode_and_an_engine_restart(
     requested restart as no crash: once the fresh process runs, the panel names it, with
     no exit warning left."""
     page.goto(server.url + "/")
-    page.wait_for_function("() => BS.conn.snapshots > 0 && !!BS.model.session")
-    first = page.evaluate("() => BS.model.session")
+    page.wait_for_function("() => batchscope.conn.snapshots > 0 && !!batchscope.model.session")
+    first = page.evaluate("() => batchscope.model.session")
     open_engine_panel(page, first)
     page.select_option("#ns-async", "true")
     page.click("#btn-new-session")
-    page.wait_for_function(f"() => BS.model.session && BS.model.session !== '{first}'")
+    page.wait_for_function(
+        f"() => batchscope.model.session && batchscope.model.session !== '{first}'"
+    )
     page.wait_for_function("() => document.querySelector('#mode-sched').textContent === 'async'")
     assert server.api("GET", "/api/state").json()["config"]["async_scheduling"] is True
-    second = page.evaluate("() => BS.model.session")
+    second = page.evaluate("() => batchscope.model.session")
     pid = server.api("GET", "/api/engine").json()["pid"]
     open_engine_panel(page, second)
     page.click("#btn-restart-engine")
-    page.wait_for_function(f"() => BS.model.session && BS.model.session !== '{second}'")
-    third = page.evaluate("() => BS.model.session")
+    page.wait_for_function(
+        f"() => batchscope.model.session && batchscope.model.session !== '{second}'"
+    )
+    third = page.evaluate("() => batchscope.model.session")
     now = server.api("GET", "/api/engine").json()
     assert now["pid"] != pid and now["last_exit"]["requested"] is True
     open_engine_panel(page, third)

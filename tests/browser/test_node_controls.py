@@ -86,7 +86,9 @@ def test_a_pushed_nodes_page_pauses_and_tunes_that_node_not_the_local_engine(
         row.locator("a.open").click()
         page.wait_for_url("**/?live=*")
         page.wait_for_load_state()
-        page.wait_for_function("s => BS.model.session === s && BS.model.step >= 0", arg=remote)
+        page.wait_for_function(
+            "s => batchscope.model.session === s && batchscope.model.step >= 0", arg=remote
+        )
         # The node's own knobs; none of the local engine's panels.
         assert page.locator("#cfg-mns").input_value() == "7"
         for local_only in ("#workload-form", "#engine-panel", "#scenarios"):

@@ -66,7 +66,9 @@ def test_nodes_page_lists_a_pushing_node_and_opens_its_session(
         assert [v["session"] for v in views if v["node"] == "n1"] == [session]
 
         row.locator("a.open").click()
-        page.wait_for_function("s => BS.model.session === s && BS.model.step >= 0", arg=session)
+        page.wait_for_function(
+            "s => batchscope.model.session === s && batchscope.model.step >= 0", arg=session
+        )
         page.wait_for_selector("#conn-state[data-state=live]")
         assert page.locator("#hdr-session").inner_text() == session
 

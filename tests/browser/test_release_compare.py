@@ -48,7 +48,7 @@ def test_a_recording_re_run_under_both_releases(
     assert r.status_code == 200, r.text
     source = r.json()["a"]
     page.goto(server.url + "/?session=" + source)
-    page.wait_for_function("() => BS.conn.snapshots > 0")
+    page.wait_for_function("() => batchscope.conn.snapshots > 0")
     page.select_option("#rp-a", "0.33")
     page.select_option("#rp-b", "0.20")
     page.click("#btn-release-pair")

@@ -26,15 +26,15 @@ def shown(page: Any, prefix: str) -> dict[str, bool]:
 
 
 def test_later_knobs_follow_the_release(page: Any, server: Server, console: Console) -> None:
-    page.wait_for_function("() => BS.model.config.vllm_version === '0.34'")
-    first = page.evaluate("() => BS.model.session")
+    page.wait_for_function("() => batchscope.model.config.vllm_version === '0.34'")
+    first = page.evaluate("() => batchscope.model.session")
     open_engine_panel(page, first)
     assert all(shown(page, "cfg").values()) and all(shown(page, "ns").values())
     # The live form changes one on 0.34 (the default release).
     page.fill("#cfg-max_num_active_seqs", "3")
     page.click("#btn-config")
     page.locator("#flash .flash-ok", has_text="max_num_active_seqs=3").wait_for()
-    page.wait_for_function("() => BS.model.config.max_num_active_seqs === 3")
+    page.wait_for_function("() => batchscope.model.config.max_num_active_seqs === 3")
     # Choosing 0.20 in the New session form hides them there and says why.
     page.select_option("#ns-release", "0.20")
     assert not any(shown(page, "ns").values())
@@ -52,8 +52,10 @@ def test_later_knobs_follow_the_release(page: Any, server: Server, console: Cons
     assert all(shown(page, "ns").values()) and not note.is_visible()
     page.select_option("#ns-release", "0.20")
     page.click("#btn-new-session")
-    page.wait_for_function(f"() => BS.model.session && BS.model.session !== '{first}'")
-    page.wait_for_function("() => BS.model.config.vllm_version === '0.20'")
+    page.wait_for_function(
+        f"() => batchscope.model.session && batchscope.model.session !== '{first}'"
+    )
+    page.wait_for_function("() => batchscope.model.config.vllm_version === '0.20'")
     assert server.api("GET", "/api/state").json()["config"]["max_num_active_seqs"] == 0
     # The live form follows the new session's release.
     page.wait_for_function(

@@ -78,7 +78,7 @@ def test_a_session_row_opens_its_replay_and_the_scrubber_drives_it(
     assert row.locator("td.num").first.inner_text() == "5"
     row.locator("a.replay").click()
     rpage.wait_for_url(f"**/?session={seed_id}")
-    rpage.wait_for_function("() => BS.conn.snapshots > 0 && BS.model.step === 4")
+    rpage.wait_for_function("() => batchscope.conn.snapshots > 0 && batchscope.model.step === 4")
     # Same page as live: only the replay badge and the scrubber tell them apart.
     assert rpage.locator("#conn-state").inner_text() == "replay"
     for live_only in ("#controls", "#config-form", "#scenarios", "#run-state"):
@@ -90,7 +90,7 @@ def test_a_session_row_opens_its_replay_and_the_scrubber_drives_it(
 
     seek(rpage, 1)
     rpage.wait_for_function(
-        "() => BS.model.step === 1 && document.querySelectorAll('#steps-table tbody tr')"
+        "() => batchscope.model.step === 1 && document.querySelectorAll('#steps-table tbody tr')"
         ".length === 2"
     )
     assert rpage.evaluate(PLANS_JS) == ["{A:4, B:2}", "{A:1, B:4, C:1}"]
@@ -101,7 +101,7 @@ def test_a_session_row_opens_its_replay_and_the_scrubber_drives_it(
 
     rpage.click("#rp-play")
     rpage.wait_for_function(
-        "() => BS.model.step === 4 && document.querySelectorAll('#steps-table tbody tr')"
+        "() => batchscope.model.step === 4 && document.querySelectorAll('#steps-table tbody tr')"
         ".length === 5"
     )
     assert rpage.evaluate(PLANS_JS) == SEED_PLANS
@@ -112,13 +112,13 @@ def test_a_session_row_opens_its_replay_and_the_scrubber_drives_it(
     # The step table renders at most ~25 times a second: wait for its rows, not only the model.
     rpage.click("#rp-back")
     rpage.wait_for_function(
-        "() => BS.model.step === 3 && document.querySelectorAll('#steps-table tbody tr')"
+        "() => batchscope.model.step === 3 && document.querySelectorAll('#steps-table tbody tr')"
         ".length === 4"
     )
     assert rpage.evaluate(PLANS_JS) == SEED_PLANS[:4]
     rpage.click("#rp-fwd")
     rpage.wait_for_function(
-        "() => BS.model.step === 4 && document.querySelectorAll('#steps-table tbody tr')"
+        "() => batchscope.model.step === 4 && document.querySelectorAll('#steps-table tbody tr')"
         ".length === 5"
     )
     assert rpage.evaluate(PLANS_JS) == SEED_PLANS
@@ -154,7 +154,7 @@ def test_rerun_with_other_knobs_opens_the_compare_page(
     rpage: Any, rec_server: Server, seed_id: str, console: Console
 ) -> None:
     rpage.goto(rec_server.url + f"/?session={seed_id}")
-    rpage.wait_for_function("() => BS.conn.snapshots > 0")
+    rpage.wait_for_function("() => batchscope.conn.snapshots > 0")
     rpage.fill("#rr-long_prefill_token_threshold", "0")
     rpage.click("#btn-rerun")
     rpage.wait_for_url("**/compare?a=*&b=*")

@@ -46,7 +46,7 @@ def rpage(browser: Any, rec_server: Server, console: Console) -> Iterator[Any]:
 
 def open_replay(page: Any, server: Server, sid: str, query: str = "") -> None:
     page.goto(server.url + f"/?session={sid}{query}")
-    page.wait_for_function("() => BS.conn.snapshots > 0")
+    page.wait_for_function("() => batchscope.conn.snapshots > 0")
 
 
 def seek(page: Any, step: int) -> None:
@@ -74,7 +74,7 @@ def test_the_request_count_is_the_seek_on_screens(
     rpage.select_option('#req-filters [name="status"]', "finished")
     rpage.wait_for_function(f"() => ({COUNT_JS})() === '{at_end} requests match'")
     seek(rpage, 1)
-    rpage.wait_for_function("() => BS.model.step === 1")
+    rpage.wait_for_function("() => batchscope.model.step === 1")
     rpage.locator('#requests-table tr[data-req="A"][data-status="finished"]').wait_for()
     rpage.wait_for_function("() => document.getElementById('requests-table').dataset.total === '1'")
     rpage.wait_for_function(f"() => ({COUNT_JS})() === '{at_one} requests match'", timeout=5000)
@@ -107,12 +107,12 @@ def test_a_negative_step_in_the_url_opens_the_first_step(
     rpage: Any, rec_server: Server, seed_id: str, console: Console
 ) -> None:
     open_replay(rpage, rec_server, seed_id, "&step=-1")
-    rpage.wait_for_function("() => BS.model.step === 0")
+    rpage.wait_for_function("() => batchscope.model.step === 0")
     assert rpage.locator("#rp-step").inner_text() == "0"
     assert rpage.locator("#hdr-step").inner_text() == "0"
     # A request's life deep-linked at step -1: its life up to the first step.
     open_replay(rpage, rec_server, seed_id, "&req=A&step=-1")
-    rpage.wait_for_function("() => BS.model.step === 0")
+    rpage.wait_for_function("() => batchscope.model.step === 0")
     summary = rpage.locator("#rq-body .life-summary")
     summary.wait_for()
     assert summary.inner_text().endswith("life up to step 0"), summary.inner_text()

@@ -58,7 +58,7 @@ def test_every_request_reaches_the_replay_table(
     try:
         page = console.watch(ctx.new_page(), big_server.url)
         page.goto(big_server.url + f"/?session={SID}")
-        page.wait_for_function("() => BS.conn.snapshots > 0")
+        page.wait_for_function("() => batchscope.conn.snapshots > 0")
         page.wait_for_function(f"() => ({TOTAL_JS})() === '{total}'")
         # The oldest request, at the bottom of the newest-first table, is one scroll away.
         first = {"sort": "arrival", "limit": 1}
@@ -88,7 +88,7 @@ def test_every_request_reaches_the_replay_table(
         ctx.close()
 
 
-GANTT_JS = "() => (BS.gantt.view && BS.gantt.view.last ? BS.gantt.view.last.ids : [])"
+GANTT_JS = "() => { const v = batchscope.timeline.view; return v && v.last ? v.last.ids : []; }"
 
 
 def test_paging_the_table_reaches_every_request_in_the_gantt(
@@ -106,19 +106,19 @@ def test_paging_the_table_reaches_every_request_in_the_gantt(
     try:
         page = console.watch(ctx.new_page(), big_server.url)
         page.goto(big_server.url + f"/?session={SID}")
-        page.wait_for_function("() => BS.conn.snapshots > 0")
+        page.wait_for_function("() => batchscope.conn.snapshots > 0")
         page.wait_for_function(f"() => ({TOTAL_JS})() === '{total}'")
         page.wait_for_function(f"() => ({GANTT_JS})().length > 0")
         req = oldest["req"]
         # The browser's own fold dropped it long ago; the Gantt does not show it yet.
-        assert not page.evaluate("r => BS.model.reqs.has(r)", req)
+        assert not page.evaluate("r => batchscope.model.reqs.has(r)", req)
         assert req not in page.evaluate(GANTT_JS)
         page.evaluate("() => { const s = document.getElementById('req-scroll');"
                       " s.scrollTop = s.scrollHeight; }")  # fmt: skip
         page.locator(f'#requests-table tr[data-req="{req}"]').wait_for()
         page.wait_for_function(f"r => ({GANTT_JS})().includes(r)", arg=req)
         drawn = page.evaluate(
-            "r => BS.gantt.view.last.model.reqs.get(r).segs.map(s => s.slice(0, 4))", req
+            "r => batchscope.timeline.view.last.model.reqs.get(r).segs.map(s => s.slice(0, 4))", req
         )
         assert drawn == oldest["segments"]
         # The Gantt's rows are the table's, in its order (newest first at the bottom).

@@ -11,8 +11,8 @@ from typing import Any
 from tests.browser.harness import Console, Server
 
 ALL_FINISHED = (
-    "() => BS.model.order.length >= 2"
-    " && BS.model.order.every(id => BS.model.reqs.get(id).status === 'FINISHED')"
+    "() => batchscope.model.order.length >= 2"
+    " && batchscope.model.order.every(id => batchscope.model.reqs.get(id).status === 'FINISHED')"
 )
 
 
@@ -30,9 +30,9 @@ def test_a_row_redrawn_under_the_pointer_still_takes_the_click(
     resp = server.api("POST", "/api/requests", json={"prompt_len": 16, "max_tokens": 4, "count": 2})
     assert resp.status_code == 201, resp.text
     page.wait_for_function(ALL_FINISHED)
-    first, second = page.evaluate("() => BS.model.order.slice(0, 2)")
+    first, second = page.evaluate("() => batchscope.model.order.slice(0, 2)")
     press(page, page.locator(f'#requests-table tr[data-req="{second}"] td').first)
-    page.evaluate("r => BS.select(r, {})", first)  # the table redraws: `first` is selected
+    page.evaluate("r => batchscope.select(r, {})", first)  # the table redraws: `first` is selected
     page.locator(f'#requests-table tr.selected[data-req="{first}"]').wait_for()
     page.locator(f'#rq-body[data-req="{first}"]').wait_for()
     page.mouse.up()
@@ -95,7 +95,7 @@ def test_a_row_that_moves_away_under_a_still_pointer_is_still_the_one_selected(
     resp = server.api("POST", "/api/requests", json={"prompt_len": 16, "max_tokens": 4, "count": 3})
     assert resp.status_code == 201, resp.text
     page.wait_for_function(ALL_FINISHED.replace(">= 2", ">= 3"))
-    req = page.evaluate("() => BS.model.order[1]")
+    req = page.evaluate("() => batchscope.model.order[1]")
     press(page, page.locator(f'#requests-table tr[data-req="{req}"] td').nth(2))
     # Something above the table grows while the button is down: the rows slide down, so
     # the release lands on another row (or on none) where the pressed one was.
@@ -105,7 +105,7 @@ def test_a_row_that_moves_away_under_a_still_pointer_is_still_the_one_selected(
     page.locator(f'#requests-table tr.selected[data-req="{req}"]').wait_for()
     assert page.locator("#requests-table tr.selected").count() == 1
     # A press dragged off the row to another one is no selection (the tap moved > 5 px).
-    other = page.evaluate("() => BS.model.order[2]")
+    other = page.evaluate("() => batchscope.model.order[2]")
     press(page, page.locator(f'#requests-table tr[data-req="{other}"] td').nth(2))
     page.mouse.move(600, 5, steps=4)
     page.mouse.up()

@@ -20,7 +20,7 @@ def rows_are(page: Any, element: str, n: int) -> None:
 
 
 def page_ids(page: Any) -> list[str]:
-    return list(page.evaluate("() => BS.filters.ids(BS.model)"))
+    return list(page.evaluate("() => batchscope.filters.ids(batchscope.model)"))
 
 
 def twin_ids(server: Server, **query: str) -> list[str]:
@@ -37,7 +37,9 @@ def test_a_10k_request_session_paints_and_filters(
                                                       "count": 256})  # fmt: skip
         assert r.status_code == 201, r.text
     assert server.api("POST", "/api/step").status_code == 200  # some run, the rest wait
-    page.wait_for_function(f"() => BS.model.order.length === {N} && BS.model.step >= 0")
+    page.wait_for_function(
+        f"() => batchscope.model.order.length === {N} && batchscope.model.step >= 0"
+    )
     page.reload()  # the first paint from a snapshot of all of them
     page.wait_for_function(f"() => document.getElementById('gantt').dataset.shownRows === '{N}'")
     assert page.get_attribute("#gantt", "data-drawn") == str(N)

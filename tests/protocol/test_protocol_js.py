@@ -1,18 +1,22 @@
-"""static/js/protocol.js is what tools/gen_protocol_js.py writes from the Python
-definitions today: a code added or renamed in protocol/ and not regenerated fails here."""
+"""static/js/protocol.js and static/js/query.js are what tools/gen_protocol_js.py writes
+from the Python definitions today: a code added or renamed in protocol/, or a query word
+changed in app/request_table.py, and not regenerated fails here."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+from app.request_table import SORTS, YES, RequestQuery
 from protocol.codes import BlockState, FrameType, SegmentKind, WaitingReason
 from protocol.views import ROW_COLUMNS
 from tests.conftest import ROOT
 
 TOOL = ROOT / "tools" / "gen_protocol_js.py"
 TARGET = ROOT / "static" / "js" / "protocol.js"
+QUERY = ROOT / "static" / "js" / "query.js"
 
 
 def test_the_committed_protocol_js_is_current() -> None:
@@ -27,6 +31,17 @@ def test_it_carries_every_code_and_column() -> None:
     for member in (*WaitingReason, *BlockState, *FrameType, *SegmentKind):
         assert f'{member.name}: "{member.value}",' in text
     assert all(f'"{c}"' in text for c in ROW_COLUMNS)
+
+
+def test_query_js_carries_the_twins_query_words() -> None:
+    text = QUERY.read_text(encoding="utf-8")
+    # The page's filters send these; the twin reads every one (paging aside).
+    for key in ("status", "reason", "priority", "phase", "prefix_hit", "preempted", "q", "sort"):
+        assert f'"{key}"' in text
+    assert '"offset"' not in text and '"limit"' not in text
+    assert SORTS[0] == RequestQuery().sort  # filters.js takes the first sort as the default
+    assert f"export const SORTS = Object.freeze({json.dumps(list(SORTS))});" in text
+    assert all(f'  "{word}": {str(flag).lower()},' in text for word, flag in YES.items())
 
 
 def test_the_check_fails_on_a_stale_file(tmp_path: Path) -> None:

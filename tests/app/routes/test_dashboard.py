@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 from bs4 import BeautifulSoup
 
-from protocol.codes import BlockState, MessageType, Phase, RequestStatus, SegmentKind, WaitingReason
+from protocol.codes import BlockState, Phase, RequestStatus, SegmentKind, WaitingReason
 from tests.conftest import LiveServer
 
 
@@ -77,9 +77,12 @@ def test_the_legends_and_filters_list_the_protocols_codes(live_server: LiveServe
         "running,waiting,preempted",
         *(s.lower() for s in RequestStatus),
     ]
-    # socket.js runs before protocol.js: the page hands it the hello's type.
+    # socket.js opens the live socket before the stylesheet loads: an async module at the
+    # top of <head> (it imports the hello's type from the generated protocol.js).
     early = page.find("script", src=lambda src: bool(src) and "/js/socket.js" in src)
-    assert early["data-hello"] == MessageType.HELLO
+    assert early["type"] == "module" and early.has_attr("async")
+    head = page.find("head").find_all(["script", "link"])
+    assert head.index(early) < head.index(page.find("link", rel="stylesheet"))
 
 
 def test_controls_are_disabled_without_the_token(live_server: LiveServer) -> None:
