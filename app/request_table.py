@@ -28,7 +28,7 @@ from app.db.request_rows import Pending, arrival_seqs
 from app.db.request_segments import closed
 from app.edge.bounds import INT32_MAX
 from app.forms import FormError
-from app.protocol.state import SessionState
+from app.frames.fold import SessionState
 from engine.waiting import waiting_text
 from protocol.codes import Phase, RequestStatus
 from protocol.views import TableRow

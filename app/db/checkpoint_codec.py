@@ -14,7 +14,7 @@ import zlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from app.protocol.checkpoint import Checkpoint
+    from app.frames.checkpoint import Checkpoint
 
 PREFIX = "z1:"
 

@@ -24,7 +24,7 @@ from collections import Counter
 from typing import Any, TypedDict
 
 from app.db.checkpoint_codec import CheckpointClock
-from app.protocol.state import SessionState
+from app.frames.fold import SessionState
 from protocol.codes import FrameType, RequestMark, RequestStatus
 from protocol.wire import WaitingDetail
 
@@ -52,7 +52,7 @@ class LiveRows(TypedDict):
     seq: int
     step: int
     rows: dict[str, Any]
-    """req -> the fold's row (app.protocol.state RequestRow, with segments)."""
+    """req -> the fold's row (app.frames.fold RequestRow, with segments)."""
     in_flight: list[str]
     waiting_detail: WaitingDetail
     pending: int | None

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.protocol.state import SessionState
+from app.frames.fold import SessionState
 from protocol.codes import FrameType, SessionEvent
 from protocol.envelope import encode, envelope
 from protocol.wire import SessionMeta

@@ -21,11 +21,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.lifecycle import mark_ended
 from app.db.quarantine import Rejected
+from app.frames.fold import SessionState
+from app.frames.validate import INT32_MAX, validate_frame
 from app.live.hub import EventHub
 from app.nodes.remote_node import NodeUnavailable, NodeView, RemoteNode
 from app.nodes.replies import Channel
-from app.protocol.models import INT32_MAX, validate_frame
-from app.protocol.state import SessionState
 from protocol.codes import RECORDED_FRAME_TYPES, FrameType, MessageType, SessionEvent
 from protocol.envelope import encode
 from protocol.session import node_source, session_meta

@@ -8,7 +8,7 @@ from typing import cast
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import queries
-from app.protocol.state import SessionState
+from app.frames.fold import SessionState
 from app.records.compare_setup import setup_difference
 from app.records.compare_types import ComparisonData, SessionSummary, SetupData
 

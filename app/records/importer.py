@@ -28,8 +28,8 @@ from app.db.writes import (
     write_live_rows,
     write_segments,
 )
-from app.protocol.models import FRAME_MODELS, validate_frame
-from app.protocol.state import SessionState
+from app.frames.fold import SessionState
+from app.frames.validate import FRAME_MODELS, validate_frame
 from app.records.recorder import CHECKPOINT_EVERY
 from protocol.codes import RECORDED_FRAME_TYPES, FrameType, SessionEvent
 from protocol.envelope import PROTOCOL_VERSION

@@ -21,11 +21,11 @@ from app.db import queries
 from app.deps import DbDep, HubDep, NodesDep, ServiceDep, View
 from app.edge.bounds import StepQuery
 from app.errors import NotFound
+from app.frames.fold import SessionState
 from app.nodes.control import control_refusal
 from app.nodes.ingest import NodeRegistry
 from app.nodes.local_engine import LocalEngine
 from app.nodes.scenarios import scenario_summaries
-from app.protocol.state import SessionState
 from app.security import has_control
 from app.templating import templates
 from protocol.views import LatencySummary

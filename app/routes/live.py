@@ -13,7 +13,7 @@ from app.api_docs import error_responses
 from app.api_models import LatencySummary, LiveConfig, RequestRow, Snapshot, WorkloadState
 from app.deps import HubDep, ServiceDep, View
 from app.errors import NotFound
-from app.protocol.state import SessionState
+from app.frames.fold import SessionState
 from app.request_table import RequestQuery, request_query, select_rows, table_rows
 from protocol import views
 from protocol.views import TableRow

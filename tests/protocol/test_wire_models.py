@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from typing_extensions import is_typeddict
 
 from app import api_models, compare_models, life_models
-from app.protocol import models
+from app.frames import validate
 from app.records import compare_types, life_types
 from protocol import views, wire
 
@@ -64,17 +64,17 @@ def same(a: Tree, b: Tree, path: str = "") -> list[str]:
 
 
 PAIRS = [
-    (wire.IterationData, models.IterationFrame),
-    (wire.ScheduledRow, models.ScheduledItem),  # `scheduled` may be pre-encoded text
-    (wire.PreemptedRow, models.PreemptedItem),
-    (wire.ReqReason, models.ReqReason),
-    (wire.Queues, models.Queues),
-    (wire.Budget, models.Budget),
-    (wire.KVUse, models.KVFrame),
-    (wire.RequestMarkData, models.RequestFrame),
-    (wire.RequestDetail, models.RequestDetail),
-    (wire.ConfigData, models.ConfigFrame),
-    (wire.SessionData, models.SessionFrame),
+    (wire.IterationData, validate.IterationFrame),
+    (wire.ScheduledRow, validate.ScheduledItem),  # `scheduled` may be pre-encoded text
+    (wire.PreemptedRow, validate.PreemptedItem),
+    (wire.ReqReason, validate.ReqReason),
+    (wire.Queues, validate.Queues),
+    (wire.Budget, validate.Budget),
+    (wire.KVUse, validate.KVFrame),
+    (wire.RequestMarkData, validate.RequestFrame),
+    (wire.RequestDetail, validate.RequestDetail),
+    (wire.ConfigData, validate.ConfigFrame),
+    (wire.SessionData, validate.SessionFrame),
 ]
 
 
@@ -84,8 +84,8 @@ def test_the_validator_has_the_wire_types_fields(typed: Any, model: type[BaseMod
 
 
 def test_the_envelope_and_the_frame_types() -> None:
-    assert tree(wire.Envelope).keys() == tree(models.Envelope).keys()
-    assert set(models.FRAME_MODELS) == {"iteration", "request", "config", "session"}
+    assert tree(wire.Envelope).keys() == tree(validate.Envelope).keys()
+    assert set(validate.FRAME_MODELS) == {"iteration", "request", "config", "session"}
 
 
 def test_the_apis_snapshot_and_table_row_are_the_wire_types() -> None:
@@ -153,4 +153,4 @@ def test_a_difference_is_found() -> None:
     class Wider(wire.Queues, total=False):
         extra: int
 
-    assert same(tree(Wider), tree(models.Queues)) == ["extra: only in the wire type"]
+    assert same(tree(Wider), tree(validate.Queues)) == ["extra: only in the wire type"]

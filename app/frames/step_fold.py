@@ -1,4 +1,4 @@
-"""The fold of one `iteration` frame into a SessionState (app.protocol.state): the rows of
+"""The fold of one `iteration` frame into a SessionState (app.frames.fold): the rows of
 the requests it scheduled, preempted, sampled and finished, the block map, the latency
 samples, and the step's summary in the history."""
 
@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.protocol.rows import close_open
+from app.frames.rows import close_open
 from protocol.codes import Phase, RequestStatus, SegmentKind
 from protocol.views import StepSummary
 from protocol.wire import IterationData
 
 if TYPE_CHECKING:
-    from app.protocol.state import SessionState
+    from app.frames.fold import SessionState
 
 # Plain strings: the fold runs for every frame, and reading an enum member off its class
 # costs ~200 ns in Python 3.11 (a global: ~35 ns).

@@ -3,7 +3,7 @@
 Source-agnostic (local engine, remote ingest, replay): it reads only wire frames. The
 hub keeps one per live session to answer late joiners with a snapshot; replay rebuilds
 it from a checkpoint plus the frames after it. What it shows (snapshots, table rows,
-latency summaries) is built in app/protocol/snapshot.py.
+latency summaries) is built in app/frames/snapshot.py.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, cast
 
-from app.protocol import snapshot
-from app.protocol.block_table import BlockTable
-from app.protocol.checkpoint import Checkpoint
-from app.protocol.latencies import Latencies
-from app.protocol.rows import close_open, new_row
-from app.protocol.step_fold import fold_iteration
+from app.frames import snapshot
+from app.frames.block_table import BlockTable
+from app.frames.checkpoint import Checkpoint
+from app.frames.latencies import Latencies
+from app.frames.rows import close_open, new_row
+from app.frames.step_fold import fold_iteration
 from protocol.codes import FrameType, RequestMark, RequestStatus, SessionEvent
 from protocol.envelope import encode
 from protocol.views import (
@@ -38,7 +38,7 @@ from protocol.wire import (
     WaitingDetail,
 )
 
-# The codes the fold compares with, as plain strings (see app.protocol.step_fold).
+# The codes the fold compares with, as plain strings (see app.frames.step_fold).
 ITERATION, REQUEST, CONFIG, SESSION = (
     FrameType.ITERATION.value, FrameType.REQUEST.value, FrameType.CONFIG.value,
     FrameType.SESSION.value,
@@ -238,15 +238,15 @@ class SessionState:
     def snapshot(
         self, compact: bool = False, columns: bool = False, with_blocks: bool = True
     ) -> SnapshotData:
-        """The state for a late joiner (app/protocol/snapshot.py)."""
+        """The state for a late joiner (app/frames/snapshot.py)."""
         return snapshot.build(self, compact=compact, columns=columns, with_blocks=with_blocks)
 
     def request_rows(self) -> list[TableRow]:
-        """Table rows (app/protocol/snapshot.py)."""
+        """Table rows (app/frames/snapshot.py)."""
         return snapshot.request_rows(self)
 
     def latency_summary(self) -> LatencySummary:
-        """Latency quantiles and totals (app/protocol/snapshot.py)."""
+        """Latency quantiles and totals (app/frames/snapshot.py)."""
         return snapshot.latency_summary(self)
 
     def latency_samples(self) -> dict[str, list[float]]:

@@ -22,7 +22,7 @@ from protocol.views import (
 __all__ = ["ROW_COLUMNS", "build", "latency_summary", "request_rows"]
 
 if TYPE_CHECKING:
-    from app.protocol.state import SessionState
+    from app.frames.fold import SessionState
 
 COMPACT_HISTORY = 128
 COMPACT_DONE_ROWS = 100
