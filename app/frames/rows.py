@@ -1,9 +1,17 @@
-"""A request row of the fold (protocol.views.RequestRow): a new one and its segments."""
+"""A request row of the fold (protocol.views.RequestRow): a new one, its segments, and the
+request table's row made from it (protocol.views.TableRow)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import cast
+
+from engine.waiting import waiting_text
 from protocol.codes import RequestStatus, SegmentKind
-from protocol.views import RequestRow
+from protocol.views import RequestRow, TableRow
+from protocol.wire import WaitingDetail
+
+RUNNING, FINISHED = RequestStatus.RUNNING.value, RequestStatus.FINISHED.value
 
 
 def new_row(req: str, step: int, t: float) -> RequestRow:
@@ -42,3 +50,35 @@ def close_open(row: RequestRow, step: int) -> None:
             row["segments"].pop()
         else:
             last[2] = step - 1
+
+
+def table_rows(rows: Iterable[RequestRow], detail: WaitingDetail) -> list[TableRow]:
+    """The request table's rows (its JSON twin, /api/requests), new dicts in the order of
+    `rows`: no Gantt segments; TTFT, mean ITL and E2E in seconds (None until known), the
+    output tokens, the phase of a running request and why a waiting one waits, worded
+    with the step's waiting `detail`."""
+    out = []
+    for r in rows:
+        row = cast(TableRow, {k: v for k, v in r.items() if k != "segments"})
+        first, last = r["first_token_t"], r["last_token_t"]
+        row["ttft"] = None if first is None else round(first - r["arrived_t"], 6)
+        outputs = r["num_tokens"] - r["num_prompt_tokens"]
+        row["num_output_tokens"] = max(outputs, 0)
+        row["itl"] = (
+            round((last - first) / (outputs - 1), 6)
+            if first is not None and last is not None and outputs > 1
+            else None
+        )
+        segments = r["segments"]
+        running = row["status"] == RUNNING and segments
+        row["phase"] = segments[-1][0] if running else None
+        finish, arrived = row.get("finish_t"), row.get("arrived_t")
+        row["e2e"] = (
+            round(finish - arrived, 6)
+            if row["status"] == FINISHED and finish is not None and arrived is not None
+            else None
+        )
+        reason = row.get("waiting_reason")
+        row["waiting_text"] = waiting_text(row["req"], reason, detail) if reason else None
+        out.append(row)
+    return out

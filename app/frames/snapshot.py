@@ -1,28 +1,22 @@
-"""What a SessionState shows: the snapshot a late joiner gets (docs/protocol.md), the
-request table's rows and the latency summary. Plain data built from the fold's state;
-nothing here changes it.
-"""
+"""What a fold shows of a session, built from plain data: the snapshot a late joiner gets
+(docs/protocol.md) from the fold's scalars, request rows and history, and a step as its
+history keeps it (from the step's iteration frame). Nothing here changes them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 from protocol.codes import RequestStatus
 from protocol.views import (
     ROW_COLUMNS,
-    LatencySummary,
-    Quantiles,
+    ConfigMark,
     RequestRow,
     Segment,
     SnapshotData,
     StepSummary,
-    TableRow,
 )
-
-__all__ = ["ROW_COLUMNS", "build", "latency_summary", "request_rows"]
-
-if TYPE_CHECKING:
-    from app.frames.fold import SessionState
+from protocol.wire import IterationData, Knobs, WaitingDetail
 
 COMPACT_HISTORY = 128
 COMPACT_DONE_ROWS = 100
@@ -36,18 +30,44 @@ SNAPSHOT_PLAN_STEPS = 64
 _DONE = (RequestStatus.FINISHED.value, RequestStatus.REJECTED.value)
 
 
+class SnapshotHead(TypedDict):
+    """A snapshot's scalars, as the fold has them (copies: the snapshot keeps them)."""
+
+    session: str
+    meta: dict[str, Any]
+    seq: int
+    step: int
+    t: float
+    config: Knobs
+    config_version: int
+    config_marks: list[ConfigMark]
+    paused: bool
+    simulated: bool
+
+
 def build(
-    state: SessionState, compact: bool = False, columns: bool = False, with_blocks: bool = True
+    head: SnapshotHead,
+    rows: list[RequestRow],
+    history: list[StepSummary],
+    *,
+    totals: Mapping[str, int],
+    dropped_rows: int,
+    waiting_detail: WaitingDetail,
+    compact: bool = False,
+    columns: bool = False,
 ) -> SnapshotData:
-    """The state for a late joiner (docs/protocol.md). `compact`: only the latest
-    COMPACT_HISTORY steps and COMPACT_DONE_ROWS finished or rejected rows (a client that
-    fell behind). `totals` count the whole session whatever was left out (`requests`:
-    every request it has had); `left_out` says what a compact
-    snapshot, or the state's own bound on finished rows, left out (the rest is in the
-    recording). `columns`: `requests` as `{"columns": [...], "rows": [[...], ...]}` (a
-    quarter of the bytes, faster to encode and parse for a 10,000-request session)."""
-    selected = list(state.requests.values())
-    history = list(state.history)
+    """The state for a late joiner (docs/protocol.md), without its blocks. `rows`: every
+    request row the fold keeps (`dropped_rows` more were dropped), `history` its steps
+    (both lists are the caller's copies). `compact`: only the latest COMPACT_HISTORY
+    steps and COMPACT_DONE_ROWS finished or rejected rows (a client that fell behind).
+    `totals` count the whole session whatever was left out (`requests`: every request it
+    has had); `left_out` says what a compact snapshot, or the fold's own bound on
+    finished rows, left out (the rest is in the recording). `columns`: `requests` as
+    `{"columns": [...], "rows": [[...], ...]}` (a quarter of the bytes, faster to encode
+    and parse for a 10,000-request session)."""
+    step = head["step"]
+    num_requests = len(rows) + dropped_rows
+    selected = rows
     steps_left_out = 0
     if compact:
         steps_left_out = max(len(history) - COMPACT_HISTORY, 0)
@@ -55,44 +75,28 @@ def build(
         done = [r for r in selected if r["status"] in _DONE]
         keep = {id(r) for r in done[-COMPACT_DONE_ROWS:]}
         selected = [r for r in selected if r["status"] not in _DONE or id(r) in keep]
-    num_requests = len(state.requests) + state.dropped_rows
     requests: Any
     if columns:
-        requests = {"columns": list(ROW_COLUMNS), "rows": _row_lists(selected, state.step)}
+        requests = {"columns": list(ROW_COLUMNS), "rows": _row_lists(selected, step)}
         # The compact form also keeps fewer per-request plans (a page's step table
         # shows the latest steps; with 500 running, 256 plans are ~2 MB).
         cut = len(history) - SNAPSHOT_PLAN_STEPS
         history[:cut] = [_without_plan(h) if "plan" in h else h for h in history[:cut]]
     else:
-        requests = [{**r, "segments": _segments(r, state.step)} for r in selected]
+        requests = [{**r, "segments": _segments(r, step)} for r in selected]
     out: SnapshotData = {
-        "session": state.session,
-        "meta": dict(state.meta),
-        "seq": state.seq,
-        "step": state.step,
-        "t": state.t,
-        "config": dict(state.config),
-        "config_version": state.config_version,
-        "config_marks": list(state.config_marks),
-        "paused": state.paused,
-        "simulated": state.simulated,
+        **head,  # type: ignore[typeddict-item]  # mypy asks `head` for blocks, left_out
         "requests": requests,
         "history": history,
-        "totals": {
-            **state.totals,
-            "dropped_rows": state.dropped_rows,
-            "requests": num_requests,
-        },
-        "waiting_detail": state.waiting_detail.copy(),
+        "totals": {**totals, "dropped_rows": dropped_rows, "requests": num_requests},
+        "waiting_detail": waiting_detail.copy(),
     }
-    if compact or state.dropped_rows:
+    if compact or dropped_rows:
         out["left_out"] = {
             "requests": num_requests - len(selected),
             "steps": steps_left_out,
-            "from_step": history[0]["step"] if history else max(state.step, 0),
+            "from_step": history[0]["step"] if history else max(step, 0),
         }
-    if with_blocks:
-        out["blocks"] = state.blocks.rows()
     return out
 
 
@@ -118,49 +122,28 @@ def _without_plan(h: StepSummary) -> StepSummary:
     return out
 
 
-def request_rows(state: SessionState) -> list[TableRow]:
-    """Table rows (no Gantt segments, no copy of history): each request with TTFT and
-    mean ITL in seconds, None until known. The JSON twin of the request table."""
-    rows = []
-    for r in state.requests.values():
-        row = cast(TableRow, {k: v for k, v in r.items() if k != "segments"})
-        first, last = r["first_token_t"], r["last_token_t"]
-        row["ttft"] = None if first is None else round(first - r["arrived_t"], 6)
-        outputs = r["num_tokens"] - r["num_prompt_tokens"]
-        row["num_output_tokens"] = max(outputs, 0)
-        row["itl"] = (
-            round((last - first) / (outputs - 1), 6)
-            if first is not None and last is not None and outputs > 1
-            else None
-        )
-        rows.append(row)
-    return rows
-
-
-def latency_summary(state: SessionState) -> LatencySummary:
-    """Quantiles of the latest latency samples, throughput and totals."""
-    elapsed = max(state.t, 1e-9)
-    samples = state.latency_samples()
+def step_summary(d: IterationData, t_end: float, accepted: int) -> StepSummary:
+    """The step as the history keeps it (the charts and the step table)."""
+    step, budget, kv = d["step"], d["budget"], d["kv"]
     return {
-        "ttft": _quantiles(samples["ttft"]),
-        "itl": _quantiles(samples["itl"]),
-        "queue": _quantiles(samples["queue"]),
-        "e2e": _quantiles(samples["e2e"]),
-        "finished": len(samples["e2e"]),
-        "throughput_tok_s": round(state.totals["output_tokens"] / elapsed, 3),
-        "preemptions": state.totals["preemptions"],
-        "kv_peak": state.kv_peak,
-        "steps": state.totals["steps"],
+        "step": step,
+        "t": round(t_end, 6),
+        "prefill": budget["prefill"],
+        "decode": budget["decode"],
+        "max_tokens": budget["max_tokens"],
+        "seqs": len(d["scheduled"]),
+        "max_seqs": budget["max_seqs"],
+        "running": d["queues"]["running_end"],
+        "waiting": d["queues"]["waiting_end"],
+        "kv_used": kv["used_end"],
+        "kv_cached": kv["cached_free"],
+        "kv_total": kv["total"],
+        "preempted": len(d["preempted"]),
+        "plan": {i["req"]: i["n"] for i in d["scheduled"]},
+        "updated_step": d.get("updated_step", step),
+        "spec": d.get("spec_tokens", 0),
+        "accepted": accepted,
+        "padding": d.get("padding", 0),
+        "finished": [f["req"] for f in d["finished"]],
+        "preempted_ids": [p["req"] for p in d["preempted"]],
     }
-
-
-def _quantiles(values: list[float]) -> Quantiles:
-    if not values:
-        return {"p50": None, "p95": None, "p99": None}
-    ordered = sorted(values)
-    last = len(ordered) - 1
-
-    def q(p: float) -> float:
-        return round(ordered[min(last, round(p * last))], 6)
-
-    return {"p50": q(0.50), "p95": q(0.95), "p99": q(0.99)}

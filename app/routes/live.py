@@ -14,7 +14,7 @@ from app.api_models import LatencySummary, LiveConfig, RequestRow, Snapshot, Wor
 from app.deps import HubDep, ServiceDep, View
 from app.errors import NotFound
 from app.frames.fold import SessionState
-from app.request_table import RequestQuery, request_query, select_rows, table_rows
+from app.request_table import RequestQuery, request_query, select_rows
 from protocol import views
 from protocol.views import TableRow
 
@@ -50,7 +50,7 @@ async def requests_rows(
 ) -> list[TableRow]:
     """The table's rows with `phase`, `e2e` and `waiting_text`; the query parameters are
     the page's filters (app.request_table)."""
-    return select_rows(table_rows(_live(hub, live)), query)
+    return select_rows(_live(hub, live).request_rows(), query)
 
 
 @router.get("/stats", response_model=LatencySummary, summary="Latency percentiles and totals")
