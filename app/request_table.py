@@ -207,7 +207,7 @@ def live_rows_at(db: Session, session_id: str, step: int) -> LiveRows:
             return cached._replace(rows=list(cached.rows))
     view = live_view_at(db, session_id, step, seq)
     pending = None if view is None else view.pending
-    state = queries.state_at_seq(db, session_id, seq) if view is None else view.state
+    state = queries.state_at_seq(db, session_id, seq) if view is None else view.fold
     rows: list[dict[str, Any]] = [  # request_rows' dicts are its own
         cast(dict[str, Any], r)
         for r in state.request_rows()

@@ -21,11 +21,11 @@ import base64
 import json
 import zlib
 from collections import Counter
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from app.db.checkpoint_codec import CheckpointClock
-from app.frames.fold import SessionState
 from protocol.codes import FrameType, RequestMark, RequestStatus
+from protocol.views import RequestRow
 from protocol.wire import WaitingDetail
 
 PENDING_APART = 256
@@ -41,6 +41,21 @@ ARRIVED, SCHEDULED = RequestMark.ARRIVED.value, RequestMark.SCHEDULED.value
 ENDS = (RequestMark.FINISHED.value, RequestMark.ABORTED.value, RequestMark.REJECTED.value)
 
 
+class Folded(Protocol):
+    """What the taker reads of a session's fold (app.frames.fold.SessionState)."""
+
+    @property
+    def seq(self) -> int: ...
+    @property
+    def step(self) -> int: ...
+    @property
+    def requests(self) -> dict[str, RequestRow]: ...
+    @property
+    def in_flight(self) -> set[str]: ...
+    @property
+    def waiting_detail(self) -> WaitingDetail: ...
+
+
 class Reasons(TypedDict):
     default: str | None
     exceptions: dict[str, str | None]
@@ -52,7 +67,7 @@ class LiveRows(TypedDict):
     seq: int
     step: int
     rows: dict[str, Any]
-    """req -> the fold's row (app.frames.fold RequestRow, with segments)."""
+    """req -> the fold's row (protocol.views.RequestRow, with segments)."""
     in_flight: list[str]
     waiting_detail: WaitingDetail
     pending: int | None
@@ -89,7 +104,7 @@ class LiveRowsTaker:
         self.seen_step = -1
         """The step of the latest frame seen (iteration or request)."""
 
-    def before(self, state: SessionState, frame_type: str, data: Any) -> LiveRows | None:
+    def before(self, state: Folded, frame_type: str, data: Any) -> LiveRows | None:
         """Called before `state` folds a frame: the live rows at the end of its step if
         the frame starts a later step and some are due."""
         step = data.get("step") if frame_type in (ITERATION, REQUEST) else None
@@ -118,7 +133,7 @@ class LiveRowsTaker:
     def taken(self, size: int) -> None:
         self.clock.taken(size)
 
-    def _base(self, state: SessionState, rows: dict[str, Any]) -> LiveRows:
+    def _base(self, state: Folded, rows: dict[str, Any]) -> LiveRows:
         return {
             "seq": state.seq,
             "step": state.step,
@@ -129,11 +144,11 @@ class LiveRowsTaker:
             "reasons": None,
         }
 
-    def _whole(self, state: SessionState) -> LiveRows:
+    def _whole(self, state: Folded) -> LiveRows:
         rows = {r: row for r, row in state.requests.items() if row["status"] not in DONE}
         return self._base(state, rows)
 
-    def _apart(self, state: SessionState) -> LiveRows | None:
+    def _apart(self, state: Folded) -> LiveRows | None:
         rows: dict[str, Any] = {}
         reasons: Counter[str | None] = Counter()
         pending: list[tuple[str, str | None]] = []

@@ -28,7 +28,7 @@ MAX_FOLD_FRAMES = 600
 
 
 class LiveView(NamedTuple):
-    state: SessionState
+    fold: SessionState
     """Its requests: those live at the step (and some done by then), but the pending."""
     pending: Pending | None
 

@@ -88,10 +88,10 @@ class NodeRegistry:
             last = restored.seq
         elif info is None:
             self.hub.open_session(session, meta, live=self.hub.follow_most_active, announce=False)
-            last = self.hub.sessions[session].state.seq
+            last = self.hub.sessions[session].fold.seq
         else:
             info.live = True
-            last = info.state.seq
+            last = info.fold.seq
         node = self.by_session.get(session)
         if node is None:
             node = RemoteNode(node_name, session, engine, model)
@@ -190,7 +190,7 @@ class NodeRegistry:
     ) -> dict[str, Any] | None:
         """A frame that passed validation (or came over the trusted link, which encoded
         `data_json` once): step checks, gap marks, publish."""
-        last_step = self.hub.sessions[node.session].state.step
+        last_step = self.hub.sessions[node.session].fold.step
         if kind == FrameType.ITERATION and clean["step"] <= last_step:
             # Whatever is accepted must be storable: a step is recorded once.
             node.invalid += 1
