@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeGuard
 
 from pydantic import ValidationError
@@ -127,32 +127,9 @@ class NodeRegistry:
         events: their data is not validated again, and `data_json` (the data as that
         process encoded it) is forwarded as is."""
         kind = msg.get("type")
-        if kind == MessageType.REPLY:
-            cid = msg.get("id")
-            if not _is_count(cid):
-                node.invalid += 1
-                return {
-                    "type": MessageType.ERROR,
-                    "detail": "reply: id must be a non-negative integer",
-                }
-            node.replies.settle(msg)
-            return None
-        if kind == MessageType.STATS:
-            buffered, dropped = msg.get("buffered", 0), msg.get("dropped", 0)
-            if not (_is_count(buffered) and _is_count(dropped)):
-                node.invalid += 1
-                return {
-                    "type": MessageType.ERROR,
-                    "detail": f"stats: buffered and dropped must be integers 0-{INT32_MAX}",
-                }
-            node.producer_buffered, node.producer_dropped = buffered, dropped
-            errors = msg.get("observer_errors", 0)
-            if _is_count(errors):
-                node.observer_errors = errors
-            degraded = _degraded(msg.get("degraded"))
-            if degraded is not None:
-                node.degraded = degraded
-            return None
+        handle = MESSAGES.get(kind) if isinstance(kind, str) else None
+        if handle is not None:
+            return handle(node, msg)
         if kind not in RECORDED_FRAME_TYPES:
             node.invalid += 1
             return {"type": MessageType.ERROR, "detail": f"unknown message type {kind!r}"}
@@ -292,3 +269,38 @@ def _first_error(exc: Exception) -> str:
         where = ".".join(str(p) for p in err["loc"])
         return f"{where}: {err['msg']}"
     return str(exc)
+
+
+def _on_reply(node: RemoteNode, msg: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A producer's answer to one of our commands."""
+    if not _is_count(msg.get("id")):
+        node.invalid += 1
+        return {"type": MessageType.ERROR, "detail": "reply: id must be a non-negative integer"}
+    node.replies.settle(msg)
+    return None
+
+
+def _on_stats(node: RemoteNode, msg: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A producer's own counts: what it buffers and dropped, its observer's errors."""
+    buffered, dropped = msg.get("buffered", 0), msg.get("dropped", 0)
+    if not (_is_count(buffered) and _is_count(dropped)):
+        node.invalid += 1
+        return {
+            "type": MessageType.ERROR,
+            "detail": f"stats: buffered and dropped must be integers 0-{INT32_MAX}",
+        }
+    node.producer_buffered, node.producer_dropped = buffered, dropped
+    errors = msg.get("observer_errors", 0)
+    if _is_count(errors):
+        node.observer_errors = errors
+    degraded = _degraded(msg.get("degraded"))
+    if degraded is not None:
+        node.degraded = degraded
+    return None
+
+
+MESSAGES: dict[str, Callable[[RemoteNode, Mapping[str, Any]], Mapping[str, Any] | None]] = {
+    MessageType.REPLY.value: _on_reply,
+    MessageType.STATS.value: _on_stats,
+}
+"""A producer's messages other than its frames, by type (frames: RECORDED_FRAME_TYPES)."""
