@@ -28,12 +28,9 @@ from app.db.request_rows import Pending, arrival_seqs
 from app.db.request_segments import closed
 from app.edge.bounds import INT32_MAX
 from app.forms import FormError
-from app.protocol.state import SessionState
-from engine.waiting import waiting_text
 from protocol.codes import Phase, RequestStatus
 from protocol.views import TableRow
 
-RUNNING, FINISHED = RequestStatus.RUNNING.value, RequestStatus.FINISHED.value
 STATUSES = tuple(s.lower() for s in RequestStatus)  # the query spells them in lower case
 PHASES = tuple(p.value for p in Phase)
 SORTS = ("arrival", "ttft", "e2e", "preemptions")
@@ -154,26 +151,6 @@ async def request_query(
         raise RequestValidationError([error]) from None
 
 
-def table_rows(state: SessionState) -> list[TableRow]:
-    """Every request of `state` in arrival order, with `phase`, `e2e` and
-    `waiting_text` added to the fold's request rows."""
-    rows = state.request_rows()
-    detail = state.waiting_detail
-    for row in rows:
-        segments = state.requests[row["req"]]["segments"]
-        running = row["status"] == RUNNING and segments
-        row["phase"] = segments[-1][0] if running else None
-        finish, arrived = row.get("finish_t"), row.get("arrived_t")
-        row["e2e"] = (
-            round(finish - arrived, 6)
-            if row["status"] == FINISHED and finish is not None and arrived is not None
-            else None
-        )
-        reason = row.get("waiting_reason")
-        row["waiting_text"] = waiting_text(row["req"], reason, detail) if reason else None
-    return rows
-
-
 def select_rows(rows: list[TableRow], query: RequestQuery) -> list[TableRow]:
     """The rows `query` keeps, in its order, paged by offset / limit."""
     kept = [r for r in rows if query.matches(r)]
@@ -230,10 +207,10 @@ def live_rows_at(db: Session, session_id: str, step: int) -> LiveRows:
             return cached._replace(rows=list(cached.rows))
     view = live_view_at(db, session_id, step, seq)
     pending = None if view is None else view.pending
-    state = queries.state_at_seq(db, session_id, seq) if view is None else view.state
-    rows: list[dict[str, Any]] = [  # table_rows' dicts are its own
+    state = queries.state_at_seq(db, session_id, seq) if view is None else view.fold
+    rows: list[dict[str, Any]] = [  # request_rows' dicts are its own
         cast(dict[str, Any], r)
-        for r in table_rows(state)
+        for r in state.request_rows()
         if r["finish_step"] is None or r["finish_step"] > step
     ]
     for r in rows:  # for the replay Gantt (app.db.request_segments)

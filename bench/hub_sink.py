@@ -13,8 +13,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+from app.frames.convert import event_to_frame
 from app.live.hub import EventHub
-from app.protocol.convert import event_to_frame
 from engine.events import Event
 from protocol.envelope import encode
 

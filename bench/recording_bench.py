@@ -157,7 +157,7 @@ async def _engine_rate(url: str | None, steps: int, seqs: int) -> tuple[float, i
     if recorder:
         # Wait for every frame to be written before stopping: stopping mid-write races
         # (see tests/app/records/test_recorder_stop.py).
-        published = hub.sessions[session].state.seq
+        published = hub.sessions[session].fold.seq
         while recorder.written < published and recorder.failures == 0:
             await asyncio.sleep(0.01)
         drained = time.perf_counter() - t_drain

@@ -40,7 +40,7 @@ from app.db.session import make_engine, make_sessionmaker
 from app.errors import NotFound
 from app.live.hub import EventHub
 from app.records.recorder import Recorder
-from app.request_table import parse_query, select_rows, table_rows
+from app.request_table import parse_query, select_rows
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig
 from engine.engine import Engine
 from engine.request import SamplingParams
@@ -151,10 +151,12 @@ def measure(url: str, steps: int, seeks: int) -> dict[str, Any]:
     sessions = make_sessionmaker(make_engine(url))
     with sessions() as db:
         t0 = time.perf_counter()
-        rows = select_rows(table_rows(queries.state_at_step(db, SID, steps - 1)),
+        rows = select_rows(queries.state_at_step(db, SID, steps - 1).request_rows(),
                            parse_query({"limit": "50"}))  # fmt: skip
         out["baseline_first_page_ms"] = _ms(t0)
-        out["baseline_rows_reachable"] = len(table_rows(queries.state_at_step(db, SID, steps - 1)))
+        out["baseline_rows_reachable"] = len(
+            queries.state_at_step(db, SID, steps - 1).request_rows()
+        )
         assert len(rows) == 50
     return out
 

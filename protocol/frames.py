@@ -1,5 +1,5 @@
 """Frame payloads every producer builds the same way (docs/protocol.md): an `iteration`
-and a `request` mark. Our engine's converter (app.protocol.convert) and the vLLM adapter
+and a `request` mark. Our engine's converter (app.frames.convert) and the vLLM adapter
 (batchscope_vllm.frames) both call these, so the layout, the key names and the rounding
 live here once (their types: protocol.wire). Standard library only: the vLLM adapter
 imports it next to vLLM.

@@ -6,7 +6,7 @@ conversion before encoding) while mypy checks every key in every producer and re
 Optional keys live in a `total=False` subclass (Python 3.10 has no NotRequired without
 typing_extensions, and the vLLM adapter's wheel supports 3.10).
 
-app.protocol.models validates the same trees with pydantic (bounds, patterns);
+app.frames.validate validates the same trees with pydantic (bounds, patterns);
 tests/protocol/test_wire_models.py proves the two have the same fields. What the dashboard
 derives from the frames (request rows, snapshots) is typed in protocol.views.
 """

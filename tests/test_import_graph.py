@@ -23,11 +23,7 @@ from tests.import_graph import (
     type_only_back_references,
 )
 
-ALLOWED: dict[tuple[str, str], str] = {
-    ("app.nodes.control", "app.nodes.local_engine"): "h34b: session fold refactor",
-    ("app.protocol.snapshot", "app.protocol.state"): "h34b: session fold refactor",
-    ("app.protocol.step_fold", "app.protocol.state"): "h34b: session fold refactor",
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 """(importer, imported) -> why the type-only back-reference stays for now."""
 
 

@@ -20,11 +20,11 @@ import zlib
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from app.protocol.rows import new_row
+from app.frames.rows import new_row
 from protocol.codes import SegmentKind
 
 if TYPE_CHECKING:
-    from app.protocol.checkpoint import Checkpoint
+    from app.frames.checkpoint import Checkpoint
 
 PREFIX = "z1:"
 LEVEL = 1

@@ -22,11 +22,11 @@ import json
 import zlib
 from collections import Counter
 from operator import itemgetter
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from app.db.checkpoint_codec import LEVEL, CheckpointClock
-from app.protocol.state import SessionState
 from protocol.codes import FrameType, RequestMark, RequestStatus
+from protocol.views import RequestRow
 from protocol.wire import WaitingDetail
 
 PENDING_APART = 256
@@ -46,6 +46,21 @@ _STATUS, _FIRST_SCHEDULED, _FINISH_STEP, _WAITING_REASON = (
 )  # fmt: skip
 
 
+class Folded(Protocol):
+    """What the taker reads of a session's fold (app.frames.fold.SessionState)."""
+
+    @property
+    def seq(self) -> int: ...
+    @property
+    def step(self) -> int: ...
+    @property
+    def requests(self) -> dict[str, RequestRow]: ...
+    @property
+    def in_flight(self) -> set[str]: ...
+    @property
+    def waiting_detail(self) -> WaitingDetail: ...
+
+
 class Reasons(TypedDict):
     default: str | None
     exceptions: dict[str, str | None]
@@ -57,7 +72,7 @@ class LiveRows(TypedDict):
     seq: int
     step: int
     rows: dict[str, Any]
-    """req -> the fold's row (app.protocol.state RequestRow, with segments)."""
+    """req -> the fold's row (protocol.views.RequestRow, with segments)."""
     in_flight: list[str]
     waiting_detail: WaitingDetail
     pending: int | None
@@ -94,7 +109,7 @@ class LiveRowsTaker:
         self.seen_step = -1
         """The step of the latest frame seen (iteration or request)."""
 
-    def before(self, state: SessionState, frame_type: str, data: Any) -> LiveRows | None:
+    def before(self, state: Folded, frame_type: str, data: Any) -> LiveRows | None:
         """Called before `state` folds a frame: the live rows at the end of its step if
         the frame starts a later step and some are due."""
         step = data.get("step") if frame_type in (ITERATION, REQUEST) else None
@@ -123,7 +138,7 @@ class LiveRowsTaker:
     def taken(self, size: int) -> None:
         self.clock.taken(size)
 
-    def _base(self, state: SessionState, rows: dict[str, Any]) -> LiveRows:
+    def _base(self, state: Folded, rows: dict[str, Any]) -> LiveRows:
         return {
             "seq": state.seq,
             "step": state.step,
@@ -134,11 +149,11 @@ class LiveRowsTaker:
             "reasons": None,
         }
 
-    def _whole(self, state: SessionState) -> LiveRows:
+    def _whole(self, state: Folded) -> LiveRows:
         rows = {r: row for r, row in state.requests.items() if row["status"] not in DONE}
         return self._base(state, rows)
 
-    def _apart(self, state: SessionState) -> LiveRows | None:
+    def _apart(self, state: Folded) -> LiveRows | None:
         # Taken at every step end of a long queue: each pass over the pending rows reads
         # one field of all of them at once (itemgetter maps), not row by row in Python,
         # so a step end costs little more than a dict walk however long the queue.

@@ -21,14 +21,14 @@ from app.db.live_rows import decode_live_rows
 from app.db.models import LiveRowsRecord
 from app.db.queries import iter_frames
 from app.db.request_rows import Pending
-from app.protocol.state import SessionState
+from app.frames.fold import SessionState
 
 MAX_FOLD_FRAMES = 600
 """Frames after the live rows a view folds at most (else the caller's whole fold)."""
 
 
 class LiveView(NamedTuple):
-    state: SessionState
+    fold: SessionState
     """Its requests: those live at the step (and some done by then), but the pending."""
     pending: Pending | None
 

@@ -24,7 +24,7 @@ from app.db.models import (
     StepWaitRecord,
 )
 from app.errors import NotFound
-from app.protocol.state import SessionState
+from app.frames.fold import SessionState
 from protocol.wire import Knobs
 
 PAGE = 2000

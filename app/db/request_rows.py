@@ -12,7 +12,7 @@ from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.orm import Session
 
 from app.db.models import RequestRecord
-from app.protocol.rows import new_row
+from app.frames.rows import new_row
 from engine.waiting import waiting_text
 from protocol.codes import RequestStatus
 from protocol.wire import WaitingDetail

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from app.db import queries
 from app.db.models import RequestRecord
 from app.db.writes import ENDED_MARKS
-from app.protocol.state import SessionState
+from app.frames.fold import SessionState
 from protocol.codes import FrameType, SegmentKind
 from protocol.views import Segment
 

@@ -37,7 +37,7 @@ from app.db.writes import (
     write_live_rows,
     write_segments,
 )
-from app.protocol.state import SessionState
+from app.frames.fold import SessionState
 from protocol.codes import FrameType
 
 log = logging.getLogger("batchscope.writer")

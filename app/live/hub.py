@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.protocol.state import SessionState
+from app.frames.fold import SessionState
 from protocol.codes import FrameType, SessionEvent
 from protocol.envelope import encode, envelope
 from protocol.wire import SessionMeta
@@ -76,7 +76,8 @@ class Subscriber:
 class SessionInfo:
     session: str
     meta: SessionMeta
-    state: SessionState
+    fold: SessionState
+    """The session's frames folded: its current state."""
     live: bool = True
     last_frame_at: float = field(default_factory=time.monotonic)
     frames: int = 0
@@ -125,7 +126,7 @@ class EventHub:
     def live_state(self, session: str | None = None) -> SessionState | None:
         sid = session or self.live_session
         info = self.sessions.get(sid) if sid else None
-        return info.state if info else None
+        return info.fold if info else None
 
     def add_listener(self, fn: FrameListener) -> None:
         """`fn` is called for every frame, in order, after subscribers got it."""
@@ -139,11 +140,11 @@ class EventHub:
     def is_relayed(self, session: str) -> bool:
         return session in self._relayed
 
-    def adopt_session(self, state: SessionState, meta: SessionMeta, live: bool) -> None:
+    def adopt_session(self, fold: SessionState, meta: SessionMeta, live: bool) -> None:
         """Continue a recorded session (a node reconnecting after a dashboard restart)."""
-        self.sessions[state.session] = SessionInfo(state.session, meta.copy(), state)
+        self.sessions[fold.session] = SessionInfo(fold.session, meta.copy(), fold)
         if live and self.live_session is None:
-            self.live_session = state.session
+            self.live_session = fold.session
 
     def publish(
         self,
@@ -161,10 +162,10 @@ class EventHub:
         if self.follow_most_active and session != self.live_session and info.live:
             self._maybe_follow(session)
         if seq is None:
-            seq = info.state.seq + 1
-        elif seq <= info.state.seq:
-            raise ValueError(f"seq {seq} is not after {info.state.seq}")
-        info.state.apply(frame_type, seq, data)
+            seq = info.fold.seq + 1
+        elif seq <= info.fold.seq:
+            raise ValueError(f"seq {seq} is not after {info.fold.seq}")
+        info.fold.apply(frame_type, seq, data)
         info.frames += 1
         info.last_frame_at = now = time.monotonic()
         if data_json is None:
@@ -200,7 +201,7 @@ class EventHub:
         `columns`: request rows as columns. Built once per seq and form: tabs that join at
         the same step (a paused or ended session, a burst of joiners) share the text."""
         info = self.sessions[session]
-        state = info.state
+        state = info.fold
         key = (state.seq, compact, columns)
         text = info.snapshots.get(key)
         if text is None:

@@ -210,19 +210,19 @@ class PgRelay:
             )
             self.hub.mark_relayed(session)
         info = self.hub.sessions[session]
-        if seq <= info.state.seq:
+        if seq <= info.fold.seq:
             return
-        if info.state.seq > 0 and seq > info.state.seq + 1:
+        if info.fold.seq > 0 and seq > info.fold.seq + 1:
             # Frames lost on the way (dropped by the sender, or sent while this side was
             # reconnecting): a visible mark at the first missing seq, never a silent hole.
             self.gaps += 1
             gap = {
                 "event": SessionEvent.GAP,
-                "from_seq": info.state.seq + 1,
+                "from_seq": info.fold.seq + 1,
                 "to_seq": seq - 1,
                 "reason": "relay: frames lost while the database connection was down",
             }
-            self.hub.publish(session, FrameType.SESSION, gap, seq=info.state.seq + 1)
+            self.hub.publish(session, FrameType.SESSION, gap, seq=info.fold.seq + 1)
         self.hub.publish(session, frame_type, data, seq=seq)
         self.received += 1
 

@@ -3,7 +3,7 @@ socket. Both answer the same calls, so the API does not care which it drives."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from app.live.hub import EventHub
 from app.nodes.ingest import NodeRegistry
@@ -11,9 +11,6 @@ from app.nodes.remote_node import NodeUnavailable
 from engine.request import SamplingParams
 from engine.runner.tokenizer import ByteTokenizer, Tokenizer
 from protocol.wire import Knobs
-
-if TYPE_CHECKING:
-    from app.nodes.local_engine import LocalEngine
 
 
 class EngineBusy(RuntimeError):
@@ -106,6 +103,17 @@ class RemoteControl:
         return self._tokenizer or ByteTokenizer()
 
 
+class LocalProducer(Protocol):
+    """The dashboard's own engine process, as control reads it (app.nodes.local_engine)."""
+
+    @property
+    def session(self) -> str | None:
+        """Its session (None while it starts one)."""
+
+    @property
+    def control(self) -> ControlTarget: ...
+
+
 class NoControl(RuntimeError):
     """The session's producer cannot take commands (read-only, ended, a recording): the
     reason, answered as a 409 and shown on the page; never sent to another engine."""
@@ -116,14 +124,14 @@ READ_ONLY_ENGINES = {"vllm": "vLLM"}
 observed vLLM node refuses every command, so none is sent to it."""
 
 
-def control_session(hub: EventHub, local: LocalEngine | None, session: str | None) -> str | None:
+def control_session(hub: EventHub, local: LocalProducer | None, session: str | None) -> str | None:
     """The session a control action aims at: `session`, else the live one (else the local
     engine's, while it is starting one)."""
     return session or hub.live_session or (local.session if local is not None else None)
 
 
 def control_refusal(
-    hub: EventHub, nodes: NodeRegistry, local: LocalEngine | None, sid: str | None
+    hub: EventHub, nodes: NodeRegistry, local: LocalProducer | None, sid: str | None
 ) -> str | None:
     """Why the producer of session `sid` cannot be driven, or None when it can."""
     if local is not None and (sid is None or sid == local.session):
@@ -146,7 +154,7 @@ def control_refusal(
 
 
 def control_target(
-    hub: EventHub, nodes: NodeRegistry, local: LocalEngine | None, session: str | None
+    hub: EventHub, nodes: NodeRegistry, local: LocalProducer | None, session: str | None
 ) -> ControlTarget:
     """The engine behind `session` (default: the live one). Raises NoControl (the reason)
     when its producer cannot be driven: a command never goes to another engine."""

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeGuard
 
 from pydantic import ValidationError
@@ -21,11 +21,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.lifecycle import mark_ended
 from app.db.quarantine import Rejected
+from app.frames.fold import SessionState
+from app.frames.validate import INT32_MAX, validate_frame
 from app.live.hub import EventHub
 from app.nodes.remote_node import NodeUnavailable, NodeView, RemoteNode
 from app.nodes.replies import Channel
-from app.protocol.models import INT32_MAX, validate_frame
-from app.protocol.state import SessionState
 from protocol.codes import RECORDED_FRAME_TYPES, FrameType, MessageType, SessionEvent
 from protocol.envelope import encode
 from protocol.session import node_source, session_meta
@@ -88,10 +88,10 @@ class NodeRegistry:
             last = restored.seq
         elif info is None:
             self.hub.open_session(session, meta, live=self.hub.follow_most_active, announce=False)
-            last = self.hub.sessions[session].state.seq
+            last = self.hub.sessions[session].fold.seq
         else:
             info.live = True
-            last = info.state.seq
+            last = info.fold.seq
         node = self.by_session.get(session)
         if node is None:
             node = RemoteNode(node_name, session, engine, model)
@@ -127,32 +127,9 @@ class NodeRegistry:
         events: their data is not validated again, and `data_json` (the data as that
         process encoded it) is forwarded as is."""
         kind = msg.get("type")
-        if kind == MessageType.REPLY:
-            cid = msg.get("id")
-            if not _is_count(cid):
-                node.invalid += 1
-                return {
-                    "type": MessageType.ERROR,
-                    "detail": "reply: id must be a non-negative integer",
-                }
-            node.replies.settle(msg)
-            return None
-        if kind == MessageType.STATS:
-            buffered, dropped = msg.get("buffered", 0), msg.get("dropped", 0)
-            if not (_is_count(buffered) and _is_count(dropped)):
-                node.invalid += 1
-                return {
-                    "type": MessageType.ERROR,
-                    "detail": f"stats: buffered and dropped must be integers 0-{INT32_MAX}",
-                }
-            node.producer_buffered, node.producer_dropped = buffered, dropped
-            errors = msg.get("observer_errors", 0)
-            if _is_count(errors):
-                node.observer_errors = errors
-            degraded = _degraded(msg.get("degraded"))
-            if degraded is not None:
-                node.degraded = degraded
-            return None
+        handle = MESSAGES.get(kind) if isinstance(kind, str) else None
+        if handle is not None:
+            return handle(node, msg)
         if kind not in RECORDED_FRAME_TYPES:
             node.invalid += 1
             return {"type": MessageType.ERROR, "detail": f"unknown message type {kind!r}"}
@@ -190,7 +167,7 @@ class NodeRegistry:
     ) -> dict[str, Any] | None:
         """A frame that passed validation (or came over the trusted link, which encoded
         `data_json` once): step checks, gap marks, publish."""
-        last_step = self.hub.sessions[node.session].state.step
+        last_step = self.hub.sessions[node.session].fold.step
         if kind == FrameType.ITERATION and clean["step"] <= last_step:
             # Whatever is accepted must be storable: a step is recorded once.
             node.invalid += 1
@@ -292,3 +269,38 @@ def _first_error(exc: Exception) -> str:
         where = ".".join(str(p) for p in err["loc"])
         return f"{where}: {err['msg']}"
     return str(exc)
+
+
+def _on_reply(node: RemoteNode, msg: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A producer's answer to one of our commands."""
+    if not _is_count(msg.get("id")):
+        node.invalid += 1
+        return {"type": MessageType.ERROR, "detail": "reply: id must be a non-negative integer"}
+    node.replies.settle(msg)
+    return None
+
+
+def _on_stats(node: RemoteNode, msg: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A producer's own counts: what it buffers and dropped, its observer's errors."""
+    buffered, dropped = msg.get("buffered", 0), msg.get("dropped", 0)
+    if not (_is_count(buffered) and _is_count(dropped)):
+        node.invalid += 1
+        return {
+            "type": MessageType.ERROR,
+            "detail": f"stats: buffered and dropped must be integers 0-{INT32_MAX}",
+        }
+    node.producer_buffered, node.producer_dropped = buffered, dropped
+    errors = msg.get("observer_errors", 0)
+    if _is_count(errors):
+        node.observer_errors = errors
+    degraded = _degraded(msg.get("degraded"))
+    if degraded is not None:
+        node.degraded = degraded
+    return None
+
+
+MESSAGES: dict[str, Callable[[RemoteNode, Mapping[str, Any]], Mapping[str, Any] | None]] = {
+    MessageType.REPLY.value: _on_reply,
+    MessageType.STATS.value: _on_stats,
+}
+"""A producer's messages other than its frames, by type (frames: RECORDED_FRAME_TYPES)."""

@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import owners, queries
 from app.errors import NotFound
+from app.frames.fold import SessionState
 from app.live.hub import EventHub
-from app.protocol.state import SessionState
 
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 """What a producer may name its session: printable, no spaces, at most 128 characters."""

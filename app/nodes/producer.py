@@ -23,8 +23,8 @@ from typing import Any
 
 import websockets
 
+from app.frames.convert import event_to_frame
 from app.nodes.commands import PAUSED_AFTER, error_detail, to_command
-from app.protocol.convert import event_to_frame
 from engine.engine import Engine
 from engine.engine_core import EngineCore
 from engine.events import Event

@@ -69,8 +69,8 @@ async def list_sessions(
                     "name": info.meta.get("name", ""),
                     "live": True,
                     "source": info.meta.get("source", ""),
-                    "steps": info.state.step + 1,
-                    "requests": len(info.state.requests),
+                    "steps": info.fold.step + 1,
+                    "requests": len(info.fold.requests),
                     "started_at": float(info.meta.get("started_at", time.time())),
                 },
             )

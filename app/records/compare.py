@@ -8,13 +8,15 @@ from typing import cast
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import queries
-from app.protocol.state import SessionState
 from app.records.compare_setup import setup_difference
 from app.records.compare_types import ComparisonData, SessionSummary, SetupData
+from protocol.views import LatencySummary
+from protocol.wire import Knobs
 
 
-def summary(meta: queries.SessionRow, state: SessionState) -> SessionSummary:
-    lat = state.latency_summary()
+def summary(meta: queries.SessionRow, lat: LatencySummary, config: Knobs) -> SessionSummary:
+    """A recording's row of the comparison: its latency summary `lat` at its last step,
+    its knobs there (`config`; else those it started with)."""
     return {
         "session": meta["id"],
         "name": meta["name"],
@@ -29,7 +31,7 @@ def summary(meta: queries.SessionRow, state: SessionState) -> SessionSummary:
         "e2e_p99": lat["e2e"]["p99"],
         "preemptions": lat["preemptions"],
         "kv_peak": lat["kv_peak"],
-        "config": state.config or meta["config"],
+        "config": config or meta["config"],
     }
 
 
@@ -43,18 +45,18 @@ async def compare_sessions(db: sessionmaker[Session], a: str, b: str) -> Compari
     """`{a, b, diff, setup}`: the summaries, B - A of every number, and every difference
     between the two setups (app.records.compare_setup). Raises NotFound."""
 
-    def load(session_id: str) -> tuple[queries.SessionRow, SessionState]:
+    def load(session_id: str) -> SessionSummary:
         with db() as s:
             meta = queries.get_session(s, session_id)
-            return meta, queries.state_at_step(s, session_id, meta["steps"] - 1)
+            state = queries.state_at_step(s, session_id, meta["steps"] - 1)
+            return summary(meta, state.latency_summary(), state.config)
 
     def load_setup() -> SetupData:
         with db() as s:
             return setup_difference(s, a, b)
 
-    (ma, sa), (mb, sb) = await asyncio.to_thread(load, a), await asyncio.to_thread(load, b)
+    left, right = await asyncio.to_thread(load, a), await asyncio.to_thread(load, b)
     setup = await asyncio.to_thread(load_setup)
-    left, right = summary(ma, sa), summary(mb, sb)
     lv, rv = cast(dict[str, object], left), cast(dict[str, object], right)
     diff = {k: _delta(v, rv[k]) for k, v in lv.items() if isinstance(v, int | float)}
     return {"a": left, "b": right, "diff": diff, "setup": setup}

@@ -1,6 +1,6 @@
 """Two recordings compared, typed: each one's summary (app.records.compare) and where
-their plans first part (app.records.first_difference). app.api_models describes the same
-shapes for the HTTP API (tests/protocol/test_wire_models.py checks)."""
+their plans first part (app.records.first_difference). The HTTP API answers and
+documents these very shapes (app.api_shapes)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ class SetupRow(TypedDict):
     """One part of the two sessions' setups (runner, model, clock, ...) side by side."""
 
     key: str
+    """source, runner, model, device, release, clock, workload, knobs"""
     label: str
     a: str
     b: str
@@ -43,8 +44,11 @@ class SetupData(TypedDict):
 
     rows: list[SetupRow]
     like_for_like: bool
+    """Nothing but knobs differs."""
     verdict: str
+    """In words: like for like, or what else differs."""
     notes: list[str]
+    """How a re-run's clock makes it differ, per side."""
 
 
 class ComparisonData(TypedDict):
@@ -53,6 +57,7 @@ class ComparisonData(TypedDict):
     diff: dict[str, float | None]
     """B - A of every number of the summaries."""
     setup: SetupData
+    """Every difference between the two setups."""
 
 
 class StepSignature(TypedDict):
@@ -79,6 +84,7 @@ class StepLine(_StepLineBase, total=False):
     """One side's step in the tables around the first difference."""
 
     plan: str
+    """{req:n, ...}"""
     tokens: int
     preempted: list[str]
     finished: list[str]
@@ -107,9 +113,15 @@ class FirstDifferenceData(TypedDict):
     a: Side
     b: Side
     step: int | None
+    """The first step whose plans differ; None: none."""
     fields: list[str]
+    """What differs at that step."""
     compared: int
+    """Steps found alike before it (the walk stops at 200,000)."""
     rows: dict[str, list[StepLine]]
+    """Each side's steps around it."""
     changes: list[ReleaseChangeRow]
+    """Release changes between the two (engine.releases CHANGES)."""
     explained_by: list[str]
     explain_note: str
+    """Why the changes were not tried, if they were not."""

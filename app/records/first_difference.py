@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from app.db import queries
 from app.db.models import SessionRecord
-from app.protocol.convert import iteration_data
+from app.frames.convert import iteration_data
 from app.records.compare_types import (
     FirstDifferenceData,
     ReleaseChangeRow,

@@ -28,8 +28,8 @@ from app.db.writes import (
     write_live_rows,
     write_segments,
 )
-from app.protocol.models import FRAME_MODELS, validate_frame
-from app.protocol.state import SessionState
+from app.frames.fold import SessionState
+from app.frames.validate import FRAME_MODELS, validate_frame
 from app.records.recorder import CHECKPOINT_EVERY
 from protocol.codes import RECORDED_FRAME_TYPES, FrameType, SessionEvent
 from protocol.envelope import PROTOCOL_VERSION
@@ -222,7 +222,7 @@ def _write(db: Session, path: Path, header: SessionHeader) -> None:
     lines = _lines(path)
     next(lines)
     checker = _FrameChecker(sid)
-    state: SessionState | None = None
+    fold: SessionState | None = None
     batch: list[Frame] = []
     checkpoints: list[Checkpoint] = []
     live: list[Checkpoint] = []
@@ -231,7 +231,7 @@ def _write(db: Session, path: Path, header: SessionHeader) -> None:
     clock = CheckpointClock(CHECKPOINT_EVERY)
     for number, text in lines:
         ftype, seq, data = checker.check(number, text, validate_data=False)
-        if state is None:
+        if fold is None:
             # The hub opens a session's state with the meta its "opened" frame carries.
             opened = ftype == FrameType.SESSION and data["event"] == SessionEvent.OPENED
             meta = (
@@ -239,25 +239,25 @@ def _write(db: Session, path: Path, header: SessionHeader) -> None:
                 if opened
                 else {"name": header.name, "config": header.config}
             )
-            state = SessionState(sid, meta)
-        rows = taker.before(state, ftype, data)
+            fold = SessionState(sid, meta)
+        rows = taker.before(fold, ftype, data)
         if rows is not None:
             encoded = encode_live_rows(rows)
             live.append(Checkpoint(sid, rows["seq"], rows["step"], encoded))
             taker.taken(len(encoded))
-        state.apply(ftype, seq, data)
+        fold.apply(ftype, seq, data)
         if (
             ftype == FrameType.REQUEST
             and data.get("kind") in ENDED_MARKS
-            and data["req"] in state.requests
+            and data["req"] in fold.requests
         ):
-            ended[(sid, data["req"])] = [list(x) for x in state.requests[data["req"]]["segments"]]
+            ended[(sid, data["req"])] = [list(x) for x in fold.requests[data["req"]]["segments"]]
         taker.after(ftype, data, text)
         batch.append(Frame(sid, ftype, seq, data, text))
         clock.add(text)
         if clock.due():
-            encoded = encode_checkpoint(state.to_checkpoint())
-            checkpoints.append(Checkpoint(sid, seq, max(state.step, 0), encoded))
+            encoded = encode_checkpoint(fold.to_checkpoint())
+            checkpoints.append(Checkpoint(sid, seq, max(fold.step, 0), encoded))
             clock.taken(len(encoded))
         if len(batch) >= WRITE_CHUNK:
             _write_chunk(db, batch, checkpoints, live, ended)

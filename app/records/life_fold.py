@@ -136,7 +136,15 @@ class LifeFold:
                 last["to"] = step
             else:
                 out.append(
-                    {"from": step, "to": step, "reason": reason, "text": text, "detail": detail}
+                    {
+                        "from": step,
+                        "to": step,
+                        "reason": reason,
+                        "text": text,
+                        "detail": detail,
+                        "last_text": None,
+                        "variants": None,
+                    }
                 )
         return out
 
@@ -187,7 +195,7 @@ class LifeFold:
             if last and last["reason"] == w["reason"] and last["to"] == w["from"] - 1:
                 last["to"] = w["to"]
                 last["last_text"] = w["text"]
-                last["variants"] = last.get("variants", 1) + 1
+                last["variants"] = (last["variants"] or 1) + 1
             else:
                 out.append(w.copy())
         return out

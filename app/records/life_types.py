@@ -1,7 +1,6 @@
 """The parts of a request's life (GET /api/requests/{req}) as the fold builds them, typed:
-app.life_models validates the same shapes for the API (tests/protocol/test_wire_models.py
-proves the field trees equal). `from` is a Python keyword: those types use the functional
-TypedDict syntax."""
+the API answers and documents these very shapes (app.api_shapes). `from` is a Python
+keyword: those types use the functional TypedDict syntax."""
 
 from __future__ import annotations
 
@@ -13,12 +12,17 @@ from protocol.wire import BlockChange, WaitingDetail
 class ScheduledStep(TypedDict):
     step: int
     n: int
+    """Tokens scheduled (drafts included)."""
     start: int
+    """num_computed_tokens before."""
     phase: str
     prefix_hit: int
+    """Prefix-cache hit tokens credited at this admission."""
     sample: bool
     spec: int
+    """Draft tokens among the n."""
     accepted: int | None
+    """Drafts accepted when they were verified."""
     pad: int
 
 
@@ -28,11 +32,13 @@ _WaitSpanBase = TypedDict(
 )
 
 
-class WaitSpan(_WaitSpanBase, total=False):
+class WaitSpan(_WaitSpanBase):
     """Consecutive steps waited for one reason; merged spans say how the words varied."""
 
-    last_text: str
-    variants: int
+    last_text: str | None
+    """Merged spans: the last step's words."""
+    variants: int | None
+    """Merged spans: how many wordings."""
 
 
 class _PreemptionBase(TypedDict):
@@ -41,6 +47,7 @@ class _PreemptionBase(TypedDict):
     tokens_lost: int
     blocks_freed: int
     blocks_taken_by: list[str]
+    """Who got its blocks in the same step."""
 
 
 class Preemption(_PreemptionBase, total=False):
@@ -50,11 +57,14 @@ class Preemption(_PreemptionBase, total=False):
     recomputed_tokens: int
     resume_prefix_hit: int
     recompute_steps: list[int] | None
+    """[first, last] recomputing."""
 
 
 class Output(TypedDict):
     step: int
+    """The step whose update appended them."""
     batch: int | None
+    """The step whose batch they came from."""
     n: int
     t: float
 
@@ -84,7 +94,7 @@ class Mark(TypedDict):
 
 
 class BlockMapData(TypedDict):
-    """A recording's KV block map after a step (app.life_models.BlockMap)."""
+    """A recording's KV block map after a step (GET /api/sessions/{id}/blocks)."""
 
     session: str
     step: int
@@ -121,7 +131,7 @@ class _RequestLifeBase(LifeParts):
 
 
 class RequestLifeData(_RequestLifeBase, total=False):
-    """GET /api/requests/{req}: one request's whole life (app.life_models.RequestLife)."""
+    """GET /api/requests/{req}: one request's whole life, read from the recording."""
 
     cached: bool
 

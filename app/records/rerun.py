@@ -25,8 +25,8 @@ from sqlalchemy.orm import Session
 from app.db.frame_codec import unpack_frame
 from app.db.models import ConfigChangeRecord, EventRecord, IterationRecord, SessionRecord
 from app.db.queries import SessionRow, get_session, iter_frames
+from app.frames.convert import event_to_frame
 from app.live.hub import EventHub
-from app.protocol.convert import event_to_frame
 from app.records.node_rerun import NodePrompts
 from engine.config import ConfigError, EngineConfig
 from engine.engine import Engine

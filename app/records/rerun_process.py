@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from app.db.queries import SessionRow
 from app.db.writer_process import TextFrame
-from app.protocol.convert import event_to_frame
+from app.frames.convert import event_to_frame
 from app.records.recorder import Recorder
 from app.records.rerun import Arrival, KnobChange, rerun_events
 from engine.config import EngineConfig

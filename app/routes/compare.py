@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse, Response
 from app.api_bodies import ReleasePairBody, body_doc
 from app.api_docs import CONTROL_ERRORS, error_responses
 from app.api_models import ReleasePair
-from app.compare_models import Comparison, FirstDifference
+from app.api_shapes import shape
 from app.deps import Control, DbDep, HubDep, RecorderDep, View, json_or_form, not_found_page
 from app.nodes.scenarios import load_named_scenario
 from app.records.compare import compare_sessions
@@ -59,7 +59,7 @@ METRICS = (
 
 @router.get(
     "/api/compare",
-    response_model=Comparison,
+    response_model=shape(ComparisonData),
     tags=["sessions"],
     responses=error_responses(401, 404),
     summary="Compare two recordings",
@@ -78,7 +78,7 @@ async def _first_difference(db: DbDep, a: str, b: str) -> FirstDifferenceData:
 
 @router.get(
     "/api/compare/first-difference",
-    response_model=FirstDifference,
+    response_model=shape(FirstDifferenceData),
     response_model_exclude_unset=True,
     tags=["sessions"],
     responses=error_responses(401, 404),

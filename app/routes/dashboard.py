@@ -21,11 +21,12 @@ from app.db import queries
 from app.deps import DbDep, HubDep, NodesDep, ServiceDep, View
 from app.edge.bounds import StepQuery
 from app.errors import NotFound
+from app.frames.fold import SessionState
+from app.frames.snapshot import SnapshotHead
 from app.nodes.control import control_refusal
 from app.nodes.ingest import NodeRegistry
 from app.nodes.local_engine import LocalEngine
 from app.nodes.scenarios import scenario_summaries
-from app.protocol.state import SessionState
 from app.security import has_control
 from app.templating import templates
 from engine.runner.cost_model import preset_catalog
@@ -93,11 +94,12 @@ def controls(
     hub: HubDep,
     nodes: NodeRegistry,
     service: LocalEngine | None,
-    state: SessionState | None,
+    head: SnapshotHead | None,
 ) -> Controls:
-    """The controls of the session on screen: its producer's, or disabled with the reason;
-    the local engine's panels (process, workload, scenarios) on its own session only."""
-    sid = state.session if state is not None else hub.live_session
+    """The controls of the session on screen (`head`: its state's; None: the live one, if
+    any): its producer's, or disabled with the reason; the local engine's panels
+    (process, workload, scenarios) on its own session only."""
+    sid = head["session"] if head is not None else hub.live_session
     local_page = service is not None and (sid is None or sid == service.session)
     return {
         "token_ok": has_control(request),
@@ -105,32 +107,28 @@ def controls(
         "local_page": local_page,
         "workload": service.workload_spec() if service is not None and local_page else None,
         "engine": service.status() if service is not None and local_page else None,
-        "config_now": dict(state.config) if state is not None else {},
+        "config_now": head["config"] if head is not None else {},
     }
 
 
-def _header(state: SessionState | None) -> Header:
+def _header(head: SnapshotHead | None, num_requests: int) -> Header:
     """What the page renders before its socket's snapshot arrives (the rows come with
-    the snapshot: a 10,000-request page is not rendered twice)."""
-    if state is None:
+    the snapshot: a 10,000-request page is not rendered twice). `num_requests`: every
+    request of the session (finished rows past the state's bound included)."""
+    if head is None:
         return {"session": None, "step": -1, "config": {}, "paused": False, "simulated": False}
     return {
-        "session": state.session,
-        "step": state.step,
-        "config": dict(state.config),
-        "paused": state.paused,
-        "simulated": state.simulated,
+        "session": head["session"],
+        "step": head["step"],
+        "config": head["config"],
+        "paused": head["paused"],
+        "simulated": head["simulated"],
         "meta": {
-            "name": state.meta.get("name", ""),
-            "workload": str(state.meta.get("workload", "")),
+            "name": head["meta"].get("name", ""),
+            "workload": str(head["meta"].get("workload", "")),
         },
-        # Every request of the session (finished rows past the state's bound included).
-        "num_requests": len(state.requests) + state.dropped_rows,
+        "num_requests": num_requests,
     }
-
-
-def _summary(state: SessionState | None) -> LatencySummary | None:
-    return None if state is None else state.latency_summary()
 
 
 async def recorded_state(
@@ -150,11 +148,13 @@ async def recorded_state(
 
 @dataclass(frozen=True, slots=True)
 class Panel:
-    """What an htmx panel shows: the state of the session on screen (a recording's at
-    `?replay=ID&step=K`, none if unknown; else the live one, or `?live=ID`) and the
-    template context that points the panel's next refresh at the same session."""
+    """What an htmx panel shows: the latency summary of the session on screen (a
+    recording's at `?replay=ID&step=K`, none if unknown; else the live one, or
+    `?live=ID`) and the template context that points the panel's next refresh at the
+    same session."""
 
-    state: SessionState | None
+    summary: LatencySummary | None
+    """Its latency summary (None: no such session)."""
     mode: Mode
 
 
@@ -167,9 +167,10 @@ async def panel(
 ) -> Panel:
     mode = _mode(replay, live)
     if not replay:
-        return Panel(hub.live_state(live), mode)
+        live_state = hub.live_state(live)
+        return Panel(None if live_state is None else live_state.latency_summary(), mode)
     try:
-        return Panel((await recorded_state(db, replay, step))[1], mode)
+        return Panel((await recorded_state(db, replay, step))[1].latency_summary(), mode)
     except NotFound:
         return Panel(None, mode)
 
@@ -199,15 +200,16 @@ async def dashboard(
     live: str | None = None,
 ) -> Response:
     meta: queries.SessionRow | None = None
-    state: SessionState | None
+    shown: SessionState | None  # the session on screen
     if session:
-        meta, state = await recorded_state(db, session, None)
+        meta, shown = await recorded_state(db, session, None)
         live = None
     elif live and live not in hub.sessions:
         return RedirectResponse("/?session=" + quote(live, safe=""), status_code=303)
     else:
-        state = hub.live_state(live)
-    snap = _header(state)
+        shown = hub.live_state(live)
+    head = None if shown is None else shown.head()
+    snap = _header(head, 0 if shown is None else shown.num_requests)
     config = (meta and meta["config"]) or snap.get("config") or {}
     return templates.TemplateResponse(
         request,
@@ -219,8 +221,8 @@ async def dashboard(
             "recording": meta or {},
             "cost_models": preset_catalog() if session else [],
             "scenarios": scenario_summaries(),
-            **controls(request, hub, nodes, None if session else service, state),
-            "summary": _summary(state),
+            **controls(request, hub, nodes, None if session else service, head),
+            "summary": None if shown is None else shown.latency_summary(),
             **_mode(session, live),
         },
     )
@@ -232,8 +234,9 @@ async def controls_panel(
 ) -> HTMLResponse:
     """Re-rendered when the session on screen changes (a scenario has no Poisson workload;
     an engine process that exited says how; `?live=ID`: that session's producer)."""
+    shown = hub.live_state(live)
     context = {
-        **controls(request, hub, nodes, service, hub.live_state(live)),
+        **controls(request, hub, nodes, service, None if shown is None else shown.head()),
         **_mode(None, live),
     }
     return templates.TemplateResponse(request, "partials/_controls.html", context)
@@ -241,5 +244,5 @@ async def controls_panel(
 
 @router.get("/panels/stats", response_class=HTMLResponse)
 async def stats_panel(request: Request, view: PanelDep) -> HTMLResponse:
-    context = {"summary": _summary(view.state), **view.mode}
+    context = {"summary": view.summary, **view.mode}
     return templates.TemplateResponse(request, "partials/_stats.html", context)

@@ -13,13 +13,13 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from app.api_docs import error_responses
 from app.api_models import RequestRow
+from app.api_shapes import shape
 from app.db import queries
 from app.db.request_page import request_page
 from app.db.request_segments import add_segments
 from app.deps import DbDep, HubDep, RecorderDep, View
 from app.edge.bounds import StepQuery
 from app.errors import NotFound
-from app.life_models import BlockMap, RequestLife
 from app.live.hub import EventHub
 from app.records.life_types import BlockMapData, RequestLifeData
 from app.records.recorder import Recorder
@@ -48,7 +48,7 @@ async def _settled(hub: EventHub, recorder: Recorder | None, session: str) -> No
 
 @router.get(
     "/requests/{req_id}",
-    response_model=RequestLife,
+    response_model=shape(RequestLifeData, extra=True),
     summary="A request's whole life, read from the recording (forensics)",
 )
 async def life(
@@ -123,7 +123,7 @@ async def recorded_rows(
 
 @router.get(
     "/sessions/{session_id}/blocks",
-    response_model=BlockMap,
+    response_model=shape(BlockMapData),
     summary="A recording's KV block map after a step",
 )
 async def recorded_blocks(

@@ -10,11 +10,12 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
 from app.api_docs import error_responses
-from app.api_models import LatencySummary, LiveConfig, RequestRow, Snapshot, WorkloadState
+from app.api_models import LiveConfig, RequestRow, WorkloadState
+from app.api_shapes import shape
 from app.deps import HubDep, ServiceDep, View
 from app.errors import NotFound
-from app.protocol.state import SessionState
-from app.request_table import RequestQuery, request_query, select_rows, table_rows
+from app.frames.fold import SessionState
+from app.request_table import RequestQuery, request_query, select_rows
 from protocol import views
 from protocol.views import TableRow
 
@@ -30,7 +31,7 @@ def _live(hub: HubDep, session: str | None = None) -> SessionState:
     return state
 
 
-@router.get("/state", response_model=Snapshot, summary="The live session's state")
+@router.get("/state", response_model=shape(views.SnapshotData), summary="The live session's state")
 async def state(hub: HubDep, session: str | None = None) -> Response:
     # Encoded directly: validating and re-serialising megabytes of rows through the
     # response model would cost the loop many times the fold itself.
@@ -50,10 +51,14 @@ async def requests_rows(
 ) -> list[TableRow]:
     """The table's rows with `phase`, `e2e` and `waiting_text`; the query parameters are
     the page's filters (app.request_table)."""
-    return select_rows(table_rows(_live(hub, live)), query)
+    return select_rows(_live(hub, live).request_rows(), query)
 
 
-@router.get("/stats", response_model=LatencySummary, summary="Latency percentiles and totals")
+@router.get(
+    "/stats",
+    response_model=shape(views.LatencySummary),
+    summary="Latency percentiles and totals",
+)
 async def stats(hub: HubDep, session: str | None = None) -> views.LatencySummary:
     return _live(hub, session).latency_summary()
 

@@ -12,7 +12,8 @@ from fastapi.responses import HTMLResponse
 
 from app.api_bodies import RenameBody, RerunBody, body_doc
 from app.api_docs import CONTROL_ERRORS, error_responses
-from app.api_models import Deleted, Renamed, RerunResult, SessionListRow, Snapshot
+from app.api_models import Deleted, Renamed, RerunResult, SessionListRow
+from app.api_shapes import shape
 from app.db import queries
 from app.db.session import write_transaction
 from app.deps import Control, DbDep, HubDep, RecordedDbDep, RecorderDep, View, json_or_form
@@ -119,7 +120,7 @@ async def delete(session_id: str, db: DbDep, hub: HubDep) -> Deleted:
 
 @router.get(
     "/api/sessions/{session_id}/state",
-    response_model=Snapshot,
+    response_model=shape(SnapshotData, extra=True),
     response_model_exclude_unset=True,
     summary="A recording's state at a step (default: its last)",
     dependencies=View,

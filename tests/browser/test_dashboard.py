@@ -146,7 +146,7 @@ def test_loading_the_seed_scenario_shows_the_article_table(page: Any, console: C
 def test_the_client_fold_of_frames_matches_the_server_snapshot(
     page: Any, server: Server, console: Console
 ) -> None:
-    """live.js/model.js mirror app/protocol/state.py: after waiting, chunked prefill, decode runs
+    """live.js/model.js mirror app/frames/fold.py: after waiting, chunked prefill, decode runs
     and preemptions, the browser's picture equals a fresh server snapshot."""
     assert server.api("POST", "/api/config", json={"kv_block_limit": 40}).status_code == 200
     resp = server.api(

@@ -53,5 +53,5 @@ def test_a_code_is_its_string() -> None:
 
 
 def test_a_scheduled_segment_is_its_phase() -> None:
-    # A scheduled row's phase names its Gantt segment (app.protocol.state, static/js/model.js).
+    # A scheduled row's phase names its Gantt segment (app.frames.fold, static/js/model.js).
     assert {p.value for p in Phase} <= {k.value for k in SegmentKind}

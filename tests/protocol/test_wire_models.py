@@ -1,6 +1,7 @@
-"""The pydantic validators (ingest, import, the HTTP API's response models) have the same
-field trees as protocol.wire's TypedDicts, which every producer builds and reader reads:
-a key added, renamed or made optional on one side only fails here."""
+"""The pydantic validators (ingest, import) have the same field trees as protocol.wire's
+TypedDicts, which every producer builds and reader reads: a key added, renamed or made
+optional on one side only fails here. The HTTP API's response models are those TypedDicts
+themselves (app.api_shapes.shape): equal by construction, checked here once."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import typing
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from typing_extensions import is_typeddict
 
-from app import api_models, compare_models, life_models
-from app.protocol import models
+from app import api_models
+from app.api_shapes import shape
+from app.frames import validate
 from app.records import compare_types, life_types
 from protocol import views, wire
 
@@ -64,17 +66,17 @@ def same(a: Tree, b: Tree, path: str = "") -> list[str]:
 
 
 PAIRS = [
-    (wire.IterationData, models.IterationFrame),
-    (wire.ScheduledRow, models.ScheduledItem),  # `scheduled` may be pre-encoded text
-    (wire.PreemptedRow, models.PreemptedItem),
-    (wire.ReqReason, models.ReqReason),
-    (wire.Queues, models.Queues),
-    (wire.Budget, models.Budget),
-    (wire.KVUse, models.KVFrame),
-    (wire.RequestMarkData, models.RequestFrame),
-    (wire.RequestDetail, models.RequestDetail),
-    (wire.ConfigData, models.ConfigFrame),
-    (wire.SessionData, models.SessionFrame),
+    (wire.IterationData, validate.IterationFrame),
+    (wire.ScheduledRow, validate.ScheduledItem),  # `scheduled` may be pre-encoded text
+    (wire.PreemptedRow, validate.PreemptedItem),
+    (wire.ReqReason, validate.ReqReason),
+    (wire.Queues, validate.Queues),
+    (wire.Budget, validate.Budget),
+    (wire.KVUse, validate.KVFrame),
+    (wire.RequestMarkData, validate.RequestFrame),
+    (wire.RequestDetail, validate.RequestDetail),
+    (wire.ConfigData, validate.ConfigFrame),
+    (wire.SessionData, validate.SessionFrame),
 ]
 
 
@@ -84,73 +86,51 @@ def test_the_validator_has_the_wire_types_fields(typed: Any, model: type[BaseMod
 
 
 def test_the_envelope_and_the_frame_types() -> None:
-    assert tree(wire.Envelope).keys() == tree(models.Envelope).keys()
-    assert set(models.FRAME_MODELS) == {"iteration", "request", "config", "session"}
+    assert tree(wire.Envelope).keys() == tree(validate.Envelope).keys()
+    assert set(validate.FRAME_MODELS) == {"iteration", "request", "config", "session"}
 
 
-def test_the_apis_snapshot_and_table_row_are_the_wire_types() -> None:
-    # The replay socket adds `replay`; a snapshot over HTTP always has its blocks.
-    assert tree(views.SnapshotData).keys() - {"replay"} == tree(api_models.Snapshot).keys()
+def test_the_apis_table_row_is_the_wire_type() -> None:
+    # The one response model still written out: a recording's done rows lack three keys
+    # (num_draft_tokens, num_accepted_tokens, placeholders) that it answers as null.
     assert set(api_models.RequestRow.model_fields) == set(get_type_hints(views.TableRow))
     assert set(get_type_hints(views.TableRow)) - set(views.ROW_COLUMNS) == {
         "ttft", "itl", "e2e", "num_output_tokens", "phase", "waiting_text"
     }  # fmt: skip
 
 
-SNAPSHOT_PAIRS = [
-    (wire.SessionMeta, api_models.SessionMeta),
-    (views.ConfigMark, api_models.ConfigMark),
-    (views.StepSummary, api_models.StepSummary),
+SHAPED = [
+    views.SnapshotData,
+    views.LatencySummary,
+    views.TableRow,
+    life_types.RequestLifeData,
+    life_types.BlockMapData,
+    compare_types.ComparisonData,
+    compare_types.FirstDifferenceData,
 ]
 
 
-@pytest.mark.parametrize(
-    ("typed", "model"), SNAPSHOT_PAIRS, ids=[m.__name__ for _, m in SNAPSHOT_PAIRS]
-)
-def test_a_snapshots_parts_are_the_models(typed: Any, model: type[BaseModel]) -> None:
-    assert same(tree(typed), tree(model)) == []
+@pytest.mark.parametrize("typed", SHAPED, ids=[t.__name__ for t in SHAPED])
+def test_a_response_shape_is_its_typeddict(typed: Any) -> None:
+    """Built from the class: the same keys, the same required keys, nested ones too."""
+    assert same(tree(typed), tree(shape(typed))) == []
 
 
-COMPARE_PAIRS = [
-    (compare_types.SessionSummary, compare_models.SessionSummary),
-    (compare_types.ComparisonData, compare_models.Comparison),
-    (compare_types.SetupData, compare_models.SetupData),
-    (compare_types.SetupRow, compare_models.SetupRow),
-    (compare_types.StepLine, compare_models.StepLine),
-    (compare_types.Side, compare_models.Side),
-    (compare_types.ReleaseChangeRow, compare_models.ReleaseChange),
-    (compare_types.FirstDifferenceData, compare_models.FirstDifference),
-]
-
-
-@pytest.mark.parametrize(
-    ("typed", "model"), COMPARE_PAIRS, ids=[m.__name__ for _, m in COMPARE_PAIRS]
-)
-def test_a_comparisons_parts_are_the_models(typed: Any, model: type[BaseModel]) -> None:
-    assert same(tree(typed), tree(model)) == []
-
-
-def _keys(model: type[BaseModel]) -> set[str]:
-    return {f.alias or name for name, f in model.model_fields.items()}
-
-
-LIFE_PAIRS = [
-    (life_types.ScheduledStep, life_models.ScheduledStep),
-    (life_types.WaitSpan, life_models.WaitSpan),
-    (life_types.Preemption, life_models.Preemption),
-    (life_types.Output, life_models.Output),
-    (life_types.HeldBlock, life_models.HeldBlock),
-    (life_types.Latency, life_models.Latency),
-]
-
-
-@pytest.mark.parametrize(("typed", "model"), LIFE_PAIRS, ids=[m.__name__ for _, m in LIFE_PAIRS])
-def test_a_request_lifes_parts_are_the_models(typed: Any, model: type[BaseModel]) -> None:
-    assert set(get_type_hints(typed)) == _keys(model)
+def test_a_shape_documents_its_keys_and_keeps_or_drops_extra_keys() -> None:
+    schema = TypeAdapter(shape(views.SnapshotData)).json_schema()
+    left_out = schema["$defs"]["LeftOut"]["properties"]
+    assert left_out["from_step"]["description"] == "The first step its history holds."
+    summary = {"p50": 1, "p95": None, "p99": 2.5, "mine": 1}
+    assert TypeAdapter(shape(views.Quantiles)).validate_python(summary) == {
+        "p50": 1, "p95": None, "p99": 2.5
+    }  # fmt: skip
+    assert TypeAdapter(shape(views.Quantiles, extra=True)).validate_python(summary) == summary
+    with pytest.raises(ValidationError):
+        TypeAdapter(shape(views.Quantiles)).validate_python({"p50": 1})
 
 
 def test_a_difference_is_found() -> None:
     class Wider(wire.Queues, total=False):
         extra: int
 
-    assert same(tree(Wider), tree(models.Queues)) == ["extra: only in the wire type"]
+    assert same(tree(Wider), tree(validate.Queues)) == ["extra: only in the wire type"]

@@ -53,7 +53,7 @@ def hub_metrics() -> tuple[EventHub, Metrics]:
 def test_spec_decode_counters_follow_the_frames(hub_metrics: tuple[EventHub, Metrics]) -> None:
     """Real frames of a speculative-decoding run: drafts, draft tokens, accepted tokens and
     accepted positions add up to what the engine verified."""
-    from app.protocol.convert import event_to_frame
+    from app.frames.convert import event_to_frame
     from engine.events import IterationEvent
     from tests.conftest import ROOT
     from tests.engine.helpers import scenario_events
@@ -158,7 +158,7 @@ def test_prefix_cache_counters_are_the_engines_own(
     """vllm:prefix_cache_queries / _hits come from the engine's frames (kv.prefix_queries,
     kv.prefix_hits), counted as the release counts them: 0.20 at every lookup (B's failed
     lookups while it waits for blocks count), 0.33 once per admitted request."""
-    from app.protocol.convert import event_to_frame
+    from app.frames.convert import event_to_frame
     from engine.config import CacheConfig, EngineConfig, SchedulerConfig
     from engine.engine import Engine
     from engine.events import IterationEvent, ListSink

@@ -15,9 +15,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import models, queries
 from app.db.session import make_engine, make_sessionmaker
+from app.frames.convert import event_to_frame
+from app.frames.fold import SessionState
 from app.live.hub import EventHub
-from app.protocol.convert import event_to_frame
-from app.protocol.state import SessionState
 from app.records.recorder import Recorder
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig
 from engine.engine import Engine

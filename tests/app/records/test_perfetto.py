@@ -121,7 +121,7 @@ def test_docs_name_every_track(traced: Any) -> None:
 def test_drafts_get_their_own_slices_and_counters() -> None:
     """A speculative-decoding run: each draft-verifying step is a slice with the drafts
     and how many held, and the counter sums what the frames say."""
-    from app.protocol.convert import event_to_frame
+    from app.frames.convert import event_to_frame
     from app.records.trace import TraceBuilder
     from tests.engine.helpers import scenario_events
 

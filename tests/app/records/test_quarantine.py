@@ -51,7 +51,7 @@ def test_a_poison_frame_is_set_aside_and_nothing_else_is_held_back(
         bad = _steps(hub, "s-bad", None, 100)
         # What no validation let through here: a step recorded twice (unique key), an
         # integer no column holds, a frame whose data is not an object.
-        last = hub.sessions["s-bad"].state.history[-1]
+        last = hub.sessions["s-bad"].fold.history[-1]
         frame = {"step": last["step"], "t_start": 1.0, "duration": 0.0, "forward_ms": 0.0}
         frame |= {"overhead_us": 0.0, "simulated": True, "scheduled": [], "new": []}
         frame |= {"resumed": [], "preempted": [], "finished": [], "arrived": [], "rejected": []}
@@ -77,7 +77,7 @@ def test_a_poison_frame_is_set_aside_and_nothing_else_is_held_back(
     assert all(r.session == "s-bad" for r in told) and recorder.num_rejected == 3
     assert recorder.lag == 0 and recorder.consecutive_failures == 0
     for sid in ("s-good", "s-bad"):
-        assert _count(sessions, sid) == hub.sessions[sid].state.seq, sid
+        assert _count(sessions, sid) == hub.sessions[sid].fold.seq, sid
     assert recorder.status()["ok"] and recorder.status()["rejected"] == 3
 
 

@@ -50,7 +50,7 @@ def test_stop_during_a_write_keeps_every_frame(sessions: sessionmaker[Session]) 
                 db.scalar(select(func.count()).select_from(t)) or 0
                 for t in (IterationRecord, EventRecord)
             )
-        return hub.sessions["s-stop"].state.seq, stored, recorder
+        return hub.sessions["s-stop"].fold.seq, stored, recorder
 
     published, stored, recorder = asyncio.run(scenario())
     assert (recorder.failures, recorder.lag) == (0, 0), recorder.last_error

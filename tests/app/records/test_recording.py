@@ -10,7 +10,7 @@ from typing import Any
 
 import websockets
 
-from app.protocol.state import SessionState
+from app.frames.fold import SessionState
 from tests.conftest import LiveServer, cli, server_process
 
 

@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import queries
-from app.protocol.state import MAX_DONE_ROWS
-from app.request_table import parse_query, select_rows, table_rows
+from app.frames.fold import MAX_DONE_ROWS
+from app.request_table import parse_query, select_rows
 from tests.app.records.conftest import NewUrl, open_sessions
 from tests.app.records.helpers import fold_at_steps, record_session
 from tests.conftest import TOKEN, start_server
@@ -47,7 +47,7 @@ def recording(new_database: NewUrl) -> Iterator[tuple[sessionmaker[Session], dic
             steps = [40, last // 3, last // 2, last]
             states: dict[int, Any] = {}
             for step, state in fold_at_steps(db, SID, steps):
-                states[step] = table_rows(state)
+                states[step] = state.request_rows()
         yield sessions, states
 
 

@@ -20,7 +20,7 @@ from app.db.live_rows import PENDING_APART
 from app.db.models import LiveRowsRecord
 from app.live.hub import EventHub
 from app.records.recorder import Recorder
-from app.request_table import clear_live_cache, live_rows_at, parse_query, select_rows, table_rows
+from app.request_table import clear_live_cache, live_rows_at, parse_query, select_rows
 from engine.engine import Engine
 from engine.request import SamplingParams
 from engine.runner.sim import SimRunner
@@ -84,7 +84,7 @@ def recording(new_database: NewUrl) -> Iterator[tuple[sessionmaker[Session], dic
             steps = [12, 60, 150, 300, last]
             states: dict[int, Any] = {}
             for step, state in fold_at_steps(db, SID, steps):
-                states[step] = table_rows(state)
+                states[step] = state.request_rows()
         yield sessions, states
 
 

@@ -15,7 +15,7 @@ import pytest
 import websockets
 from websockets.typing import Origin
 
-from app.protocol.models import validate_frame
+from app.frames.validate import validate_frame
 from tests.conftest import LiveServer, server_process
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from app.protocol.convert import event_to_frame
-from app.protocol.state import MAX_DONE_ROWS, SessionState
+from app.frames.convert import event_to_frame
+from app.frames.fold import MAX_DONE_ROWS, SessionState
 from engine.engine import Engine
 from engine.events import ListSink
 from engine.faults import SchedulerAssertion

@@ -8,8 +8,8 @@ import json
 import subprocess
 import sys
 
-from app.protocol.convert import event_to_frame
-from app.protocol.models import Envelope, validate_frame
+from app.frames.convert import event_to_frame
+from app.frames.validate import Envelope, validate_frame
 from engine.engine import Engine
 from engine.events import ListSink
 from engine.request import SamplingParams

@@ -1,5 +1,5 @@
 """The versioned wire format (docs/protocol.md): pydantic models that validate frames
-(ingest, import, tests). app.protocol.convert builds them from engine events.
+(ingest, import, tests). app.frames.convert builds them from engine events.
 
 The shapes are protocol.wire's (the TypedDicts every producer builds and every reader
 reads) with the bounds a recording needs; the codes are protocol.codes' enums.

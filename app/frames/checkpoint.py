@@ -1,4 +1,4 @@
-"""A SessionState stored as JSON (app.protocol.state: to_checkpoint, from_checkpoint;
+"""A SessionState stored as JSON (app.frames.fold: to_checkpoint, from_checkpoint;
 app.db.checkpoint_codec compresses it), typed."""
 
 from __future__ import annotations
