@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import queries
 from app.db.checkpoint_codec import PREFIX, decode_checkpoint, encode_checkpoint
 from app.db.models import CheckpointRecord
-from app.frames.rows import new_row
 from app.frames.fold import SessionState
+from app.frames.rows import new_row
 from tests.app.records.conftest import NewUrl, open_sessions
 from tests.app.records.test_request_pages_queue import SID, _record
 
