@@ -404,11 +404,12 @@ def remove_checkout(path: Path) -> None:
 
 
 def print_table(sides: list[Side], labels: dict[str, str]) -> None:
+    width = max(len(s.name) for s in [*sides, Side("target", ROOT)])
     for key, title in labels.items():
         print(f"{title}")
         for side in sides:
-            print(f"  {side.name:<10} {side.figures.get(key, 'not measured')}")
-        print(f"  {'target':<10} {TARGETS[key]}")
+            print(f"  {side.name:<{width}}  {side.figures.get(key, 'not measured')}")
+        print(f"  {'target':<{width}}  {TARGETS[key]}")
 
 
 def main(argv: list[str] | None = None) -> int:
