@@ -8,8 +8,8 @@ tokens, shared prefixes), then for each side, through the CLI and HTTP only:
   time, peak RSS of the process tree's largest process, requests finished / rejected out of
   the trace's, and complete or truncated, judged from those counts, not from a flag);
 - recording: `batchscope serve --workload trace:REC` with the sim flat out
-  (BATCHSCOPE_REALTIME=false) on a fresh SQLite file, timed until the recording holds every
-  request of REC and its steps stop growing;
+  (BATCHSCOPE_REALTIME=false) on a fresh SQLite file, timed until every request of REC has
+  finished (/metrics) and the recorder has no frame waiting (/healthz);
 - replay on that recording: the first page of GET /api/sessions/ID/requests and seeks (a
   random step, filter or sort), p50 / p99.
 
@@ -47,6 +47,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK_TOKENS = 512
 TOKEN = "trace-bench-token"
+PAGE_LIMIT_S = 60.0
+"""How long one replay request may take before it is printed as timed out."""
 TARGETS = {
     "import": "output about the trace's size",
     "sweep": "<= 60 s and <= 1 GB per point, every request finished or rejected",
@@ -89,7 +91,7 @@ def write_trace(path: Path, n: int, duration_s: float, max_prompt: int, seed: in
         for _ in range(n):
             t_ms += rng.expovariate(rate_per_ms)
             if rng.random() < 0.1:
-                prompt = rng.randint(16_384, max_prompt)
+                prompt = rng.randint(min(16_384, max_prompt), max_prompt)
             else:
                 prompt = int(min(max_prompt, max(64, rng.lognormvariate(math.log(2048), 1.0))))
             blocks = math.ceil(prompt / BLOCK_TOKENS)
@@ -207,7 +209,7 @@ def bench_sweep(side: Side, trace: Path, n: int, cost_model: str, work: Path, li
     point = data["points"][0]
     metrics = point.get("metrics") or {}
     finished = int(metrics.get("requests_finished", 0))
-    rejected = metrics.get("requests_rejected")
+    rejected = metrics.get("requests_rejected", metrics.get("rejected"))
     settled = finished + int(rejected or 0)
     verdict = "complete" if settled == n and not point.get("error") else "TRUNCATED"
     if point.get("error"):
@@ -266,12 +268,12 @@ def bench_record_replay(
             label = ""
             if record_s is None:
                 side.figures["record"] = (
-                    f"> {limit:.0f} s (stopped; {held} of {n} requests recorded by then)"
+                    f"> {limit:.0f} s (stopped; {held} of {n} requests finished by then)"
                 )
                 # Stop the engine; the replay figures are of what it recorded by then.
                 _stop(proc)
                 _wait_healthy(c, serve("none"))
-                label = f" (partial recording: {held} of {n} requests)"
+                label = f" (partial recording: {held} of {n} requests finished)"
             else:
                 side.raw["record_s"] = record_s
                 side.figures["record"] = f"{record_s:.1f} s for {n} requests"
@@ -306,33 +308,40 @@ def _wait_healthy(c: httpx.Client, proc: subprocess.Popen[bytes]) -> None:
 def _wait_recorded(
     c: httpx.Client, proc: subprocess.Popen[bytes], n: int, t0: float, limit: float
 ) -> tuple[str | None, float | None, int]:
-    """(session id, seconds to record, requests held) once the recording holds `n`
-    requests and its steps stopped growing for 3 s (those 3 s not counted); seconds None
-    at the time limit; id None if the server died first."""
+    """(session id, seconds to record, requests finished) once the engine has finished
+    (or rejected) all `n` requests (/metrics: vllm:request_success_total over every
+    reason) and the recorder has no frame waiting (/healthz); seconds None at the time
+    limit; id None if the server died first."""
     sid: str | None = None
-    held, last_steps, quiet_since = 0, -1, 0.0
+    finished = 0
     while True:
         now = time.perf_counter()
         if proc.poll() is not None:
-            return None, None, held
+            return None, None, finished
         if now - t0 > limit:
-            return sid, None, held
+            return sid, None, finished
         try:
             if sid is None:
                 rows = c.get("/api/sessions").json()
-                local = [r for r in rows if r.get("source") == "local" and r.get("steps")]
+                local = [r for r in rows if r.get("source") == "local"]
                 sid = local[0]["id"] if local else None
-            else:
-                meta = c.get(f"/api/sessions/{sid}").json()
-                held = int(meta.get("requests") or 0)
-                if held == n and meta["steps"] == last_steps:
-                    if now - quiet_since >= 3:
-                        return sid, quiet_since - t0, held
-                elif meta.get("steps") is not None:
-                    last_steps, quiet_since = meta["steps"], now
+            finished = _finished(c.get("/metrics").text)
+            if sid is not None and finished >= n:
+                lag = c.get("/healthz").json()["checks"]["recorder"]["info"]["lag"]
+                if lag == 0:
+                    return sid, time.perf_counter() - t0, finished
         except (httpx.HTTPError, ValueError, KeyError):
             pass
         time.sleep(0.5)
+
+
+def _finished(metrics: str) -> int:
+    """Requests finished for any reason, from Prometheus text."""
+    total = 0.0
+    for line in metrics.splitlines():
+        if line.startswith("vllm:request_success_total{"):
+            total += float(line.rsplit(" ", 1)[1])
+    return int(total)
 
 
 SEEK_QUERIES: list[dict[str, str]] = [
@@ -345,7 +354,11 @@ def _replay(side: Side, c: httpx.Client, sid: str, seeks: int, label: str = "") 
     rng = random.Random(1)
     steps = c.get(f"/api/sessions/{sid}").json()["steps"]
     t0 = time.perf_counter()
-    first = c.get(f"/api/sessions/{sid}/requests", params={"limit": 50})
+    try:
+        first = c.get(f"/api/sessions/{sid}/requests", params={"limit": 50}, timeout=PAGE_LIMIT_S)
+    except httpx.TimeoutException:
+        side.figures["first_page"] = f"> {PAGE_LIMIT_S:.0f} s (timed out){label}"
+        return
     first_ms = (time.perf_counter() - t0) * 1000
     if first.status_code != 200:
         side.figures["first_page"] = f"HTTP {first.status_code}: {first.text[:120]}"
@@ -358,7 +371,13 @@ def _replay(side: Side, c: httpx.Client, sid: str, seeks: int, label: str = "") 
         params: dict[str, str | int] = {**rng.choice(SEEK_QUERIES), "limit": 50,
                                         "step": rng.randrange(steps)}  # fmt: skip
         t0 = time.perf_counter()
-        got = c.get(f"/api/sessions/{sid}/requests", params=params)
+        try:
+            got = c.get(f"/api/sessions/{sid}/requests", params=params, timeout=PAGE_LIMIT_S)
+        except httpx.TimeoutException:
+            side.figures["seek_p99"] = (
+                f"a seek > {PAGE_LIMIT_S:.0f} s (timed out) after {len(times)}{label}"
+            )
+            return
         times.append((time.perf_counter() - t0) * 1000)
         if got.status_code != 200:
             side.figures["seek_p99"] = f"HTTP {got.status_code}: {got.text[:120]}"
@@ -385,11 +404,12 @@ def remove_checkout(path: Path) -> None:
 
 
 def print_table(sides: list[Side], labels: dict[str, str]) -> None:
+    width = max(len(s.name) for s in [*sides, Side("target", ROOT)])
     for key, title in labels.items():
         print(f"{title}")
         for side in sides:
-            print(f"  {side.name:<10} {side.figures.get(key, 'not measured')}")
-        print(f"  {'target':<10} {TARGETS[key]}")
+            print(f"  {side.name:<{width}}  {side.figures.get(key, 'not measured')}")
+        print(f"  {'target':<{width}}  {TARGETS[key]}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -402,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record-max-prompt", type=int, default=4096,
                     help="longest prompt of the recorded trace (default 4096: the recording "
                          "measures the recorder, not the sim on 128k prompts)")  # fmt: skip
+    ap.add_argument("--record-span-s", type=float,
+                    help="the recorded trace's span (default: 500 arrivals a second)")  # fmt: skip
     ap.add_argument("--seeks", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--trace", type=Path, help="use this trace instead of generating one")
@@ -430,7 +452,10 @@ def main(argv: list[str] | None = None) -> int:
             write_trace(trace, args.requests, args.duration_s, args.max_prompt, args.seed)
         n = sum(1 for line in trace.open() if line.strip())
         rec = work / "record.jsonl"
-        span = args.duration_s * args.record_requests / max(1, args.requests)
+        # The live engine takes arrivals on the wall clock: the recorded trace comes fast
+        # (500 a second by default), so the engine runs flat out at its max_num_seqs and
+        # the time measured is the engine's and the recorder's, not the trace's span.
+        span = args.record_span_s or args.record_requests / 500
         write_trace(rec, args.record_requests, span, args.record_max_prompt, args.seed + 1)
         print(f"trace: {n} requests, {_mb(trace.stat().st_size)}; recording trace: "
               f"{args.record_requests} requests over {span:.0f} s, prompts <= "
@@ -450,8 +475,12 @@ def main(argv: list[str] | None = None) -> int:
                 if "sweep" in only:
                     bench_sweep(side, trace, n, args.cost_model, work, args.timeout)
                 if "record" in only:
-                    bench_record_replay(side, rec, args.record_requests, work, args.timeout,
-                                        args.seeks)  # fmt: skip
+                    try:
+                        bench_record_replay(side, rec, args.record_requests, work,
+                                            args.timeout, args.seeks)  # fmt: skip
+                    except (httpx.HTTPError, OSError, ValueError, KeyError) as exc:
+                        side.figures.setdefault("record", f"error: {exc!r}"[:200])
+                        side.figures.setdefault("first_page", f"not measured ({exc!r})"[:200])
                 for key, value in side.figures.items():
                     print(f"  {key}: {value}", flush=True)
         finally:
