@@ -199,3 +199,25 @@ def test_the_generator_is_deterministic_and_mooncake_shaped() -> None:
         assert new == list(range(len(seen), len(seen) + len(new)))  # first appearance
         seen.update(new)
     assert len(seen) < sum(len(r.hash_ids) for r in rows)  # shared prefixes
+
+
+def test_the_torch_runner_gets_the_same_tokens_from_a_trace_prompt() -> None:
+    """Where a model runs, a trace prompt's tokens are made when read: the same outputs
+    (greedy, the built-in model) as from the token lists."""
+    from engine.runner.torch_runner import TorchRunner
+
+    rows = _rows(4, 1200, seed=9, median_input=200)
+    config = {"max_model_len": 2048, "num_gpu_blocks": 300, "block_size": 16}
+    outputs = []
+    for tokens in (True, False):
+        scenario = parse_scenario(trace_scenario(rows, B, config=config, tokens=tokens))
+        result = run_scenario(scenario, TorchRunner(scenario.config, device="cpu", num_threads=1))
+        assert result["complete"]
+        outputs.append(
+            (
+                [s["scheduled"] for s in result["steps"]],
+                {k: r["output_token_ids"] for k, r in result["requests"].items()},
+            )
+        )
+    assert outputs[0] == outputs[1]
+    assert all(outputs[1][1].values())
