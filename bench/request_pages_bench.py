@@ -15,8 +15,12 @@ newest 500 finished rows).
 
 The workload overloads the engine (40 arrivals a step, about 20 served): the waiting
 queue grows to half the requests, which is what a seek must not fold (app.db.live_rows).
-Its frames grow with the queue, so recording it is slow: 20,000 requests take 1-3 min on
-a 2-core box, 100,000 take hours there (--db keeps a recording to measure it again).
+Its frames grow with the queue (each iteration frame's `waiting_reasons` names every
+waiting request), so recording it is quadratic in the requests whatever the writer does:
+20,000 requests took 269 s on a 2-core box at load average 12 (the writer loading its
+request rows in bulk and storing checkpoints' pending rows compactly); 100,000 reached
+step 1,000 of about 5,000 (40,000 arrived) in 16 min at load 15-20 (--db keeps a
+recording to measure it again). The split printed says how much of it is writing.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from operator import itemgetter
 from typing import Any, Protocol, TypedDict
 
 from app.db.checkpoint_codec import LEVEL, CheckpointClock
-from protocol.codes import FrameType, RequestMark, RequestStatus
+from protocol.codes import FrameType, RequestMark, RequestStatus, SessionEvent
 from protocol.views import RequestRow
 from protocol.wire import WaitingDetail
 
@@ -38,6 +38,7 @@ PREFIX = "z1:"
 WAITING = RequestStatus.WAITING.value
 DONE = (RequestStatus.FINISHED.value, RequestStatus.REJECTED.value)
 ITERATION, REQUEST = FrameType.ITERATION.value, FrameType.REQUEST.value
+SESSION, CLOSED = FrameType.SESSION.value, SessionEvent.CLOSED.value
 ARRIVED, SCHEDULED = RequestMark.ARRIVED.value, RequestMark.SCHEDULED.value
 ENDS = (RequestMark.FINISHED.value, RequestMark.ABORTED.value, RequestMark.REJECTED.value)
 _STATUS, _FIRST_SCHEDULED, _FINISH_STEP, _WAITING_REASON = (
@@ -111,7 +112,13 @@ class LiveRowsTaker:
 
     def before(self, state: Folded, frame_type: str, data: Any) -> LiveRows | None:
         """Called before `state` folds a frame: the live rows at the end of its step if
-        the frame starts a later step and some are due."""
+        the frame starts a later step and some are due, or if it closes the session (its
+        last step then pages like any other, however long the queue it ended with)."""
+        if frame_type == SESSION and data.get("event") == CLOSED:
+            if state.step < 0 or state.step != self.seen_step:
+                return None
+            apart = self._apart(state) if len(self.pending) >= PENDING_APART else None
+            return apart or self._whole(state)
         step = data.get("step") if frame_type in (ITERATION, REQUEST) else None
         if not isinstance(step, int) or step <= self.seen_step or state.step != self.seen_step:
             return None  # not the first frame of a later step, or a step without a frame

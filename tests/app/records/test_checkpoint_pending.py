@@ -5,7 +5,9 @@ its seq, rows in the same order; and a seek from them equals that fold."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import random
 import zlib
 from base64 import b64decode
 
@@ -14,10 +16,19 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import queries
 from app.db.checkpoint_codec import PREFIX, decode_checkpoint, encode_checkpoint
+from app.db.live_rows import PENDING_APART
 from app.db.models import CheckpointRecord
+from app.db.request_page import request_page
 from app.frames.fold import SessionState
 from app.frames.rows import new_row
+from app.live.hub import EventHub
+from app.records.recorder import Recorder
+from app.request_table import clear_live_cache, live_rows_at, parse_query, select_rows, table_rows
+from engine.engine import Engine
+from engine.request import SamplingParams
+from engine.runner.sim import SimRunner
 from tests.app.records.conftest import NewUrl, open_sessions
+from tests.app.records.helpers import HubPublisher, busy_config, fold_at_steps, open_sim_session
 from tests.app.records.test_request_pages_queue import SID, _record
 
 
@@ -90,3 +101,50 @@ def test_only_rows_rebuilt_alike_are_compacted() -> None:
     assert isinstance(stored, dict)
     assert [k for k, v in stored.items() if isinstance(v, int)] == ["r0", "r5"]
     assert decode_checkpoint(text) == _plain(state.to_checkpoint())
+
+
+def _record_closed_with_a_queue(sessions: sessionmaker[Session], sid: str) -> None:
+    """A burst far beyond what the engine serves, closed while most of it still waits."""
+    rng = random.Random(3)
+    hub = EventHub()
+    recorder = Recorder(hub, sessions)
+    config = busy_config()
+    runner = SimRunner()
+    open_sim_session(hub, sid, "closed with a queue", config, runner)
+    engine = Engine(config, runner, HubPublisher(hub, sid))
+    for n in range(PENDING_APART + 200):
+        prompt = [rng.randint(3, 258) for _ in range(30)]
+        engine.add_request(f"c{n}", prompt, SamplingParams(max_tokens=rng.randint(1, 30)))
+    for _ in range(40):
+        engine.step()
+    hub.close_session(sid)
+    asyncio.run(recorder.flush())
+    assert recorder.failures == 0, recorder.last_error
+
+
+def test_the_last_step_of_a_recording_closed_with_a_long_queue_pages_apart(
+    new_database: NewUrl,
+) -> None:
+    """Live rows are taken when the session closes, so its last step is paged like any
+    other (the never-scheduled left to the requests table), with the fold's rows."""
+    sid = "s-closed-queue"
+    for sessions in open_sessions(new_database()):
+        _record_closed_with_a_queue(sessions, sid)
+        with sessions() as db:
+            last = queries.get_session(db, sid)["steps"] - 1
+            [(_, state)] = list(fold_at_steps(db, sid, [last]))
+            want = table_rows(state)
+            assert sum(1 for r in want if r["status"] == "WAITING") >= PENDING_APART
+            clear_live_cache()
+            at = live_rows_at(db, sid, last)
+            assert at.pending is not None and at.pending.size is not None
+            assert len(at.rows) + at.pending.size == sum(
+                1 for r in want if r["status"] not in ("FINISHED", "REJECTED")
+            )
+            for params in ({}, {"status": "waiting", "sort": "-arrival"}, {"sort": "ttft"}):
+                query = parse_query({**params, "limit": "60"})
+                total, page = request_page(db, sid, last, at.rows, query, at.pending)
+                expected = select_rows(want, query)
+                assert total == len(select_rows(want, parse_query(params)))
+                assert [r["req"] for r in page] == [r["req"] for r in expected], params
+                assert [r["status"] for r in page] == [r["status"] for r in expected]
