@@ -23,7 +23,7 @@ from app.frames.fold import SessionState
 from app.frames.rows import new_row
 from app.live.hub import EventHub
 from app.records.recorder import Recorder
-from app.request_table import clear_live_cache, live_rows_at, parse_query, select_rows, table_rows
+from app.request_table import clear_live_cache, live_rows_at, parse_query, select_rows
 from engine.engine import Engine
 from engine.request import SamplingParams
 from engine.runner.sim import SimRunner
@@ -133,7 +133,7 @@ def test_the_last_step_of_a_recording_closed_with_a_long_queue_pages_apart(
         with sessions() as db:
             last = queries.get_session(db, sid)["steps"] - 1
             [(_, state)] = list(fold_at_steps(db, sid, [last]))
-            want = table_rows(state)
+            want = state.request_rows()
             assert sum(1 for r in want if r["status"] == "WAITING") >= PENDING_APART
             clear_live_cache()
             at = live_rows_at(db, sid, last)
