@@ -1,6 +1,6 @@
 """The typed HTTP API's request bodies: what each JSON route takes (what it answers:
-app.api_models; the errors, the tags and the schema hook: app.api_docs; docs at /docs,
-schema at /openapi.json).
+app.api_shapes and app.api_models; the errors, the tags and the schema hook:
+app.api_docs; docs at /docs, schema at /openapi.json).
 
 Request bodies are JSON or form data (the dashboard's htmx forms post forms); both are
 validated against the same model (app.deps.json_or_form). Bounds that depend on the

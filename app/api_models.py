@@ -1,5 +1,7 @@
-"""The typed HTTP API's response bodies: what each JSON route answers (what it takes:
-app.api_bodies; the errors, the tags and the schema hook: app.api_docs).
+"""The typed HTTP API's response bodies that no TypedDict of the code already is: what
+each such JSON route answers (the shapes the code builds are answered as they are:
+app.api_shapes; what a route takes: app.api_bodies; the errors, the tags and the schema
+hook: app.api_docs).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from typing import Any
 from batchscope_vllm.compat import DEGRADES_ON
 from batchscope_vllm.marks import Frame, RequestMarks, no_outputs
 from batchscope_vllm.rows import Req, Rows, encode_data, read_batch
-from batchscope_vllm.steps import Scheduled, Step, StepAssembler, Updated
+from batchscope_vllm.steps import Arrival, Hooked, ScheduleCall, Scheduled, Step, StepAssembler
 from batchscope_vllm.waiting import Capture, Limits, StepFacts, reasons
 from protocol.blocks import PROMPT_BLOCK_TOKENS, prompt_block_hashes
 from protocol.codes import FrameType, RequestMark
@@ -58,19 +58,19 @@ class FrameBuilder:
         """(running, waiting, free blocks) after the last hook: a step that did not
         schedule starts from these."""
 
-    def build(self, item: tuple[Any, ...]) -> list[Frame]:
-        kind = item[0]
-        if kind == "a":
+    def build(self, item: Hooked) -> list[Frame]:
+        """The frames a hook's record completes (steps.py: Arrival, ScheduleCall, Updated)."""
+        if isinstance(item, Arrival):
             return self._arrival(item)
-        if kind == "s":
-            _, so, _step, t0, t1, running, waiting, free, preempted, waits = item
-            batch = read_batch(so, self.marks.reqs, self.steps.in_flight)
-            rec = Scheduled(so, t0, t1, running, waiting, free, preempted, batch, waits)
+        if isinstance(item, ScheduleCall):
+            batch = read_batch(item.so, self.marks.reqs, self.steps.in_flight)
+            rec = Scheduled(
+                item.so, item.t_start, item.t_end, item.running, item.waiting, item.free,
+                item.preempted, batch, item.waits,
+            )  # fmt: skip
             done = self.steps.on_schedule(rec, self.async_scheduling)
         else:
-            _, so, outputs, generated, t2, t3, running_end, waiting_end, free_end = item
-            upd = Updated(so, outputs, generated, t2, t3, running_end, waiting_end, free_end)
-            done = self.steps.on_update(upd)
+            done = self.steps.on_update(item)
         frames: list[Frame] = []
         for step in done:
             frames += self._frames(step)
@@ -95,8 +95,9 @@ class FrameBuilder:
             frames += self._frames(step)
         return frames + self.marks.stop(self.steps.next_index, max(t - self.t0, 0.0))
 
-    def _arrival(self, item: tuple[Any, ...]) -> list[Frame]:
-        _, req_id, num_prompt, max_tokens, priority, t, _step, prompt = item
+    def _arrival(self, item: Arrival) -> list[Frame]:
+        req_id, num_prompt, prompt, t = item.req_id, item.num_prompt_tokens, item.prompt, item.t
+        max_tokens, priority = item.max_tokens, item.priority
         step = self.steps.arrival_step(req_id)
         quoted = json.dumps(req_id)
         self.marks.reqs[req_id] = Req(num_prompt, quoted, '{"req":' + quoted + ',"n":1,"start":')
@@ -123,14 +124,14 @@ class FrameBuilder:
         running, waiting, free = self.queues
         if s is not None:
             running, waiting, free = s.running, s.waiting, s.free
-        t_begin = s.t0 if s is not None else u.t2 if u is not None else self.t0
+        t_begin = s.t_start if s is not None else u.t_start if u is not None else self.t0
         t_start = t_begin - self.t0
         frames: list[Frame] = self.marks.aborted(s.so, step.index, t_start) if s else []
         outs = no_outputs()
         accepted: dict[str, int] = {}
         updated_step = None
         end = (running, waiting, free)
-        t_finish = s.t1 if s is not None else t_begin
+        t_finish = s.t_end if s is not None else t_begin
         if u is not None:
             outs = self.marks.outputs(u.outputs)
             batch = self.steps.batch_of(u.so)
@@ -139,10 +140,12 @@ class FrameBuilder:
                 accepted = self._accepted(batch[1], u.generated)
                 self.steps.applied(batch[1])
             end = (u.running_end, u.waiting_end, u.free_end)
-            t_finish = u.t3
+            t_finish = u.t_end
         self.queues = end
-        forward_ms = max(u.t2 - s.t1, 0.0) * 1e3 if (s is not None and u is not None) else 0.0
-        overhead = (s.t1 - s.t0 if s else 0.0) + (u.t3 - u.t2 if u else 0.0)
+        forward_ms = (
+            max(u.t_start - s.t_end, 0.0) * 1e3 if (s is not None and u is not None) else 0.0
+        )
+        overhead = (s.t_end - s.t_start if s else 0.0) + (u.t_end - u.t_start if u else 0.0)
         preempted = s.preempted if s else []
         b = s.batch if s else None
         waiting_reasons, waiting_detail = self._waiting(s)

@@ -1,8 +1,8 @@
 """What each scheduler hook of ObserverMixin (scheduler.py) takes from vLLM, on its engine
 thread: references and cheap ints (the SchedulerOutput, the returned EngineCoreOutputs, a
 new request's prompt token ids, copies of the waiting queues, free KV blocks, timestamps),
-one tuple per call for the sender's intake (`_bs_offer`: never blocks). The sender thread
-builds the frames from them (frames.py); the tuples' layout is FrameBuilder.build's.
+one record per call for the sender's intake (`_bs_offer`: never blocks; steps.py: Arrival,
+ScheduleCall, Updated). The sender thread builds the frames from them (frames.py).
 
 These run inside the hooks' guard: an exception here stops observing, never vLLM. Where
 a vLLM attribute read here is missing or changed, only the observation that needs it is
@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from batchscope_vllm import compat
+from batchscope_vllm.steps import Arrival, Hooked, ScheduleCall, Updated
 from batchscope_vllm.waiting import Capture
 
 _perf = time.perf_counter
@@ -32,7 +33,7 @@ class StepObservations:
     _bs_total_blocks: int = 0
     """vLLM's usable KV blocks (its null block aside)."""
 
-    def _bs_offer(self, item: tuple[Any, ...]) -> None:
+    def _bs_offer(self, item: Hooked) -> None:
         put = self._bs_put  # (None once the sender thread stopped observing)
         if put is not None:
             put(item)  # never blocks: a full intake counts a drop
@@ -45,8 +46,7 @@ class StepObservations:
             except compat.DEGRADES_ON:
                 self._bs_lay.degraded.note("prompt_block_hashes")
                 prompt = None
-            item = (
-                "a",
+            item = Arrival(
                 request.request_id,
                 request.num_prompt_tokens,
                 request.max_tokens,
@@ -97,8 +97,7 @@ class StepObservations:
             lay.degraded.note("waiting_reasons")
             cap, num_waiting = None, _num_waiting(sched, lay)
         self._bs_offer(
-            (
-                "s",
+            ScheduleCall(
                 out,
                 step,
                 before[0],
@@ -157,8 +156,7 @@ class StepObservations:
         lay = self._bs_lay
         first = len(getattr(sched, lay.first_attr, ())) if lay.first_attr else 0
         self._bs_offer(
-            (
-                "u",
+            Updated(
                 so,
                 outputs,
                 before[1],

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchscope_vllm.frames import FrameBuilder, encode_data
+from batchscope_vllm.steps import Hooked
 from batchscope_vllm.waiting import Limits
 from batchscope_vllm.wakeup import Wakeup
 from protocol.codes import FrameType, SessionEvent
@@ -69,7 +70,7 @@ class SenderCore:
         self.frames = ProducerCore(new_session_id(), node, max_chars=history_bytes)
         """The session's seq, its history (bounded in bytes), what left it unsent, and the
         handshake; this thread's alone."""
-        self.queue: deque[tuple[Any, ...]] = deque()
+        self.queue: deque[Hooked] = deque()
         """The intake: the engine thread appends (offer), this thread pops."""
         self.queue_size = queue_size
         self.dropped_in_queue = 0  # incremented by the engine thread only
@@ -99,7 +100,7 @@ class SenderCore:
         self._add(FrameType.SESSION, node_opened(node, announce))
 
     # ------------------------------------------------------------ intake (engine thread)
-    def offer(self, item: tuple[Any, ...]) -> None:
+    def offer(self, item: Hooked) -> None:
         """Queue one hook's item for this thread; never blocks (a full intake counts a
         drop). Called by the engine thread only."""
         if len(self.queue) >= self.queue_size:

@@ -13,10 +13,37 @@ Idle loop turns call neither hook and are not steps.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from batchscope_vllm.rows import Batch
 from batchscope_vllm.waiting import Capture
+
+
+class Arrival(NamedTuple):
+    """An `add_request()` call, as its hook takes it."""
+
+    req_id: str
+    num_prompt_tokens: int
+    max_tokens: int
+    priority: int
+    t: float
+    step: int
+    prompt: Any
+    """The prompt token ids (a reference; None: a prompt given as embeddings)."""
+
+
+class ScheduleCall(NamedTuple):
+    """A `schedule()` call, as its hook takes it (the sender reads its batch)."""
+
+    so: Any
+    step: int
+    t_start: float
+    t_end: float
+    running: int
+    waiting: int
+    free: int
+    preempted: list[tuple[str, int, str]]
+    waits: Capture | None
 
 
 @dataclass(slots=True)
@@ -24,8 +51,8 @@ class Scheduled:
     """A `schedule()` call, with what the frame needs computed at once (in hook order)."""
 
     so: Any
-    t0: float
-    t1: float
+    t_start: float
+    t_end: float
     running: int
     waiting: int
     free: int
@@ -42,17 +69,21 @@ class Scheduled:
 
 @dataclass(slots=True)
 class Updated:
-    """An `update_from_output()` call."""
+    """An `update_from_output()` call (its hook takes it whole)."""
 
     so: Any
     outputs: Any
     generated: dict[str, int] | None
     """Tokens produced per request whose drafts were verified (before stop trimming)."""
-    t2: float
-    t3: float
+    t_start: float
+    t_end: float
     running_end: int
     waiting_end: int
     free_end: int
+
+
+Hooked = Arrival | ScheduleCall | Updated
+"""What a scheduler hook hands the sender thread."""
 
 
 @dataclass(slots=True)

@@ -1,7 +1,7 @@
 """What the dashboard derives from the frames and sends on, typed: a request row (the
 fold's, and the table's JSON twin), a step of the history, a snapshot, the latency
 summary. TypedDicts, as protocol.wire's; static/js/protocol.js carries ROW_COLUMNS.
-app.api_models describes the same shapes for the HTTP API (tests/protocol checks)."""
+The HTTP API answers and documents these very shapes (app.api_shapes)."""
 
 from __future__ import annotations
 

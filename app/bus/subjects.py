@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from typing import TYPE_CHECKING, Any
 
 from protocol.bus import PREFIX, STREAM, stream_fields
@@ -16,12 +15,6 @@ if TYPE_CHECKING:  # nats is imported where a bus is used, not by every dashboar
     from nats.js import JetStreamContext
 
 log = logging.getLogger("batchscope.bus")
-
-
-def check_url(url: str) -> str:
-    if not re.fullmatch(r"nats://\S+", url):
-        raise ValueError(f"--bus {url!r}: expected a nats://HOST:PORT URL")
-    return url
 
 
 FIRST_CONNECT_S = 20.0

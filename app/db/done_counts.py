@@ -138,10 +138,3 @@ def done_counts(db: Session, session_id: str, ended: Hashable) -> DoneCounts | N
         while len(_kept) > KEPT:
             _kept.popitem(last=False)
     return counts
-
-
-def clear_done_counts() -> None:
-    """Forget the kept counts (tests that rewrite a recording under the same URL)."""
-    with _lock:
-        _kept.clear()
-        _asked.clear()

@@ -60,13 +60,6 @@ def metric_catalog() -> list[Metric]:
     return out
 
 
-def metric_key(family_or_key: str, percentile: str = "p50") -> str:
-    """`ttft` + `p99` -> `ttft_p99_ms`; a single number's key is itself."""
-    if any(family_or_key == fam for fam, _ in LATENCIES):
-        return f"{family_or_key}_{percentile}_ms"
-    return family_or_key
-
-
 COUNTS = frozenset(
     ("steps", "preemptions", "tokens_recomputed", "kv_peak_blocks", "padding_tokens",
      "draft_tokens", "requests_finished")
