@@ -1,5 +1,5 @@
 /* model.js: Model, the browser-side fold of protocol-v1 frames (docs/protocol.md).
- * It mirrors app/protocol/state.py so a snapshot and the frames after it give the same picture.
+ * It mirrors app/frames/fold.py so a snapshot and the frames after it give the same picture.
  * Segments are [kind, step_start, step_end (inclusive, null = still open), tokens, hit].
  * Renderers read it; append-only series carry an absolute index (base + position) so
  * each renderer can draw only what it has not drawn yet, and `epoch` changes on reset. */
