@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from engine.outputs import ScheduledChunk
+from protocol.wire import WaitingDetail
 
 
 class BlockChange(NamedTuple):
@@ -103,7 +104,7 @@ class IterationEvent:
     """Draft tokens scheduled this step (counted in num_scheduled_tokens)."""
     num_padding_tokens: int = 0
     """Static batching: wasted positions computed this step (padding, idle rows)."""
-    waiting_detail: dict[str, Any] = field(default_factory=dict)
+    waiting_detail: WaitingDetail = field(default_factory=lambda: WaitingDetail())
     """The numbers behind `waiting_reasons` (engine.waiting): the gate, the head of the
     queue and e.g. the blocks it needed against the free blocks."""
     prefix_cache_queries: int = 0

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from engine.request import Request, SamplingParams
+from protocol.wire import WaitingDetail
 
 PAD_DRAFT = -1
 """vLLM's placeholder draft (a new decode padded to 1 + K tokens, 0.25+): never accepted."""
@@ -66,7 +67,7 @@ class SchedulerOutput:
     kv_blocks_used: int
     waiting_reasons: dict[str, str]
     """For each request still waiting: the first gate that held it."""
-    waiting_detail: dict[str, Any] = field(default_factory=dict)
+    waiting_detail: WaitingDetail = field(default_factory=lambda: WaitingDetail())
     """The numbers behind the gate that stopped the waiting scan (engine.waiting)."""
     sampling_params: dict[str, SamplingParams] = field(default_factory=dict)
     """For requests that (re)entered RUNNING this step; runners cache them by req_id."""

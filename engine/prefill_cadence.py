@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from engine.request import Request
+from protocol.wire import WaitingDetail
 
 
 class PrefillCadence:
@@ -42,7 +43,7 @@ class PrefillCadence:
         """Executed steps, this one included, before prefill is allowed again."""
         return max(self.last_prefill_step + self.interval - 1 - self.num_executed_steps, 0)
 
-    def throttle_detail(self, step: int) -> dict[str, int | bool]:
+    def throttle_detail(self, step: int) -> WaitingDetail:
         """The numbers behind a prefill_throttled gate at engine step `step`."""
         held = self.steps_held() if self.held() else 0
         return {

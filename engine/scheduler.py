@@ -40,7 +40,6 @@ from engine.request import Request, RequestStatus
 from engine.request_queue import RequestQueue, create_request_queue
 from engine.step_plan import StepPlan
 from engine.stop import check_stop
-from engine.waiting import WaitingDetail
 from engine.waiting_reasons import (
     KV_BLOCKS,
     KV_WATERMARK,
@@ -54,6 +53,7 @@ from engine.waiting_reasons import (
     gate_detail,
     waiting_reasons,
 )
+from protocol.wire import WaitingDetail
 
 
 class Scheduler:

@@ -19,8 +19,8 @@ from engine.config import BatchingMode, EngineConfig
 from engine.releases import ReleaseFeatures
 from engine.scheduler import Scheduler
 from engine.step_plan import StepPlan
-from engine.waiting import WaitingDetail
 from engine.waiting_reasons import KV_BLOCKS, MAX_NUM_SEQS, STATIC_BATCH, TOKEN_BUDGET
+from protocol.wire import WaitingDetail
 
 
 class StaticBatchingScheduler(Scheduler):

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from engine.outputs import ScheduledChunk
 from engine.request import Request
+from protocol.wire import WaitingDetail
 
 
 class StepPlan:
@@ -47,7 +46,7 @@ class StepPlan:
         self.preempted: list[Request] = []
         self.padding: dict[str, int] = {}
         """Static batching: pad tokens per request admitted (to the batch's longest)."""
-        self.wait_detail: dict[str, Any] = {}
+        self.wait_detail: WaitingDetail = {}
         """The numbers behind the gate that stopped the waiting scan (engine.waiting)."""
         self.prefill_scheduled = False
         """A running request's prefill chunk was scheduled (vLLM's prefill_scheduled)."""
@@ -56,7 +55,7 @@ class StepPlan:
         self.prefix_cache_queries = 0
         self.prefix_cache_hits = 0
         """Prefix-cache stats of this step (new requests), counted as the release does."""
-        self.cache_aware: dict[str, Any] = {}
+        self.cache_aware: WaitingDetail = {}
         """0.34+ cache-aware admission moved a request ahead this step: which, how many
         of its prompt tokens were cached, the window (engine.waiting)."""
         self.passed_over: set[str] = set()

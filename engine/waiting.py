@@ -12,9 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from protocol.codes import WaitingReason
-
-WaitingDetail = dict[str, Any]
-"""JSON-ready: `gate` (the reason code) plus the numbers of that gate (docs/protocol.md)."""
+from protocol.wire import WaitingDetail
 
 
 def token_budget_detail(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from engine.request_queue import RequestQueue
 from engine.step_plan import StepPlan
-from engine.waiting import WaitingDetail, token_budget_detail
+from engine.waiting import token_budget_detail
 from protocol.codes import (  # the codes are the protocol's (one definition)
     CACHE_AWARE_ORDER,
     KV_BLOCKS,
@@ -25,6 +25,7 @@ from protocol.codes import (  # the codes are the protocol's (one definition)
     STATIC_BATCH,
     TOKEN_BUDGET,
 )
+from protocol.wire import WaitingDetail
 
 __all__ = [
     "CACHE_AWARE_ORDER",
@@ -101,5 +102,5 @@ def gate_detail(
     if reason == PREEMPTION_THIS_STEP:
         return {"num_preempted": len(plan.preempted)}
     if reason in (KV_BLOCKS, KV_WATERMARK, NO_CHUNKING_FIT, PREFILL_THROTTLED):
-        return dict(plan.wait_detail)
+        return WaitingDetail(**plan.wait_detail)
     return {}
