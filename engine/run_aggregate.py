@@ -6,6 +6,7 @@ samples (floats). The figures equal engine.run_metrics over the full result.
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 from engine.events import Event, IterationEvent, RequestEvent
@@ -47,7 +48,8 @@ class RunAggregate:
         self.begin: dict[int, float] = {}
         self.end: dict[int, float] = {}
         self.requests: dict[str, _Req] = {}
-        self.itl: list[float] = []
+        # One inter-token gap per output token: packed doubles (8 bytes each), not floats.
+        self.itl = array("d")
         self.last_token_at: dict[str, float] = {}
         self.totals = RunTotals()
         self._idle_ms = 0.0
