@@ -45,14 +45,18 @@ def test_a_row_redrawn_under_the_pointer_still_takes_the_click(
 def test_a_cell_that_changes_under_the_pointer_still_takes_the_click(
     page: Any, server: Server, console: Console
 ) -> None:
-    resp = server.api("POST", "/api/requests", json={"prompt_len": 16, "max_tokens": 1024})
+    # Paused and stepped by hand: the cell changes while the button is down whatever the
+    # machine's load (a free-running request can finish before a slow page draws it).
+    assert server.api("POST", "/api/pause").status_code == 200
+    resp = server.api("POST", "/api/requests", json={"prompt_len": 16, "max_tokens": 64})
     assert resp.status_code == 201, resp.text
-    row = page.locator("#requests-table tr[data-status=running]")
+    row = page.locator("#requests-table tr[data-status=waiting]")
     row.wait_for()
     req = row.get_attribute("data-req")
     tokens = row.locator("td").nth(3)  # computed / total tokens: it grows every step
     before = tokens.text_content()
     press(page, tokens)
+    assert server.api("POST", "/api/step").status_code == 200  # its prompt is computed
     # (null-safe: a poll between two draws of a loaded page may find no row; it polls on)
     page.wait_for_function(
         "([r, t]) => { const tr = document.querySelector(`#requests-table tr[data-req='${r}']`);"
