@@ -33,6 +33,13 @@ class _RowArrival(TypedDict):
     arrived_t: float
 
 
+class _TableArrival(TypedDict):
+    arrived_step: int | None
+    """None: a recorded request whose arrival the recording lacks."""
+    arrived_t: float | None
+    """None: a recorded request whose arrival the recording lacks."""
+
+
 class _RowTail(TypedDict):
     """A request row's keys after its arrival, but its speculative counts."""
 
@@ -54,16 +61,13 @@ class RequestRow(_RowHead, _RowArrival, _RowTail):
     segments: list[Segment]
 
 
-class TableRow(_RowHead, _RowTail):
+class TableRow(_RowHead, _TableArrival, _RowTail):
     """A row of the request table's JSON twin (/api/requests, and a recording's
     /api/sessions/ID/requests): a RequestRow without its segments, where a recording's
     done rows may not know some keys (None); latencies in seconds (None until known), the
-    output tokens, the phase of a running request and why one waits."""
+    output tokens, the phase of a running request and why one waits (keys in column
+    order, then those)."""
 
-    arrived_step: int | None
-    """None: a recorded request whose arrival the recording lacks."""
-    arrived_t: float | None
-    """None: a recorded request whose arrival the recording lacks."""
     num_draft_tokens: int | None
     """None in a recording's done rows (not recorded per request)."""
     num_accepted_tokens: int | None
