@@ -36,7 +36,7 @@ from app.nodes.remote_node import NodeUnavailable, RemoteNode
 from app.nodes.replies import Replies
 from app.settings import Settings
 from engine.runner.tokenizer import load_tokenizer
-from protocol.codes import RECORDED_FRAME_TYPES, FrameType, MessageType
+from protocol.codes import RECORDED_FRAME_TYPES, CommandKind, FrameType, MessageType
 from protocol.envelope import split_frame
 from protocol.wire import SessionMeta
 
@@ -258,7 +258,7 @@ class LocalEngine:
             raise EngineBusy(str(exc)) from None
 
     async def set_workload(self, **changes: Any) -> dict[str, Any]:
-        spec: dict[str, Any] = await self._local("workload", changes=changes)
+        spec: dict[str, Any] = await self._local(CommandKind.WORKLOAD, changes=changes)
         self.workload = spec
         return spec
 
@@ -267,12 +267,12 @@ class LocalEngine:
 
     async def load_scenario(self, name: str) -> str:
         """Start a new live session running scenarios/NAME.json in the engine process."""
-        return str(await self._local("load_scenario", name=name))
+        return str(await self._local(CommandKind.LOAD_SCENARIO, name=name))
 
     async def new_session(self, changes: dict[str, Any]) -> str:
         """Start a new live session with the current knobs changed by `changes` (those
         that cannot change while running, such as async_scheduling, included)."""
-        return str(await self._local("new_session", changes=changes))
+        return str(await self._local(CommandKind.NEW_SESSION, changes=changes))
 
 
 LINK_MESSAGES: dict[str, Callable[[LocalEngine, dict[str, Any]], None]] = {
