@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from typing_extensions import is_typeddict
 
-from app.api_shapes import shape
+from app.api_shapes import shape, shape_list
 from app.db.models import RequestRecord
 from app.db.request_rows import done_row
 from app.frames import validate
@@ -112,7 +112,7 @@ def test_a_recordings_done_row_has_the_table_rows_keys() -> None:
     assert set(row) - {"arrival_seq"} == set(get_type_hints(views.TableRow))
     # What a recording does not keep is answered as null, and the API's shape takes it.
     assert row["num_draft_tokens"] is None and row["arrived_step"] is None
-    answered = TypeAdapter(list[shape(views.TableRow, extra=True)]).validate_python([row])
+    answered = TypeAdapter(shape_list(views.TableRow, extra=True)).validate_python([row])
     assert answered[0]["arrival_seq"] == 1 and answered[0]["placeholders"] is None
 
 
