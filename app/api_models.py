@@ -80,41 +80,6 @@ class EngineProcess(BaseModel):
     last_exit_text: str | None
 
 
-class RequestRow(BaseModel):
-    """A request as the live table shows it (times in seconds; None until known): a
-    protocol.views.RequestRow without its segments, with TTFT, ITL, output tokens, phase
-    and the waiting reason's text (tests/protocol/test_wire_models.py)."""
-
-    model_config = ConfigDict(extra="allow")
-    req: str
-    status: str
-    num_prompt_tokens: int
-    num_tokens: int
-    num_computed_tokens: int
-    num_output_tokens: int
-    max_tokens: int
-    priority: int
-    num_preemptions: int
-    prefix_hit: int
-    ttft: float | None
-    itl: float | None
-    finish_reason: str | None
-    waiting_reason: str | None
-    arrived_step: int | None = None
-    arrived_t: float | None = None
-    first_scheduled_step: int | None = None
-    first_token_t: float | None = None
-    last_token_t: float | None = None
-    finish_t: float | None = None
-    finish_step: int | None = None
-    num_draft_tokens: int | None = None
-    num_accepted_tokens: int | None = None
-    placeholders: int | None = None
-    phase: str | None = Field(None, description="prefill | decode, while running")
-    e2e: float | None = Field(None, description="arrival to finish, once finished")
-    waiting_text: str | None = Field(None, description="why it waits, in words")
-
-
 class LiveConfig(BaseModel):
     config: Knobs
     config_version: int

@@ -29,6 +29,11 @@ def shape(td: Any, *, extra: bool = False) -> Any:
     return _shape(td, extra)
 
 
+def shape_list(td: Any, *, extra: bool = False) -> Any:
+    """A list of `td`'s shape (`shape`), as a response model."""
+    return types.GenericAlias(list, (_shape(td, extra),))
+
+
 @cache
 def _shape(td: Any, extra: bool) -> Any:
     docs = _attribute_docs(td)

@@ -40,12 +40,6 @@ def subject(node: str, kind: str) -> str:
     return f"{PREFIX}.{token(node)}.{kind}"
 
 
-def node_of(subj: str) -> str:
-    """The subject-safe node token of a `batchscope.<node>.<kind>` subject."""
-    parts = subj.split(".")
-    return parts[1] if len(parts) == 3 else ""
-
-
 def frames_message(
     node: str, session: str, prev: int, batch: list[tuple[int, str]], stats: Mapping[str, Any]
 ) -> tuple[bytes, str]:

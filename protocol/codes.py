@@ -64,6 +64,23 @@ class MessageType(StrEnum):
     PONG = "pong"
 
 
+class CommandKind(StrEnum):
+    """The `kind` of a `command` message: what a dashboard asks a producer of ours (a
+    pushing `batchscope engine`, the dashboard's own engine process) to do."""
+
+    ADD_REQUEST = "add_request"
+    ADD_REQUESTS = "add_requests"
+    ABORT = "abort"
+    UPDATE_CONFIG = "update_config"
+    PAUSE = "pause"
+    RESUME = "resume"
+    STEP = "step"
+    WORKLOAD = "workload"
+    """The dashboard's own engine process only, as are the two below."""
+    LOAD_SCENARIO = "load_scenario"
+    NEW_SESSION = "new_session"
+
+
 class ReplayCommand(StrEnum):
     """The `type` of a replay viewer's message on /ws/live after its hello (docs/protocol.md,
     "Replay on the same socket")."""

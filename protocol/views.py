@@ -13,8 +13,8 @@ Segment = list[Any]
 """`[kind (codes.SegmentKind), first step, last step or None, tokens]` of a request row."""
 
 
-class RequestRowCore(TypedDict):
-    """A request row's keys but its segments."""
+class _RowHead(TypedDict):
+    """A request row's leading keys (the fold's rows and a recording's done rows)."""
 
     req: str
     status: str
@@ -26,8 +26,23 @@ class RequestRowCore(TypedDict):
     priority: int
     num_preemptions: int
     prefix_hit: int
+
+
+class _RowArrival(TypedDict):
     arrived_step: int
     arrived_t: float
+
+
+class _TableArrival(TypedDict):
+    arrived_step: int | None
+    """None: a recorded request whose arrival the recording lacks."""
+    arrived_t: float | None
+    """None: a recorded request whose arrival the recording lacks."""
+
+
+class _RowTail(TypedDict):
+    """A request row's keys after its arrival, but its speculative counts."""
+
     first_scheduled_step: int | None
     first_token_t: float | None
     last_token_t: float | None
@@ -35,27 +50,39 @@ class RequestRowCore(TypedDict):
     finish_step: int | None
     finish_reason: str | None
     waiting_reason: str | None
+
+
+class RequestRow(_RowHead, _RowArrival, _RowTail):
+    """A request as the fold keeps it and a snapshot carries it (keys in column order)."""
+
     num_draft_tokens: int
     num_accepted_tokens: int
     placeholders: int
-
-
-class RequestRow(RequestRowCore):
-    """A request as the fold keeps it and a snapshot carries it (keys in column order)."""
-
     segments: list[Segment]
 
 
-class TableRow(RequestRowCore, total=False):
-    """A row of the request table's JSON twin (/api/requests): no segments; latencies in
-    seconds (None until known), the phase of a running request and why one waits."""
+class TableRow(_RowHead, _TableArrival, _RowTail):
+    """A row of the request table's JSON twin (/api/requests, and a recording's
+    /api/sessions/ID/requests): a RequestRow without its segments, where a recording's
+    done rows may not know some keys (None); latencies in seconds (None until known), the
+    output tokens, the phase of a running request and why one waits (keys in column
+    order, then those)."""
 
+    num_draft_tokens: int | None
+    """None in a recording's done rows (not recorded per request)."""
+    num_accepted_tokens: int | None
+    """None in a recording's done rows (not recorded per request)."""
+    placeholders: int | None
+    """None in a recording's done rows (not recorded per request)."""
     ttft: float | None
     itl: float | None
     e2e: float | None
+    """Arrival to finish, once finished."""
     num_output_tokens: int
     phase: str | None
+    """prefill | decode, while running."""
     waiting_text: str | None
+    """Why it waits, in words."""
 
 
 class _StepSummaryBase(TypedDict):

@@ -49,7 +49,8 @@ def done_where(session_id: str, step: int, query: Any) -> list[ColumnElement[boo
 
 
 def done_row(r: RequestRecord) -> dict[str, Any]:
-    """A done request as the table's row (the fold's keys, app.request_table)."""
+    """A done request as the table's row (protocol.views.TableRow's keys, app.request_table;
+    its speculative counts None: a recording keeps none per request)."""
     rejected = r.status == RequestStatus.REJECTED
     outputs = r.num_output_tokens
     itl = None
@@ -78,6 +79,10 @@ def done_row(r: RequestRecord) -> dict[str, Any]:
         # Aborts recorded without a reason were stored by their kind; the fold says abort.
         "finish_reason": "abort" if r.finish_reason == "aborted" else r.finish_reason,
         "waiting_reason": None,
+        # Not recorded per request: unknown, not zero.
+        "num_draft_tokens": None,
+        "num_accepted_tokens": None,
+        "placeholders": None,
         "waiting_text": None,
         "phase": None,
         "ttft": r.ttft,

@@ -59,9 +59,6 @@ class HealthRegistry:
         fn = source.health if not callable(source) else source
         self._checks[name] = fn  # type: ignore[assignment]
 
-    def unregister(self, name: str) -> None:
-        self._checks.pop(name, None)
-
     @property
     def names(self) -> list[str]:
         return list(self._checks)

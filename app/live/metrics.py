@@ -14,7 +14,7 @@ families `collect()` builds at scrape time.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client.core import (
@@ -68,17 +68,29 @@ class Metrics(Collector):
         stats = self._stats(session)
         if stats is None:
             return
-        if frame_type == FrameType.ITERATION:
-            stats.on_iteration(data)
-        elif frame_type == FrameType.REQUEST:
-            stats.on_request(data)
-        elif frame_type == FrameType.CONFIG:
-            stats.config.update(data.get("config") or {})
-        elif frame_type == FrameType.SESSION and data.get("event") == SessionEvent.CLOSED:
+        fold = FOLDS.get(frame_type)
+        if fold is not None:
+            fold(self, stats, session, data)
+
+    def _on_iteration(self, stats: EngineStats, session: str, data: Mapping[str, Any]) -> None:
+        del session
+        stats.on_iteration(data)
+
+    def _on_request(self, stats: EngineStats, session: str, data: Mapping[str, Any]) -> None:
+        del session
+        stats.on_request(data)
+
+    def _on_config(self, stats: EngineStats, session: str, data: Mapping[str, Any]) -> None:
+        del session
+        stats.config.update(data.get("config") or {})
+
+    def _on_session(self, stats: EngineStats, session: str, data: Mapping[str, Any]) -> None:
+        event = data.get("event")
+        if event == SessionEvent.CLOSED:
             if stats.session == session:  # not a late mark of the engine's last session
                 stats.live = False
                 self._forget_ended()
-        elif frame_type == FrameType.SESSION and data.get("event") == SessionEvent.OPENED:
+        elif event == SessionEvent.OPENED:
             stats.live = True
 
     def _stats(self, session: str) -> EngineStats | None:
@@ -220,3 +232,14 @@ def _counters(engines: list[EngineStats]) -> Iterator[Metric]:
             for value, n in sorted(s.labelled[name].items()):
                 family.add_metric([*s.labels, str(value)], n)
         yield family
+
+
+Fold = Callable[[Metrics, EngineStats, str, Mapping[str, Any]], None]
+
+FOLDS: dict[str, Fold] = {
+    FrameType.ITERATION.value: Metrics._on_iteration,
+    FrameType.REQUEST.value: Metrics._on_request,
+    FrameType.CONFIG.value: Metrics._on_config,
+    FrameType.SESSION.value: Metrics._on_session,
+}
+"""What each frame type adds to its engine's series (others add nothing)."""

@@ -10,6 +10,7 @@ from app.nodes.ingest import NodeRegistry
 from app.nodes.remote_node import NodeUnavailable
 from engine.request import SamplingParams
 from engine.runner.tokenizer import ByteTokenizer, Tokenizer
+from protocol.codes import CommandKind
 from protocol.wire import Knobs
 
 
@@ -79,25 +80,25 @@ class RemoteControl:
             }
             for item in items
         ]
-        result = await self._call("add_requests", items=wire)
+        result = await self._call(CommandKind.ADD_REQUESTS, items=wire)
         return [Admission(str(r["req_id"]), r.get("rejected")) for r in result]
 
     async def abort(self, req_id: str) -> list[str]:
-        result: list[str] = await self._call("abort", req_id=req_id)
+        result: list[str] = await self._call(CommandKind.ABORT, req_id=req_id)
         return result
 
     async def update_config(self, changes: Knobs) -> Knobs:
-        result: Knobs = await self._call("update_config", changes=changes)
+        result: Knobs = await self._call(CommandKind.UPDATE_CONFIG, changes=changes)
         return result
 
     async def pause(self) -> None:
-        await self._call("pause")
+        await self._call(CommandKind.PAUSE)
 
     async def resume(self) -> None:
-        await self._call("resume")
+        await self._call(CommandKind.RESUME)
 
     async def step(self) -> None:
-        await self._call("step")
+        await self._call(CommandKind.STEP)
 
     def tokenizer(self) -> Tokenizer:
         return self._tokenizer or ByteTokenizer()

@@ -17,7 +17,7 @@ import contextlib
 import itertools
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -36,7 +36,7 @@ from engine.runner.base import ModelRunner
 from engine.scenario import Scenario
 from engine.workload import PoissonWorkload
 from protocol import control
-from protocol.codes import FrameType, MessageType, SessionEvent
+from protocol.codes import CommandKind, FrameType, MessageType, SessionEvent
 from protocol.envelope import encode
 from protocol.session import engine_fields, new_session_id, session_meta
 
@@ -157,17 +157,24 @@ class EngineHost:
     async def _receive_forever(self) -> None:
         while True:
             msg = json.loads(await self.link.recv())
-            if msg.get("type") == MessageType.ACK:
-                self.out.on_ack(msg)
-                # The room an ack makes is used at once: frames the engine made while it
-                # waited for it (still on the sink's queue) go too, not at the next tick.
-                await self.out.flush()
-            elif msg.get("type") == MessageType.COMMAND:
-                task = asyncio.create_task(self._answer(msg))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-            elif msg.get("type") == MessageType.ERROR:
-                log.warning("dashboard says: %s", msg.get("detail"))
+            kind = msg.get("type")
+            handle = DASHBOARD_MESSAGES.get(kind) if isinstance(kind, str) else None
+            if handle is not None:
+                await handle(self, msg)
+
+    async def _on_ack(self, msg: Mapping[str, Any]) -> None:
+        self.out.on_ack(msg)
+        # The room an ack makes is used at once: frames the engine made while it waited
+        # for it (still on the sink's queue) go too, not at the next tick.
+        await self.out.flush()
+
+    async def _on_command(self, msg: Mapping[str, Any]) -> None:
+        task = asyncio.create_task(self._answer(msg))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _on_error(self, msg: Mapping[str, Any]) -> None:
+        log.warning("dashboard says: %s", msg.get("detail"))
 
     async def _answer(self, msg: Mapping[str, Any]) -> None:
         try:
@@ -188,31 +195,9 @@ class EngineHost:
             await self.link.send_text(encode(reply))
 
     async def _command(self, kind: object, args: Mapping[str, Any]) -> Any:
-        if kind == "workload":
-            if self.demo is not None and self.core is not None:
-                # The Poisson workload replaces the demo wave for the rest of the session.
-                spec = replace(self.settings.workload_spec(), enabled=False)
-                self.workload = PoissonWorkload(spec, next_id=self._next_req_id)
-                self.demo = None
-                self.core.before_step = self.workload
-            if self.workload is None:
-                raise ValueError("the live session runs a scenario; the workload is off")
-            # The spec is read by the engine thread each step; replacing it is atomic.
-            return asdict(self.workload.update(**dict(args["changes"])))
-        if kind == "load_scenario":
-            try:
-                scenario = load_named_scenario(str(args["name"]))
-            except KeyError:
-                raise UnknownCommand(f"no scenario named {args['name']!r}") from None
-            return await self.start_session(scenario=scenario)
-        if kind == "new_session":
-            base = self.core.engine.config if self.core else self.settings.engine_config()
-            changes = dict(args.get("changes") or {})
-            if "vllm_version" in changes:  # knobs carried over, not asked for, that the
-                # chosen release lacks go back to their defaults; asked-for ones are refused
-                changes = {**knobs_to_reset(base, str(changes["vllm_version"])), **changes}
-            config = base.with_updates(**changes)
-            return await self.start_session(config=config)
+        own = SESSION_COMMANDS.get(kind) if isinstance(kind, str) else None
+        if own is not None:
+            return await own(self, args)
         if self.core is None:
             raise ValueError("the engine is starting")
         command, result_of = to_command(kind, args, self._next_req_id)
@@ -222,6 +207,34 @@ class EngineHost:
                 (FrameType.SESSION, {"event": SessionEvent.STATE, "paused": PAUSED_AFTER[kind]})
             )
         return result_of(result)
+
+    async def _set_workload(self, args: Mapping[str, Any]) -> Any:
+        if self.demo is not None and self.core is not None:
+            # The Poisson workload replaces the demo wave for the rest of the session.
+            spec = replace(self.settings.workload_spec(), enabled=False)
+            self.workload = PoissonWorkload(spec, next_id=self._next_req_id)
+            self.demo = None
+            self.core.before_step = self.workload
+        if self.workload is None:
+            raise ValueError("the live session runs a scenario; the workload is off")
+        # The spec is read by the engine thread each step; replacing it is atomic.
+        return asdict(self.workload.update(**dict(args["changes"])))
+
+    async def _load_scenario(self, args: Mapping[str, Any]) -> Any:
+        try:
+            scenario = load_named_scenario(str(args["name"]))
+        except KeyError:
+            raise UnknownCommand(f"no scenario named {args['name']!r}") from None
+        return await self.start_session(scenario=scenario)
+
+    async def _new_session(self, args: Mapping[str, Any]) -> Any:
+        base = self.core.engine.config if self.core else self.settings.engine_config()
+        changes = dict(args.get("changes") or {})
+        if "vllm_version" in changes:  # knobs carried over, not asked for, that the
+            # chosen release lacks go back to their defaults; asked-for ones are refused
+            changes = {**knobs_to_reset(base, str(changes["vllm_version"])), **changes}
+        config = base.with_updates(**changes)
+        return await self.start_session(config=config)
 
     # ----------------------------------------------------------------- run
     async def run(self, stop: asyncio.Event) -> None:
@@ -245,6 +258,22 @@ class EngineHost:
             with contextlib.suppress(LinkClosed):
                 await self.out.flush(window=False)
             self.link.close()
+
+
+DASHBOARD_MESSAGES: dict[str, Callable[[EngineHost, Mapping[str, Any]], Awaitable[None]]] = {
+    MessageType.ACK.value: EngineHost._on_ack,
+    MessageType.COMMAND.value: EngineHost._on_command,
+    MessageType.ERROR.value: EngineHost._on_error,
+}
+"""The dashboard's messages on the link, by type (others are not for an engine)."""
+
+SESSION_COMMANDS: dict[str, Callable[[EngineHost, Mapping[str, Any]], Awaitable[Any]]] = {
+    CommandKind.WORKLOAD.value: EngineHost._set_workload,
+    CommandKind.LOAD_SCENARIO.value: EngineHost._load_scenario,
+    CommandKind.NEW_SESSION.value: EngineHost._new_session,
+}
+"""The commands the host answers itself (its session and workload); the rest are the
+engine's (app.nodes.commands.COMMANDS)."""
 
 
 def _tokenizer_info(runner: ModelRunner) -> dict[str, Any]:

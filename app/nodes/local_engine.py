@@ -15,7 +15,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from app.live.health import Check
@@ -36,7 +36,7 @@ from app.nodes.remote_node import NodeUnavailable, RemoteNode
 from app.nodes.replies import Replies
 from app.settings import Settings
 from engine.runner.tokenizer import load_tokenizer
-from protocol.codes import RECORDED_FRAME_TYPES, FrameType, MessageType
+from protocol.codes import RECORDED_FRAME_TYPES, CommandKind, FrameType, MessageType
 from protocol.envelope import split_frame
 from protocol.wire import SessionMeta
 
@@ -172,20 +172,31 @@ class LocalEngine:
         self.last_heard = time.monotonic()
         msg = json.loads(line)
         kind = msg.get("type")
-        if kind in RECORDED_FRAME_TYPES and self.node is not None:
-            self._acks.taken = int(msg["seq"])
-            # Our own process encoded the frame once: forward its data's text as is.
-            parts = split_frame(line)
-            data_json = parts.data_json if parts else None
-            self.registry.receive(self.node, msg, trusted=True, data_json=data_json)
-        elif kind == MessageType.STATS and self.node is not None:
-            self.registry.receive(self.node, msg)
-            step = msg.get("step")
-            self.engine_step = step if isinstance(step, int) else None
-        elif kind == MessageType.ANNOUNCE:
-            self._announce(msg)
-        elif kind == MessageType.REPLY:
-            self._replies.settle(msg)
+        if kind in RECORDED_FRAME_TYPES:
+            self._on_frame(msg, line)
+            return
+        handle = LINK_MESSAGES.get(kind) if isinstance(kind, str) else None
+        if handle is not None:
+            handle(self, msg)
+
+    def _on_frame(self, msg: dict[str, Any], line: str) -> None:
+        if self.node is None:
+            return
+        self._acks.taken = int(msg["seq"])
+        # Our own process encoded the frame once: forward its data's text as is.
+        parts = split_frame(line)
+        data_json = parts.data_json if parts else None
+        self.registry.receive(self.node, msg, trusted=True, data_json=data_json)
+
+    def _on_stats(self, msg: dict[str, Any]) -> None:
+        if self.node is None:
+            return
+        self.registry.receive(self.node, msg)
+        step = msg.get("step")
+        self.engine_step = step if isinstance(step, int) else None
+
+    def _on_reply(self, msg: Mapping[str, Any]) -> None:
+        self._replies.settle(msg)
 
     def _announce(self, msg: Mapping[str, Any]) -> None:
         if self.session is not None and self.session != msg["session"]:
@@ -247,7 +258,7 @@ class LocalEngine:
             raise EngineBusy(str(exc)) from None
 
     async def set_workload(self, **changes: Any) -> dict[str, Any]:
-        spec: dict[str, Any] = await self._local("workload", changes=changes)
+        spec: dict[str, Any] = await self._local(CommandKind.WORKLOAD, changes=changes)
         self.workload = spec
         return spec
 
@@ -256,12 +267,21 @@ class LocalEngine:
 
     async def load_scenario(self, name: str) -> str:
         """Start a new live session running scenarios/NAME.json in the engine process."""
-        return str(await self._local("load_scenario", name=name))
+        return str(await self._local(CommandKind.LOAD_SCENARIO, name=name))
 
     async def new_session(self, changes: dict[str, Any]) -> str:
         """Start a new live session with the current knobs changed by `changes` (those
         that cannot change while running, such as async_scheduling, included)."""
-        return str(await self._local("new_session", changes=changes))
+        return str(await self._local(CommandKind.NEW_SESSION, changes=changes))
+
+
+LINK_MESSAGES: dict[str, Callable[[LocalEngine, dict[str, Any]], None]] = {
+    MessageType.STATS.value: LocalEngine._on_stats,
+    MessageType.ANNOUNCE.value: LocalEngine._announce,
+    MessageType.REPLY.value: LocalEngine._on_reply,
+}
+"""The engine process's messages on its link other than its frames, by type (frames:
+RECORDED_FRAME_TYPES)."""
 
 
 def child_env(settings: Settings) -> dict[str, str]:

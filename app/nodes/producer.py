@@ -17,7 +17,7 @@ import json
 import logging
 import queue
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,11 +203,18 @@ class Producer:
     async def _receive(self, ws: Any) -> None:
         async for text in ws:
             msg = json.loads(text)
-            if msg.get("type") == MessageType.COMMAND:
-                reply = await self._command(msg)
-                await ws.send(json.dumps(reply))
-            elif msg.get("type") == MessageType.ERROR:
-                log.warning("dashboard says: %s", msg.get("detail"))
+            kind = msg.get("type")
+            handle = DASHBOARD_MESSAGES.get(kind) if isinstance(kind, str) else None
+            if handle is not None:
+                await handle(self, ws, msg)
+
+    async def _on_command(self, ws: Any, msg: Mapping[str, Any]) -> None:
+        reply = await self._command(msg)
+        await ws.send(json.dumps(reply))
+
+    async def _on_error(self, ws: Any, msg: Mapping[str, Any]) -> None:
+        del ws
+        log.warning("dashboard says: %s", msg.get("detail"))
 
     async def _command(self, msg: Mapping[str, Any]) -> control.Reply:
         kind, args = msg.get("kind"), msg.get("args") or {}
@@ -224,3 +231,10 @@ class Producer:
 
     def _next_req_id(self) -> str:
         return f"{self.node}-{next(self._req_ids)}"
+
+
+DASHBOARD_MESSAGES: dict[str, Callable[[Producer, Any, Mapping[str, Any]], Awaitable[None]]] = {
+    MessageType.COMMAND.value: Producer._on_command,
+    MessageType.ERROR.value: Producer._on_error,
+}
+"""The dashboard's messages on the socket (`ws`), by type (others are not for a producer)."""

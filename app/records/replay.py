@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from fastapi import WebSocket
@@ -132,24 +132,44 @@ class ReplayPlayer:
     async def handle(self, message: Mapping[str, Any]) -> None:
         kind = message.get("type")
         try:
-            if kind == ReplayCommand.SEEK:
-                await self.seek(int(message.get("step", 0)))
-            elif kind == ReplayCommand.PLAY:
-                await self.play(float(message.get("speed", 1.0)))
-            elif kind == ReplayCommand.PAUSE:
-                await self.pause()
-            elif kind == ReplayCommand.STEP:
-                delta = int(message.get("delta", 1))
-                if delta >= 0:
-                    await self.play(MAX_SPEED, until_step=self.step + delta)
-                else:
-                    await self.seek(self.step + delta)
-            elif kind == MessageType.HELLO:
-                await self.seek(self.step)
-            else:
+            command = COMMANDS.get(kind) if isinstance(kind, str) else None
+            if command is None:
                 raise ValueError(f"unknown replay command {kind!r}")
+            await command(self, message)
         except (TypeError, ValueError, OverflowError) as exc:  # Infinity is valid JSON here
             await self.ws.send_text(error_frame(f"{kind}: {exc}"))
 
+    async def _on_seek(self, message: Mapping[str, Any]) -> None:
+        await self.seek(int(message.get("step", 0)))
+
+    async def _on_play(self, message: Mapping[str, Any]) -> None:
+        await self.play(float(message.get("speed", 1.0)))
+
+    async def _on_pause(self, message: Mapping[str, Any]) -> None:
+        del message
+        await self.pause()
+
+    async def _on_step(self, message: Mapping[str, Any]) -> None:
+        delta = int(message.get("delta", 1))
+        if delta >= 0:
+            await self.play(MAX_SPEED, until_step=self.step + delta)
+        else:
+            await self.seek(self.step + delta)
+
+    async def _on_hello(self, message: Mapping[str, Any]) -> None:
+        del message
+        await self.seek(self.step)
+
     async def close(self) -> None:
         await self.pause()
+
+
+COMMANDS: dict[str, Callable[[ReplayPlayer, Mapping[str, Any]], Awaitable[None]]] = {
+    ReplayCommand.SEEK.value: ReplayPlayer._on_seek,
+    ReplayCommand.PLAY.value: ReplayPlayer._on_play,
+    ReplayCommand.PAUSE.value: ReplayPlayer._on_pause,
+    ReplayCommand.STEP.value: ReplayPlayer._on_step,
+    MessageType.HELLO.value: ReplayPlayer._on_hello,
+}
+"""A replay viewer's messages after its hello, by type (a repeated hello: resend the
+state at the current step)."""

@@ -8,12 +8,12 @@ docs/export.md lists every track.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from protocol.codes import FrameType, Phase, RequestMark
-from protocol.wire import IterationData, RequestMarkData
+from protocol.wire import ConfigData, IterationData, RequestMarkData
 
 DECODE = Phase.DECODE.value
 """A plain string for the per-row loop (an enum member read off its class costs ~200 ns)."""
@@ -143,23 +143,23 @@ class TraceBuilder:
     # ------------------------------------------------------------- frames
     def add(self, frame_type: str, data: Mapping[str, Any]) -> None:
         """Fold one recorded frame (validated when it was recorded: protocol.wire's shape)."""
-        if frame_type == FrameType.ITERATION:
-            self._iteration(cast(IterationData, data))
-        elif frame_type == FrameType.REQUEST:
-            self._request(cast(RequestMarkData, data))
-        elif frame_type == FrameType.CONFIG:
-            self.events.append(
-                {
-                    "ph": "i",
-                    "s": "p",
-                    "name": f"config v{data['config_version']}",
-                    "cat": "config",
-                    "pid": PID,
-                    "tid": 0,
-                    "ts": self.end,
-                    "args": {"step": data["step"], "changes": data["changes"]},
-                }
-            )
+        fold = FOLDS.get(frame_type)
+        if fold is not None:
+            fold(self, data)
+
+    def _config(self, d: ConfigData) -> None:
+        self.events.append(
+            {
+                "ph": "i",
+                "s": "p",
+                "name": f"config v{d['config_version']}",
+                "cat": "config",
+                "pid": PID,
+                "tid": 0,
+                "ts": self.end,
+                "args": {"step": d["step"], "changes": d["changes"]},
+            }
+        )
 
     def _counter(self, name: str, ts: float, args: dict[str, int]) -> None:
         self.events.append({"ph": "C", "name": name, "pid": PID, "ts": ts, "args": args})
@@ -245,3 +245,11 @@ class TraceBuilder:
             self._flush_decode(track)
             self._close_open(track, self.end)
         return {"traceEvents": self.events, "displayTimeUnit": "ms"}
+
+
+FOLDS: dict[str, Callable[[TraceBuilder, Any], None]] = {
+    FrameType.ITERATION.value: TraceBuilder._iteration,
+    FrameType.REQUEST.value: TraceBuilder._request,
+    FrameType.CONFIG.value: TraceBuilder._config,
+}
+"""What each recorded frame type adds to the trace (session frames add nothing)."""

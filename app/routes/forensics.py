@@ -12,8 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Response
 
 from app.api_docs import error_responses
-from app.api_models import RequestRow
-from app.api_shapes import shape
+from app.api_shapes import shape, shape_list
 from app.db import queries
 from app.db.request_page import request_page
 from app.db.request_segments import add_segments
@@ -29,6 +28,7 @@ from app.request_table import (
     live_rows_at,
     request_query,
 )
+from protocol.views import TableRow
 
 TOTAL_HEADER = {
     "description": "rows matching the filters (all pages)",
@@ -75,7 +75,7 @@ async def life(
 
 @router.get(
     "/sessions/{session_id}/requests",
-    response_model=list[RequestRow],
+    response_model=shape_list(TableRow, extra=True),
     summary="A recording's requests at a step, filtered, sorted and paged",
     responses={200: {"headers": {"X-Total-Count": TOTAL_HEADER}}},
 )

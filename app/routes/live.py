@@ -10,8 +10,8 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
 from app.api_docs import error_responses
-from app.api_models import LiveConfig, RequestRow, WorkloadState
-from app.api_shapes import shape
+from app.api_models import LiveConfig, WorkloadState
+from app.api_shapes import shape, shape_list
 from app.deps import HubDep, ServiceDep, View
 from app.errors import NotFound
 from app.frames.fold import SessionState
@@ -40,7 +40,7 @@ async def state(hub: HubDep, session: str | None = None) -> Response:
 
 @router.get(
     "/requests",
-    response_model=list[RequestRow],
+    response_model=shape_list(TableRow, extra=True),
     summary="The live session's requests (table rows), filtered and sorted",
     responses=error_responses(422),
 )

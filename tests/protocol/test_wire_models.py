@@ -13,8 +13,9 @@ import pytest
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from typing_extensions import is_typeddict
 
-from app import api_models
-from app.api_shapes import shape
+from app.api_shapes import shape, shape_list
+from app.db.models import RequestRecord
+from app.db.request_rows import done_row
 from app.frames import validate
 from app.records import compare_types, life_types
 from protocol import views, wire
@@ -90,13 +91,29 @@ def test_the_envelope_and_the_frame_types() -> None:
     assert set(validate.FRAME_MODELS) == {"iteration", "request", "config", "session"}
 
 
-def test_the_apis_table_row_is_the_wire_type() -> None:
-    # The one response model still written out: a recording's done rows lack three keys
-    # (num_draft_tokens, num_accepted_tokens, placeholders) that it answers as null.
-    assert set(api_models.RequestRow.model_fields) == set(get_type_hints(views.TableRow))
+def test_the_apis_table_row_is_the_folds_row_without_segments() -> None:
+    # One request row: the table's (the API's answer) has the fold's keys but segments,
+    # plus what the table derives.
     assert set(get_type_hints(views.TableRow)) - set(views.ROW_COLUMNS) == {
         "ttft", "itl", "e2e", "num_output_tokens", "phase", "waiting_text"
     }  # fmt: skip
+    columns = [c for c in views.ROW_COLUMNS if c != "segments"]
+    assert list(get_type_hints(views.TableRow))[: len(columns)] == columns  # in column order
+
+
+def test_a_recordings_done_row_has_the_table_rows_keys() -> None:
+    record = RequestRecord(
+        session_id="s", req_id="r1", arrival_step=None, arrival_t=None, num_prompt_tokens=4,
+        max_tokens=2, priority=0, first_scheduled_step=0, first_token_t=0.5, finish_step=2,
+        finish_t=1.0, finish_reason="length", num_preemptions=0, prefix_hit_tokens=0,
+        num_output_tokens=2, arrival_seq=1, status="FINISHED", ttft=0.5, e2e=1.0,
+    )  # fmt: skip
+    row = done_row(record)
+    assert set(row) - {"arrival_seq"} == set(get_type_hints(views.TableRow))
+    # What a recording does not keep is answered as null, and the API's shape takes it.
+    assert row["num_draft_tokens"] is None and row["arrived_step"] is None
+    answered = TypeAdapter(shape_list(views.TableRow, extra=True)).validate_python([row])
+    assert answered[0]["arrival_seq"] == 1 and answered[0]["placeholders"] is None
 
 
 SHAPED = [

@@ -10,7 +10,7 @@ from engine.config import CacheConfig, EngineConfig, SchedulerConfig
 from engine.engine import Engine
 from engine.request import SamplingParams
 from engine.runner.sim import SimRunner
-from protocol.bus import SUMMARY_FIELDS, as_dict, node_of, step_summary, subject, token
+from protocol.bus import SUMMARY_FIELDS, as_dict, step_summary, subject, token
 
 
 def test_summary_of_real_engine_steps() -> None:
@@ -64,4 +64,3 @@ def test_fleet_view_rows_rates_stalls_and_missed_steps() -> None:
 def test_subjects_are_one_token_per_node() -> None:
     assert token("gpu node.7/*") == "gpu_node_7__"
     assert subject("a.b", "summary") == "batchscope.a_b.summary"
-    assert node_of("batchscope.a_b.frames") == "a_b" and node_of("x") == ""
