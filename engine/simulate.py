@@ -9,7 +9,7 @@ from contextlib import nullcontext
 from typing import Any, TextIO
 
 from engine.engine import Engine
-from engine.events import Event, ListSink
+from engine.events import Event, EventSink, ListSink
 from engine.faults import SchedulerAssertion, failure_text, stopped_text
 from engine.releases import ReleaseFeatures
 from engine.result_fold import RequestRecord, ResultFold, StepRecord
@@ -80,6 +80,23 @@ def stream_scenario(
         if writer is not None:
             writer.close(summary)
     return {"scenario": scenario.name, **summary}
+
+
+def record_scenario(
+    scenario: Scenario,
+    runner: ModelRunner | None,
+    sink: EventSink,
+    features: ReleaseFeatures | None = None,
+) -> dict[str, Any]:
+    """The run of run_scenario with its events (timed on the runner's clock) into `sink`
+    only, no step-by-step result built beside them: for a caller that keeps the events
+    (a lab point opened as a session). Returns `complete`, `stopped` and `failure`."""
+    clock = VirtualClock()
+    engine = Engine(scenario.config, runner or SimRunner(), sink, features=features, clock=clock)
+    outcome = drive(scenario, engine, clock, True, None, lambda _r, _s: None, lambda _s, _m: None)
+    summary: dict[str, Any] = {}
+    outcome.apply_to(summary)
+    return summary
 
 
 def _run_folded(

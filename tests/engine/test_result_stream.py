@@ -14,8 +14,15 @@ import pytest
 
 from engine.events import ListSink
 from engine.mooncake import parse_trace, trace_scenario
+from engine.result_fold import step_record
 from engine.scenario import Scenario, load_scenario, parse_scenario
-from engine.simulate import format_table, run_scenario, stream_scenario, table_line
+from engine.simulate import (
+    format_table,
+    record_scenario,
+    run_scenario,
+    stream_scenario,
+    table_line,
+)
 from protocol.codes import RequestMark
 from tools.gen_trace import generate_trace
 
@@ -94,3 +101,22 @@ def test_an_empty_run_writes_a_loadable_result(tmp_path: Path) -> None:
     streamed, lines = _streamed(scenario, tmp_path / "r.json")
     assert _untimed(streamed) == _untimed(run_scenario(scenario))
     assert streamed["steps"] == [] and streamed["requests"] == {} and lines == []
+
+
+@pytest.mark.parametrize("path", [*SCENARIOS, FAULT], ids=[p.stem for p in [*SCENARIOS, FAULT]])
+def test_record_scenario_keeps_the_same_run_as_events(path: Path) -> None:
+    """A lab point opened as a session keeps the events only (record_scenario): the same
+    steps, request marks and ending as run_scenario, with no result built beside them."""
+    scenario = load_scenario(path)
+    whole = run_scenario(scenario)
+    sink = ListSink()
+    summary = record_scenario(scenario, None, sink)
+    assert summary == {k: whole[k] for k in ("complete", "stopped", "failure") if k in whole}
+    steps = [{k: v for k, v in s.items() if k != "idle_ms"} for s in whole["steps"]]
+    assert [step_record(ev) for ev in sink.iterations()] == steps
+    finished = {e.req_id: e.step for e in sink.request_events() if e.kind == RequestMark.FINISHED}
+    assert finished == {
+        k: r["finish_step"]
+        for k, r in whole["requests"].items()
+        if r["finish_reason"] in ("stop", "length")
+    }
