@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -112,9 +113,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise CliError("--time-limit: must be > 0 seconds")
     runner = make_runner_from_args(args, scenario.config)
     show = args.table or not args.out
-    on_step = (lambda rec: print(table_line(rec))) if show else None
+    on_step = (lambda rec: _print_line(table_line(rec))) if show else None
     if show:
-        print(TABLE_HEADER)
+        _print_line(TABLE_HEADER)
     # The result is written as the run goes (engine.result_json): memory stays what the
     # engine holds however long the run.
     if args.out:
@@ -130,7 +131,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     else:
         result = stream_scenario(scenario, None, runner, args.time_limit, on_step)
     if show:
-        print(table_footer(result))
+        _print_line(table_footer(result))
     failure = result.get("failure")
     if failure:
         # vLLM's engine would stop here too: the run is not complete, and says so.
@@ -140,3 +141,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"batchscope simulate: {stopped_text(result['stopped'])}", file=sys.stderr)
         return STOPPED_EXIT
     return 0
+
+
+def _print_line(text: str) -> None:
+    """A line of the table as the run goes; if the reader has gone (`simulate | head`),
+    the rest of the table goes nowhere and the run (and its --out) still completes."""
+    try:
+        print(text)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
