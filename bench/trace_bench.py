@@ -7,6 +7,8 @@ tokens, shared prefixes), then for each side, through the CLI and HTTP only:
 - a sweep point: `batchscope sweep trace:TRACE --knob max_num_seqs=256 --workers 1` (wall
   time, peak RSS of the process tree's largest process, requests finished / rejected out of
   the trace's, and complete or truncated, judged from those counts, not from a flag);
+- simulate: `batchscope simulate SCENARIO --out RESULT` of 8 requests decoding 5,000 and
+  50,000 tokens (peak RSS at each length: the result is written as the run goes);
 - recording: `batchscope serve --workload trace:REC` with the sim flat out
   (BATCHSCOPE_REALTIME=false) on a fresh SQLite file, timed until every request of REC has
   finished (/metrics) and the recorder has no frame waiting (/healthz);
@@ -15,6 +17,7 @@ tokens, shared prefixes), then for each side, through the CLI and HTTP only:
 
     python -m bench.trace_bench [--requests 12000] [--record-requests 100000]
         [--baseline b55fd5b | --no-baseline] [--timeout 900] [--trace FILE]
+        [--only import|sweep|simulate|record ...]
 
 Each figure is printed beside the baseline's (`> N s (stopped)` where the baseline ran out
 of its time limit) and the issue's target. The baseline is `git worktree add` of
@@ -52,6 +55,7 @@ PAGE_LIMIT_S = 60.0
 TARGETS = {
     "import": "output about the trace's size",
     "sweep": "<= 60 s and <= 1 GB per point, every request finished or rejected",
+    "simulate": "peak RSS not growing with the steps beyond the tokens the engine holds",
     "record": "100,000 requests in minutes",
     "first_page": "<= 200 ms",
     "seek_p99": "<= 100 ms",
@@ -403,6 +407,43 @@ def remove_checkout(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+SIMULATE_STEPS = (5_000, 50_000)
+
+
+def bench_simulate(side: Side, work: Path, limit: float) -> None:
+    """`batchscope simulate SCENARIO --out RESULT` of 8 requests decoding N tokens (N steps
+    and a few more), at each N of SIMULATE_STEPS: peak RSS beside the result's size, so
+    what grows with the steps shows (the result itself, or only the tokens the engine
+    holds: 8 requests × N output tokens)."""
+    parts = []
+    for steps in SIMULATE_STEPS:
+        scenario = work / f"{side.name}-long{steps}.json"
+        scenario.write_text(json.dumps({
+            "name": f"long{steps}",
+            "config": {"max_num_batched_tokens": 2048, "max_num_seqs": 8, "block_size": 16,
+                       "num_gpu_blocks": 40000, "max_model_len": steps + 200,
+                       "max_steps": 10 * steps},
+            "requests": [{"id": f"r{i}", "arrival_step": 0, "prompt_len": 100,
+                          "max_tokens": steps} for i in range(8)],
+        }))  # fmt: skip
+        out = work / f"{side.name}-result{steps}.json"
+        run = run_child(side.cli("simulate", str(scenario), "--out", str(out)), side.root,
+                        side.env(), limit)  # fmt: skip
+        if run.rc is None:
+            parts.append(f"{steps} steps: > {limit:.0f} s (stopped)")
+            break
+        if run.rc != 0 or not out.exists():
+            parts.append(f"{steps} steps: failed (exit {run.rc}): {run.tail.strip()[-200:]}")
+            break
+        parts.append(
+            f"{steps} steps: {run.wall_s:.1f} s, peak RSS {run.max_rss_mb:.0f} MB, "
+            f"result {_mb(out.stat().st_size)}"
+        )
+        side.raw[f"simulate_{steps}_rss_mb"] = run.max_rss_mb
+        out.unlink()
+    side.figures["simulate"] = "; ".join(parts)
+
+
 def print_table(sides: list[Side], labels: dict[str, str]) -> None:
     width = max(len(s.name) for s in [*sides, Side("target", ROOT)])
     for key, title in labels.items():
@@ -433,7 +474,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--timeout", type=float, default=900.0,
                     help="seconds each measured command may take, per side")  # fmt: skip
-    ap.add_argument("--only", choices=("import", "sweep", "record"), action="append",
+    ap.add_argument("--only", choices=("import", "sweep", "simulate", "record"),
+                    action="append",
                     help="measure only these (repeatable; default all)")  # fmt: skip
     args = ap.parse_args(argv)
     if (
@@ -444,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         print("trace_bench: --requests and --record-requests >= 1, prompts >= 64 tokens",
               file=sys.stderr)  # fmt: skip
         return 2
-    only = set(args.only or ("import", "sweep", "record"))
+    only = set(args.only or ("import", "sweep", "simulate", "record"))
     with tempfile.TemporaryDirectory(prefix="trace-bench-") as tmp:
         work = Path(tmp)
         trace = args.trace or work / "trace.jsonl"
@@ -474,6 +516,8 @@ def main(argv: list[str] | None = None) -> int:
                     bench_import(side, trace, work, args.timeout)
                 if "sweep" in only:
                     bench_sweep(side, trace, n, args.cost_model, work, args.timeout)
+                if "simulate" in only:
+                    bench_simulate(side, work, args.timeout)
                 if "record" in only:
                     try:
                         bench_record_replay(side, rec, args.record_requests, work,
@@ -490,6 +534,7 @@ def main(argv: list[str] | None = None) -> int:
         print_table(sides, {
             "import": f"import-trace ({n} requests, trace {_mb(trace.stat().st_size)})",
             "sweep": "sweep point (the whole trace, max_num_seqs=256)",
+            "simulate": "simulate --out (8 requests decoding N tokens: N steps)",
             "record": f"recording ({args.record_requests} requests, sim flat out)",
             "first_page": "replay: first page of the request table",
             "seek_p99": "replay: seek",

@@ -24,14 +24,13 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.config import EngineConfig
 from engine.request import SamplingParams
-from engine.scenario import Scenario, ScenarioRequest
+from engine.scenario import ScenarioRequest
 from engine.trace_prompt import TracePrompt
 from engine.workload import TOKEN_LOW
 from protocol.blocks import block_keys
@@ -118,25 +117,38 @@ def parse_trace(
     lines: Iterable[str], block_tokens: int = DEFAULT_BLOCK_TOKENS, max_model_len: int | None = None
 ) -> list[TraceRow]:
     """Every request of a trace (blank lines are skipped, their numbers still count)."""
+    rows = list(iter_trace(lines, block_tokens, max_model_len))
+    if not rows:
+        raise TraceError(0, "no requests (an empty trace)")
+    return rows
+
+
+def iter_trace(
+    lines: Iterable[str], block_tokens: int = DEFAULT_BLOCK_TOKENS, max_model_len: int | None = None
+) -> Iterator[TraceRow]:
+    """The trace's requests one by one as the lines are read, holding only the last one:
+    a trace is read in arrival order and must be sorted by timestamp (Mooncake's are), so
+    an unsorted line is a TraceError naming it and the line it comes before, never a sort
+    of the whole file. An empty trace yields nothing."""
     if block_tokens < 1:
         raise TraceError(0, "--block-tokens: must be at least 1")
-    rows: list[TraceRow] = []
+    last: TraceRow | None = None
+    count = 0
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
         row = parse_line(number, text, block_tokens, max_model_len)
-        if rows and row.timestamp < rows[-1].timestamp:
+        if last is not None and row.timestamp < last.timestamp:
             raise TraceError(
                 number,
-                f"timestamp {row.timestamp:g} is before line {rows[-1].line}'s "
-                f"{rows[-1].timestamp:g}: a trace must be sorted by timestamp",
+                f"timestamp {row.timestamp:g} is before line {last.line}'s "
+                f"{last.timestamp:g}: a trace must be sorted by timestamp",
             )
-        rows.append(row)
-        if len(rows) > MAX_TRACE_REQUESTS:
+        count += 1
+        if count > MAX_TRACE_REQUESTS:
             raise TraceError(number, f"more than {MAX_TRACE_REQUESTS} requests")
-    if not rows:
-        raise TraceError(0, "no requests (an empty trace)")
-    return rows
+        last = row
+        yield row
 
 
 def read_trace(
@@ -270,22 +282,12 @@ def trace_line(timestamp_ms: float, input_length: int, output_length: int, ids: 
     return json.dumps(row, separators=(", ", ": ")) + "\n"
 
 
-def trace_as_scenario(
-    rows: Sequence[TraceRow],
-    config: EngineConfig,
-    block_tokens: int = DEFAULT_BLOCK_TOKENS,
-    name: str = "trace",
-) -> Scenario:
-    """The trace as a Scenario under `config` (a live engine's knobs), built directly
-    (its prompts are block chains, engine.trace_prompt: no token lists)."""
-    requests = tuple(
-        ScenarioRequest(
-            f"trace-{i}",
-            0,
-            _prompt(i, row, block_tokens),
-            SamplingParams(max_tokens=row.output_length),
-            arrival_time_ms=row.timestamp,
-        )
-        for i, row in enumerate(rows)
+def trace_request(index: int, row: TraceRow, block_tokens: int) -> ScenarioRequest:
+    """The trace's request `index` as a scenario request (its prompt a block chain)."""
+    return ScenarioRequest(
+        f"trace-{index}",
+        0,
+        _prompt(index, row, block_tokens),
+        SamplingParams(max_tokens=row.output_length),
+        arrival_time_ms=row.timestamp,
     )
-    return Scenario(name, f"Mooncake trace, {len(rows)} requests", config, 100_000_000, requests)

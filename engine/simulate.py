@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
-from typing import Any
+from contextlib import nullcontext
+from typing import Any, TextIO
 
 from engine.engine import Engine
-from engine.events import IterationEvent, ListSink, RequestEvent
+from engine.events import Event, EventSink, ListSink
 from engine.faults import SchedulerAssertion, failure_text, stopped_text
 from engine.releases import ReleaseFeatures
+from engine.result_fold import RequestRecord, ResultFold, StepRecord
+from engine.result_json import ResultJson
 from engine.run_aggregate import RunAggregate
 from engine.runner.base import ModelRunner
 from engine.runner.sim import SimRunner
 from engine.scenario import Scenario, ScenarioRequest
 from engine.virtual_clock import VirtualClock
-from protocol.codes import RequestMark
 
 
 def run_scenario(
@@ -42,34 +43,97 @@ def run_scenario(
     `complete` says whether every request ran to its end (finished or rejected). A run
     stopped early (the scenario's `max_steps`, `time_limit_s` of wall time, a failure)
     is never complete: `stopped` gives {reason, at_step, unfinished} (requests not yet
-    arrived or still held)."""
+    arrived or still held).
+
+    The whole result is held in memory; `stream_scenario` writes the same result out as
+    the run goes."""
+    steps: list[StepRecord] = []
+    records: dict[str, RequestRecord] = {}
+    fold = ResultFold(steps.append, records.__setitem__)
+    summary = _run_folded(scenario, fold, runner, sink, features, time_limit_s)
+    requests = {r.id: records[r.id] for r in scenario.requests}
+    return {"scenario": scenario.name, **summary, "steps": steps, "requests": requests}
+
+
+def stream_scenario(
+    scenario: Scenario,
+    out: TextIO | None,
+    runner: ModelRunner | None = None,
+    time_limit_s: float | None = None,
+    on_step: Callable[[StepRecord], None] | None = None,
+) -> dict[str, Any]:
+    """run_scenario's result written to `out` (None: not written) as the run goes, one
+    JSON object of the same keys and values (engine.result_json), so memory stays what
+    the engine holds however long the run. `on_step` also gets each step's record (e.g.
+    to print it). Returns the result without its `steps` and `requests`."""
+    writer = ResultJson(out, scenario.name) if out is not None else None
+
+    def step(record: StepRecord) -> None:
+        if writer is not None:
+            writer.step(record)
+        if on_step is not None:
+            on_step(record)
+
+    with writer or nullcontext():
+        fold = ResultFold(step, writer.request if writer else lambda _id, _rec: None)
+        summary = _run_folded(scenario, fold, runner, None, None, time_limit_s)
+        if writer is not None:
+            writer.close(summary)
+    return {"scenario": scenario.name, **summary}
+
+
+def record_scenario(
+    scenario: Scenario,
+    runner: ModelRunner | None,
+    sink: EventSink,
+    features: ReleaseFeatures | None = None,
+) -> dict[str, Any]:
+    """The run of run_scenario with its events (timed on the runner's clock) into `sink`
+    only, no step-by-step result built beside them: for a caller that keeps the events
+    (a lab point opened as a session). Returns `complete`, `stopped` and `failure`."""
+    clock = VirtualClock()
+    engine = Engine(scenario.config, runner or SimRunner(), sink, features=features, clock=clock)
+    outcome = drive(scenario, engine, clock, True, None, lambda _r, _s: None, lambda _s, _m: None)
+    summary: dict[str, Any] = {}
+    outcome.apply_to(summary)
+    return summary
+
+
+def _run_folded(
+    scenario: Scenario,
+    fold: ResultFold,
+    runner: ModelRunner | None,
+    sink: ListSink | None,
+    features: ReleaseFeatures | None,
+    time_limit_s: float | None,
+) -> dict[str, Any]:
+    """Drives the run with its events into `fold` (and `sink`); returns the totals and
+    how the run ended."""
     clock = VirtualClock()
     options: dict[str, Any] = {}
     if sink is not None:
         # Each step starts at clock_ms; the engine advances it by the step's runner time.
         options["clock"] = clock
-    sink = sink or ListSink()
-    engine = Engine(scenario.config, runner or SimRunner(), sink, features=features, **options)
-    idle: dict[int, float] = {}
-    arrived_at: dict[str, tuple[int, float]] = {}
+    tee = fold if sink is None else _Tee(fold, sink)
+    engine = Engine(scenario.config, runner or SimRunner(), tee, features=features, **options)
+    outcome = drive(
+        scenario, engine, clock, sink is not None, time_limit_s, fold.arrived, fold.idle
+    )
+    summary = fold.close(scenario.requests)
+    outcome.apply_to(summary)
+    return summary
 
-    def on_arrival(req: ScenarioRequest, step: int) -> None:
-        if req.arrival_time_ms is not None:
-            arrived_at[req.id] = (step, req.arrival_time_ms)
 
-    def on_idle(step: int, ms: float) -> None:
-        idle[step] = ms
+class _Tee:
+    """Each event to the fold and to the caller's sink."""
 
-    outcome = drive(scenario, engine, clock, "clock" in options, time_limit_s, on_arrival, on_idle)
-    result = build_result(scenario, sink)
-    outcome.apply_to(result)
-    for rec in result["steps"]:
-        if rec["step"] in idle:
-            rec["idle_ms"] = idle[rec["step"]]
-    for req_id, (step, at_ms) in arrived_at.items():
-        result["requests"][req_id]["arrival_step"] = step
-        result["requests"][req_id]["arrival_ms"] = at_ms
-    return result
+    def __init__(self, fold: ResultFold, sink: ListSink) -> None:
+        self.fold = fold
+        self.sink = sink
+
+    def emit(self, event: Event) -> None:
+        self.fold.emit(event)
+        self.sink.emit(event)
 
 
 def run_scenario_metrics(
@@ -208,156 +272,45 @@ def drive(
     return Outcome(stop_reason, engine.step_index, unfinished, failure)
 
 
-def build_result(scenario: Scenario, sink: ListSink) -> dict[str, Any]:
-    iterations = sink.iterations()
-    steps = [_step_record(ev) for ev in iterations]
-    requests = {r.id: empty_request_record(r) for r in scenario.requests}
-    for ev in sink.request_events():
-        _apply_request_event(requests[ev.req_id], ev)
-    for it in iterations:
-        for chunk in it.chunks:
-            rec = requests[chunk.req_id]
-            if chunk.is_new and rec["prefix_cache_hit_tokens_first_admission"] is None:
-                rec["prefix_cache_hit_tokens_first_admission"] = chunk.num_prefix_hit_tokens
-    _count_drafts(steps, requests)
-    overheads = sorted(ev.overhead_us for ev in iterations)
-    return {
-        "scenario": scenario.name,
-        "num_steps": len(steps),
-        "total_draft_tokens": sum(r["num_draft_tokens"] for r in requests.values()),
-        "total_accepted_tokens": sum(r["num_accepted_tokens"] for r in requests.values()),
-        "total_scheduled_tokens": sum(ev.num_scheduled_tokens for ev in iterations),
-        "total_padding_tokens": sum(ev.num_padding_tokens for ev in iterations),
-        "total_preemptions": sum(len(ev.preempted) for ev in iterations),
-        "tokens_recomputed": sum(p.tokens_lost for ev in iterations for p in ev.preempted),
-        "completed": sum(1 for r in requests.values() if r["finish_reason"] in ("stop", "length")),
-        "steps": steps,
-        "requests": requests,
-        "timing": step_timing(overheads),
-    }
-
-
-def step_timing(overheads_us: list[float]) -> dict[str, float]:
-    """Median and p90 of per-step scheduler time (sorted input, microseconds)."""
-    if not overheads_us:
-        return {"median_step_us": 0.0, "p90_step_us": 0.0}
-    return {
-        "median_step_us": round(statistics.median(overheads_us), 2),
-        "p90_step_us": round(overheads_us[int(0.9 * (len(overheads_us) - 1))], 2),
-    }
-
-
-def empty_request_record(r: ScenarioRequest) -> dict[str, Any]:
-    """A scenario request's entry of the result, before anything happened to it."""
-    return {
-        "arrival_step": r.arrival_step,
-        "num_prompt_tokens": len(r.prompt_token_ids),
-        "max_tokens": r.sampling_params.max_tokens,
-        "priority": r.priority,
-        "first_scheduled_step": None,
-        "first_token_step": None,
-        "finish_step": None,
-        "finish_reason": None,
-        "num_preemptions": 0,
-        "num_output_tokens": 0,
-        "prefix_cache_hit_tokens_first_admission": None,
-        "output_token_ids": [],
-        "num_draft_tokens": 0,
-        "num_accepted_tokens": 0,
-    }
-
-
-def _count_drafts(steps: list[dict[str, Any]], requests: dict[str, dict[str, Any]]) -> None:
-    """Drafts count when their batch's output verifies them (vLLM's spec-decode stats)."""
-    scheduled_spec = {s["step"]: s["scheduled_spec_tokens"] for s in steps}
-    for s in steps:
-        if not s["accepted_tokens"]:
-            continue
-        drafts = scheduled_spec.get(s["updated_step"], {})
-        for req_id, accepted in s["accepted_tokens"].items():
-            rec = requests[req_id]
-            rec["num_draft_tokens"] += drafts.get(req_id, 0)
-            rec["num_accepted_tokens"] += accepted
-
-
-def _step_record(ev: IterationEvent) -> dict[str, Any]:
-    return {
-        "step": ev.step,
-        "arrived": list(ev.arrived),
-        "scheduled": {c.req_id: c.num_tokens for c in ev.chunks},
-        "new_req_ids": list(ev.new_req_ids),
-        "resumed_req_ids": list(ev.resumed_req_ids),
-        "preempted_req_ids": [p.req_id for p in ev.preempted],
-        "prefix_cache_hit_tokens": {
-            c.req_id: c.num_prefix_hit_tokens for c in ev.chunks if c.is_new
-        },
-        "num_running": ev.num_running,
-        "num_waiting": ev.num_waiting,
-        "kv_blocks_used": ev.kv.used,
-        "sampled_req_ids": list(ev.sampled_req_ids),
-        "finished_req_ids": [f.req_id for f in ev.finished],
-        "num_running_end": ev.num_running_end,
-        "num_waiting_end": ev.num_waiting_end,
-        "kv_blocks_used_end": ev.kv_blocks_used_end,
-        "waiting_reasons": dict(ev.waiting_reasons),
-        "updated_step": ev.updated_step,
-        "scheduled_spec_tokens": {
-            c.req_id: len(c.spec_token_ids) for c in ev.chunks if c.spec_token_ids
-        },
-        "accepted_tokens": dict(ev.accepted_tokens),
-        "appended_tokens": dict(ev.appended_tokens),
-        "num_padding_tokens": ev.num_padding_tokens,
-        "forward_ms": ev.forward_ms,
-    }
-
-
-def _apply_request_event(rec: dict[str, Any], ev: RequestEvent) -> None:
-    if ev.kind == RequestMark.SCHEDULED and rec["first_scheduled_step"] is None:
-        rec["first_scheduled_step"] = ev.step
-    elif ev.kind == RequestMark.FIRST_TOKEN and rec["first_token_step"] is None:
-        rec["first_token_step"] = ev.step
-    elif ev.kind == RequestMark.PREEMPTED:
-        rec["num_preemptions"] += 1
-    elif ev.kind == RequestMark.FINISHED:
-        rec["finish_step"] = ev.step
-        rec["finish_reason"] = ev.detail["reason"]
-        rec["num_output_tokens"] = ev.detail["num_output_tokens"]
-        rec["output_token_ids"] = list(ev.detail["output_token_ids"])
-    elif ev.kind in (RequestMark.REJECTED, RequestMark.ABORTED):
-        rec["finish_step"] = ev.step
-        rec["finish_reason"] = "rejected" if ev.kind == RequestMark.REJECTED else "abort"
-        if ev.kind == RequestMark.REJECTED:
-            rec["reject_reason"] = ev.detail["reason"]
-
-
 def format_table(result: dict[str, Any]) -> str:
     """The seed-style table: one line per step, then the totals."""
+    lines = [TABLE_HEADER, *(table_line(s) for s in result["steps"]), table_footer(result)]
+    return "\n".join(lines)
+
+
+TABLE_HEADER = (
+    f"{'step':>4}  {'scheduled {req: tokens}':<34} {'tok':>4} {'run':>4} {'wait':>4} "
+    f"{'kv':>5}  events"
+)
+
+
+def table_line(s: StepRecord) -> str:
+    """One step's line of the seed-style table."""
+    plan = "{" + ", ".join(f"{k}:{v}" for k, v in s["scheduled"].items()) + "}"
+    notes = []
+    if s["arrived"]:
+        notes.append("arrived " + ",".join(s["arrived"]))
+    if s["preempted_req_ids"]:
+        notes.append("preempted " + ",".join(s["preempted_req_ids"]))
+    if s["finished_req_ids"]:
+        notes.append("finished " + ",".join(s["finished_req_ids"]))
+    hits = {k: v for k, v in s["prefix_cache_hit_tokens"].items() if v}
+    if hits:
+        notes.append("prefix hit " + ",".join(f"{k}:{v}" for k, v in hits.items()))
+    return (
+        f"{s['step']:>4}  {plan:<34} {sum(s['scheduled'].values()):>4} "
+        f"{s['num_running']:>4} {s['num_waiting']:>4} {s['kv_blocks_used']:>5}  " + "; ".join(notes)
+    )
+
+
+def table_footer(result: dict[str, Any]) -> str:
+    """The table's totals (and how the run stopped, if it did), from a result with or
+    without its steps."""
     lines = [
-        f"{'step':>4}  {'scheduled {req: tokens}':<34} {'tok':>4} {'run':>4} {'wait':>4} "
-        f"{'kv':>5}  events"
-    ]
-    for s in result["steps"]:
-        plan = "{" + ", ".join(f"{k}:{v}" for k, v in s["scheduled"].items()) + "}"
-        notes = []
-        if s["arrived"]:
-            notes.append("arrived " + ",".join(s["arrived"]))
-        if s["preempted_req_ids"]:
-            notes.append("preempted " + ",".join(s["preempted_req_ids"]))
-        if s["finished_req_ids"]:
-            notes.append("finished " + ",".join(s["finished_req_ids"]))
-        hits = {k: v for k, v in s["prefix_cache_hit_tokens"].items() if v}
-        if hits:
-            notes.append("prefix hit " + ",".join(f"{k}:{v}" for k, v in hits.items()))
-        lines.append(
-            f"{s['step']:>4}  {plan:<34} {sum(s['scheduled'].values()):>4} "
-            f"{s['num_running']:>4} {s['num_waiting']:>4} {s['kv_blocks_used']:>5}  "
-            + "; ".join(notes)
-        )
-    lines.append(
         f"total scheduled tokens: {result['total_scheduled_tokens']}  "
         f"steps: {result['num_steps']}  preemptions: {result['total_preemptions']}  "
         f"completed: {result['completed']}"
-    )
+    ]
     failure = result.get("failure")
     if failure:
         lines.append(failure_text(failure))

@@ -8,7 +8,7 @@ engine loop vLLM would run it in (imported by tools/vllm_reference.py, vLLM's ve
 
 The runner is the scenario token rule applied to the runner's own view (tokens of batches
 in flight included), the drafter and verifier those of docs/scenarios.md. Each step's
-record has the shape of `engine.simulate.build_result`'s steps, without waiting_reasons.
+record has the shape of `engine.result_fold.step_record`'s records, without waiting_reasons.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from vllm.sampling_params import SamplingParams
 from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
 from vllm.v1.request import Request, RequestStatus
 
+from engine.result_fold import empty_request_record, step_timing
 from engine.runner.sim import sim_drafts, sim_token, verify_drafts
 from engine.scenario import Scenario
-from engine.simulate import empty_request_record, step_timing
 
 Rejector = Callable[[Scenario, int, int], str | None]
 

@@ -16,7 +16,7 @@ tests/v1/core/utils.py `create_scheduler` builds it (config-only Llama model dir
 FullAttentionSpec KV group, `cache_config.num_gpu_blocks` set by hand, no model, no GPU).
 Each step mirrors `engine.simulate.run_scenario`: arrivals of step s are added in list
 order, then schedule(), a hand-built ModelRunnerOutput with the scenario token rule, then
-update_from_output(). The result has the shape of `engine.simulate.build_result`, without
+update_from_output(). The result has the shape of `engine.simulate.run_scenario`'s, without
 `waiting_reasons` (ours only); `timing` is vLLM's schedule() + update_from_output().
 
 Harness-level emulation (vLLM's scheduler has no such check): a request that could never fit

@@ -150,9 +150,9 @@ def runner_from_settings(settings: Any, config: Any) -> Any:
 
 
 def check_trace_workload(settings: Any) -> Any:
-    """`--workload trace:FILE`: the trace as a scenario under the settings' knobs (None
-    for another workload); a trace that cannot be used is a CliError naming its line."""
-    from app.nodes.scenarios import load_trace_workload
+    """`--workload trace:FILE`: the trace checked (app.nodes.trace_workload; None for
+    another workload); a trace that cannot be used is a CliError naming its line."""
+    from app.nodes.trace_workload import load_trace_workload
     from engine.mooncake import TraceError
 
     path = settings.workload_trace()

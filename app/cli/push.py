@@ -90,7 +90,6 @@ def cmd_engine(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from app.nodes.producer import Producer, QueueSink, TokenRefused
-    from app.nodes.scenarios import ScenarioArrivals
     from app.settings import Settings
     from engine.demo_workload import DemoWorkload
     from engine.engine import Engine
@@ -139,7 +138,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
     counter = iter(range(1, 1 << 62))
     workload: Callable[[Engine], None]
     if trace is not None:
-        workload = ScenarioArrivals(trace)
+        workload = trace.arrivals()
     elif settings.workload == "demo":
         workload = DemoWorkload(next_id=lambda: f"{node}-d{next(counter)}")
     else:

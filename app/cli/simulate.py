@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -26,7 +27,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "short (the scenario's max_steps, --time-limit) with requests unfinished; 2 bad input.",
     )
     sim.add_argument("file", help="scenario JSON (see docs/scenarios.md)")
-    sim.add_argument("--out", metavar="RESULT.json", help="write the step-by-step result here")
+    sim.add_argument(
+        "--out",
+        metavar="RESULT.json",
+        help="write the step-by-step result here (written as the run goes)",
+    )
     sim.add_argument("--table", action="store_true", help="print the seed-style step table")
     sim.add_argument(
         "--time-limit",
@@ -96,7 +101,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from engine.faults import STOPPED_EXIT, failure_text, stopped_text
     from engine.scenario import ScenarioError, load_scenario
-    from engine.simulate import format_table, run_scenario
+    from engine.simulate import TABLE_HEADER, stream_scenario, table_footer, table_line
 
     try:
         # The flags join the file's knobs before the one validation: the config is checked
@@ -107,17 +112,26 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.time_limit is not None and not args.time_limit > 0:
         raise CliError("--time-limit: must be > 0 seconds")
     runner = make_runner_from_args(args, scenario.config)
-    result = run_scenario(scenario, runner, time_limit_s=args.time_limit)
+    show = args.table or not args.out
+    on_step = (lambda rec: _print_line(table_line(rec))) if show else None
+    if show:
+        _print_line(TABLE_HEADER)
+    # The result is written as the run goes (engine.result_json): memory stays what the
+    # engine holds however long the run.
     if args.out:
         out = Path(args.out)
         tmp = out.with_name(out.name + ".tmp")
         try:
-            tmp.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+            with tmp.open("w", encoding="utf-8") as fh:
+                result = stream_scenario(scenario, fh, runner, args.time_limit, on_step)
             tmp.replace(out)
         except OSError as exc:
+            tmp.unlink(missing_ok=True)
             raise CliError(f"cannot write {out}: {exc.strerror}") from None
-    if args.table or not args.out:
-        print(format_table(result))
+    else:
+        result = stream_scenario(scenario, None, runner, args.time_limit, on_step)
+    if show:
+        _print_line(table_footer(result))
     failure = result.get("failure")
     if failure:
         # vLLM's engine would stop here too: the run is not complete, and says so.
@@ -127,3 +141,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"batchscope simulate: {stopped_text(result['stopped'])}", file=sys.stderr)
         return STOPPED_EXIT
     return 0
+
+
+def _print_line(text: str) -> None:
+    """A line of the table as the run goes; if the reader has gone (`simulate | head`),
+    the rest of the table goes nowhere and the run (and its --out) still completes."""
+    try:
+        print(text)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)

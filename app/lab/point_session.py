@@ -1,6 +1,8 @@
 """A sweep point opened as a session: its scenario run again through simulate, keeping
-every event (timed on the runner's clock), published as a closed, recorded session
-(source `lab`) that the replay, Gantt and /compare read like any other.
+every event (timed on the runner's clock; no step-by-step result beside them), published
+as a closed, recorded session (source `lab`) that the replay, Gantt and /compare read like
+any other. The events are held until published: unlike the sweep's runs, opening a point
+costs memory in step with its run's length (docs/lab.md says so).
 
 On the SimRunner the run is the point's run exactly (same steps, same figures); on the
 torch runner it is a fresh run of the same scenario (its step times are measured again).
@@ -17,7 +19,7 @@ from app.records.rerun import publish_closed_session
 from engine.config import EngineConfig
 from engine.events import Event, ListSink
 from engine.scenario import parse_scenario
-from engine.simulate import run_scenario
+from engine.simulate import record_scenario
 from engine.sweep import SweepPoint, make_point_runner, point_scenario
 from protocol.session import session_meta
 
@@ -26,8 +28,10 @@ def point_events(
     base: BaseScenario, point: SweepPoint, runner: str, cost_model: str | None
 ) -> tuple[EngineConfig, list[Event]]:
     scenario = parse_scenario(point_scenario(base, point))
+    # A session is its frames: every event is kept until it is published (memory in step
+    # with the run's length, unlike the sweep's own runs, which fold as they go).
     sink = ListSink()
-    run_scenario(scenario, make_point_runner(runner, cost_model, scenario.config), sink)
+    record_scenario(scenario, make_point_runner(runner, cost_model, scenario.config), sink)
     return scenario.config, sink.events
 
 

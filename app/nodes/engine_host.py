@@ -25,7 +25,8 @@ from app.nodes.commands import PAUSED_AFTER, UnknownCommand, error_detail, to_co
 from app.nodes.link import Link, LinkClosed
 from app.nodes.link_outbox import FrameTap, LinkOutbox
 from app.nodes.producer import QueueSink
-from app.nodes.scenarios import ScenarioArrivals, load_named_scenario, load_trace_workload
+from app.nodes.scenarios import ScenarioArrivals, load_named_scenario
+from app.nodes.trace_workload import TraceWorkload, load_trace_workload
 from app.settings import Settings
 from engine.config import EngineConfig, knobs_to_reset
 from engine.demo_workload import DemoWorkload
@@ -83,22 +84,28 @@ class EngineHost:
                 await self.out.flush(window=False)
             config = config or (scenario.config if scenario else self.settings.engine_config())
             trace = self.settings.workload_trace() if scenario is None else None
+            played: Scenario | TraceWorkload | None = scenario
             if trace:
-                scenario = await asyncio.to_thread(
+                played = await asyncio.to_thread(
                     load_trace_workload, trace, config, self.settings.trace_block_tokens
                 )
             runner = await asyncio.to_thread(self.make_runner, config)
             session = new_session_id()
-            name = scenario.name if scenario else "live"
-            demo = scenario is None and self.settings.workload == "demo"
+            name = played.name if played else "live"
+            demo = played is None and self.settings.workload == "demo"
             extra: dict[str, Any] = {"workload": "demo"} if demo else {}
             meta = session_meta(name, "local", **engine_fields(runner, config.as_dict()), **extra)
             self.out.sink = QueueSink()
             engine = Engine(config, runner, self.out.sink)
             self.demo = None
-            if scenario is not None:
+            hook: Callable[[Engine], None]
+            if played is not None:
                 self.workload = None
-                hook: Callable[[Engine], None] = ScenarioArrivals(scenario)
+                # A trace is read line by line as the clock goes (app.nodes.trace_workload).
+                if isinstance(played, Scenario):
+                    hook = ScenarioArrivals(played)
+                else:
+                    hook = played.arrivals()
             elif demo:
                 # The Poisson workload stays off (its form shows it so) until turned on.
                 self.workload = None
@@ -113,7 +120,7 @@ class EngineHost:
                 {
                     "meta": meta,
                     "workload": self.workload_spec(),
-                    "scenario": scenario.name if scenario else None,
+                    "scenario": played.name if played else None,
                     "tokenizer": _tokenizer_info(runner),
                 }
             )

@@ -4,15 +4,12 @@ offers it, and the hook that plays a scenario's arrivals into a live engine."""
 from __future__ import annotations
 
 from collections import deque
-from pathlib import Path
 from typing import Any
 
 from typing_extensions import TypedDict
 
 from app.resources import asset_path
-from engine.config import EngineConfig
 from engine.engine import Engine
-from engine.mooncake import read_trace, trace_as_scenario
 from engine.scenario import Scenario, ScenarioError, load_scenario
 
 SCENARIO_DIR = asset_path("scenarios")
@@ -83,11 +80,3 @@ class ScenarioArrivals:
         # Empty steps between arrivals are real steps of the scenario.
         if self.by_step and not engine.has_unfinished_requests():
             engine.step()
-
-
-def load_trace_workload(path: str, config: EngineConfig, block_tokens: int) -> Scenario:
-    """`--workload trace:FILE`: the trace as a scenario under the live engine's knobs.
-    Raises TraceError (line numbers; a request too long for `max_model_len` included)
-    or OSError / UnicodeDecodeError."""
-    rows = read_trace(path, block_tokens, config.scheduler.max_model_len)
-    return trace_as_scenario(rows, config, block_tokens, name=f"trace {Path(path).name}")

@@ -90,3 +90,45 @@ def test_vllm_version_validates_the_file_as_that_release(tmp_path: Path) -> None
     assert proc.returncode == 2
     assert "cannot be greater than max_model_len" in proc.stderr
     assert "vLLM 0.27" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_streamed_out_equals_the_in_memory_result_and_a_closed_reader_is_harmless(
+    tmp_path: Path,
+) -> None:
+    """`--out` is written as the run goes; it loads to run_scenario's result. `--table`
+    prints each step as it ends: a reader that stops early (`| head -2`) does not stop the
+    run, nor its --out."""
+    import subprocess
+    import sys
+
+    from engine.scenario import load_scenario
+    from engine.simulate import run_scenario
+    from tests.conftest import ROOT
+
+    # 3,000 steps: a table (~200 kB) past any pipe's buffer, so the run is still printing
+    # when the reader goes.
+    scenario = tmp_path / "long.json"
+    scenario.write_text(json.dumps({
+        "name": "long",
+        "config": {"max_num_batched_tokens": 512, "max_num_seqs": 8, "block_size": 16,
+                   "num_gpu_blocks": 4000, "max_model_len": 4096},
+        "requests": [{"id": f"r{i}", "arrival_step": 0, "prompt_len": 50, "max_tokens": 3000}
+                     for i in range(8)],
+    }))  # fmt: skip
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "simulate", str(scenario), "--table",
+         "--out", str(out)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    header = proc.stdout.readline()
+    assert header.split()[0] == "step"
+    proc.stdout.close()  # the reader goes away after one line
+    assert proc.wait(timeout=120) == 0
+    assert "Traceback" not in proc.stderr.read()
+    whole = run_scenario(load_scenario(scenario))
+    streamed = json.loads(out.read_text())
+    for result in (whole, streamed):
+        result.pop("timing")
+    assert streamed == whole and streamed["num_steps"] >= 3000
