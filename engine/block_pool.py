@@ -7,6 +7,14 @@ from collections.abc import Iterable, Sequence
 from engine.prefix_hash import BlockHash
 from protocol.codes import BlockState
 
+_FREE, _CACHED, _USED, _SHARED, _WITHHELD = (
+    BlockState.FREE,
+    BlockState.CACHED,
+    BlockState.USED,
+    BlockState.SHARED,
+    BlockState.WITHHELD,
+)
+
 
 class KVCacheBlock:
     """One paged KV block. `block_hash` is set once the block is full and cached."""
@@ -105,6 +113,9 @@ class BlockPool:
         # hash -> {block_id: block}; duplicates can exist (two requests filled the
         # same content before either was cached); lookups return the first.
         self.cached_block_hash_to_block: dict[BlockHash, dict[int, KVCacheBlock]] = {}
+        # hash -> the block a lookup returns (the first of its entry above), kept beside
+        # the table so a prefix lookup is one dict get per block (the hot path of admission).
+        self.first_cached_block: dict[BlockHash, KVCacheBlock] = {}
         self.null_block = self.free_block_queue.popleft()
         self.null_block.is_null = True
         # Block ids whose state changed since the last `take_changed_block_ids`.
@@ -153,10 +164,7 @@ class BlockPool:
         return 1.0 - self.get_num_free_blocks() / self.num_usable_blocks
 
     def get_cached_block(self, block_hash: BlockHash) -> KVCacheBlock | None:
-        entry = self.cached_block_hash_to_block.get(block_hash)
-        if not entry:
-            return None
-        return next(iter(entry.values()))
+        return self.first_cached_block.get(block_hash)
 
     def get_new_blocks(self, num_blocks: int, owner: str) -> list[KVCacheBlock]:
         if num_blocks > self.free_block_queue.num_free_blocks:
@@ -174,11 +182,16 @@ class BlockPool:
 
     def _evict_cached_block(self, block: KVCacheBlock) -> None:
         assert block.block_hash is not None
-        entry = self.cached_block_hash_to_block.get(block.block_hash)
+        block_hash = block.block_hash
+        entry = self.cached_block_hash_to_block.get(block_hash)
         if entry is not None:
             entry.pop(block.block_id, None)
             if not entry:
-                del self.cached_block_hash_to_block[block.block_hash]
+                del self.cached_block_hash_to_block[block_hash]
+                del self.first_cached_block[block_hash]
+            elif self.first_cached_block[block_hash] is block:
+                # The next duplicate in insertion order is what a lookup returns now.
+                self.first_cached_block[block_hash] = next(iter(entry.values()))
         block.block_hash = None
 
     def touch(self, blocks: Iterable[KVCacheBlock]) -> None:
@@ -222,6 +235,7 @@ class BlockPool:
     ) -> None:
         """Register blocks [num_cached_blocks, num_full_blocks) under their hashes."""
         table = self.cached_block_hash_to_block
+        first = self.first_cached_block
         for i in range(num_cached_blocks, num_full_blocks):
             block = blocks[i]
             if block.is_null:
@@ -232,6 +246,7 @@ class BlockPool:
             entry = table.get(block_hash)
             if entry is None:
                 table[block_hash] = {block.block_id: block}
+                first[block_hash] = block
             else:
                 entry[block.block_id] = block
             self.changed_block_ids.add(block.block_id)
@@ -241,11 +256,24 @@ class BlockPool:
         self.changed_block_ids = set()
         return changed
 
-    def block_state(self, block: KVCacheBlock) -> BlockState:
-        """free | cached (free, still reusable by hash) | used | shared (ref_cnt > 1) |
-        withheld (out of service under a KV pool limit)."""
-        if block.ref_cnt == 0:
-            if block.prev_free is None and not block.is_null:
-                return BlockState.WITHHELD
-            return BlockState.CACHED if block.block_hash is not None else BlockState.FREE
-        return BlockState.SHARED if block.ref_cnt > 1 else BlockState.USED
+    def take_block_changes(self) -> list[tuple[int, BlockState, str | None, int]]:
+        """(block_id, state, owner, ref_cnt) of each block changed since the last take, by
+        block id. States: free | cached (free, still reusable by hash) | used | shared
+        (ref_cnt > 1) | withheld (out of service under a KV pool limit)."""
+        blocks = self.blocks
+        rows: list[tuple[int, BlockState, str | None, int]] = []
+        append = rows.append
+        for i in sorted(self.take_changed_block_ids()):
+            block = blocks[i]
+            ref_cnt = block.ref_cnt
+            if ref_cnt == 0:
+                if block.prev_free is None and not block.is_null:
+                    state = _WITHHELD
+                elif block.block_hash is not None:
+                    state = _CACHED
+                else:
+                    state = _FREE
+            else:
+                state = _SHARED if ref_cnt > 1 else _USED
+            append((i, state, block.owner, ref_cnt))
+        return rows

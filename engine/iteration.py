@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from engine.block_pool import BlockPool
 from engine.config import SchedulerConfig
@@ -65,11 +66,8 @@ def build_iteration_event(
         else:
             decode += chunk.num_tokens
         hit_tokens += chunk.num_prefix_hit_tokens
-    blocks = pool.blocks
-    changes = tuple(
-        BlockChange(i, pool.block_state(blocks[i]), blocks[i].owner, blocks[i].ref_cnt)
-        for i in sorted(pool.take_changed_block_ids())
-    )
+    # tuple.__new__ straight from the pool's rows (BlockChange._make is Python-level).
+    changes = tuple(map(partial(tuple.__new__, BlockChange), pool.take_block_changes()))
     return IterationEvent(
         step=output.step,
         t_start=timing.t_start,

@@ -6,9 +6,15 @@ One full-attention KV group, as in vLLM's `KVCacheManager` + `FullAttentionManag
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
+from itertools import islice, takewhile
+from operator import is_not
+from typing import cast
 
 from engine.block_pool import BlockPool, KVCacheBlock
 from engine.request import Request
+
+_is_not_none = partial(is_not, None)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -43,13 +49,12 @@ class KVCacheManager:
         # NOTE: when every token hits, the last one must still be computed to get
         # logits, so the hit is capped at num_tokens - 1 (whole blocks only).
         max_num_blocks = (request.num_tokens - 1) // self.block_size
-        hits: list[KVCacheBlock] = []
-        get_cached = self.block_pool.get_cached_block
-        for block_hash in request.block_hashes[:max_num_blocks]:
-            block = get_cached(block_hash)
-            if block is None:
-                break
-            hits.append(block)
+        # The leading run of hashes that have a cached block, looked up in C (map and
+        # takewhile): a 128k prompt has thousands of blocks, scanned each step it waits.
+        lookups = map(
+            self.block_pool.first_cached_block.get, islice(request.block_hashes, max_num_blocks)
+        )
+        hits = cast(list[KVCacheBlock], list(takewhile(_is_not_none, lookups)))
         return hits, len(hits) * self.block_size
 
     def _num_blocks_to_allocate(
@@ -60,7 +65,10 @@ class KVCacheManager:
         num_new = max(num_required - len(new_computed_blocks) - num_held, 0)
         # A hit block sitting in the free queue leaves it when touched: it costs a
         # free block just like a fresh allocation.
-        num_evictable = sum(1 for b in new_computed_blocks if b.ref_cnt == 0 and not b.is_null)
+        num_evictable = 0
+        for b in new_computed_blocks:
+            if b.ref_cnt == 0 and not b.is_null:
+                num_evictable += 1
         return num_new + num_evictable
 
     def num_blocks_needed(

@@ -99,8 +99,15 @@ class TracePrompt(Sequence[int]):
         own = -1 - self.request_index
         out: list[BlockHash] = []
         parent = NONE_HASH
+        hash_ids = self.hash_ids
         for start in range(0, self.length - block_size + 1, block_size):
             end = start + block_size
+            j, off = divmod(start, bt)
+            if end <= covered and off + block_size <= bt:
+                # The common case: the block lies inside one trace block (one run).
+                parent = hash((parent, ((hash_ids[j], off, off + block_size),)))
+                out.append(parent)
+                continue
             runs: list[tuple[int, int, int]] = []
             pos = start
             while pos < end and pos < covered:

@@ -121,6 +121,12 @@ def check_invariants(scheduler: Scheduler) -> None:
     assert len(free_ids) + sum(1 for n in refs.values() if n) == pool.num_usable_blocks
     cached_free = sum(1 for i in free_ids if pool.blocks[i].block_hash is not None)
     assert cached_free == pool.num_cached_free_blocks
+    # The lookup map holds, for each cached hash, the first block of its duplicates.
+    table = pool.cached_block_hash_to_block
+    assert pool.first_cached_block.keys() == table.keys()
+    for block_hash, entry in table.items():
+        assert pool.first_cached_block[block_hash] is next(iter(entry.values()))
+        assert all(b.block_hash == block_hash for b in entry.values())
     running = {r.request_id for r in scheduler.running}
     waiting = {r.request_id for r in scheduler.waiting}
     assert not running & waiting

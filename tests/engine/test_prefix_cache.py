@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.block_pool import BlockPool
 from tests.engine.helpers import check_invariants, make_request, make_scheduler, scheduled, step
 
 PROMPT = [7, 8, 9, 10, 11, 12, 13, 14, 15, 16]  # two full blocks of 4, then 2 tokens
@@ -102,3 +103,22 @@ def test_a_resumed_request_hits_its_own_blocks_outputs_included() -> None:
     while alone.has_unfinished_requests():
         step(alone)
     assert x.output_token_ids == x_alone.output_token_ids
+
+
+def test_a_lookup_returns_the_first_cached_duplicate_until_it_is_evicted() -> None:
+    # Two blocks cached under one hash (two requests filled the same content): a lookup
+    # returns the first registered; once it is evicted, the other; then none.
+    pool = BlockPool(6, enable_caching=True)
+    a, b = pool.get_new_blocks(2, "r0")
+    pool.cache_full_blocks([a], [123], 0, 1)
+    pool.cache_full_blocks([b], [123], 0, 1)
+    assert pool.get_cached_block(123) is a
+    pool.free_blocks([a, b])  # both free, still cached: a is evicted first
+    assert pool.get_cached_block(123) is a
+    (c,) = pool.get_new_blocks(1, "r1")
+    while c is not a:  # the free queue hands out uncached blocks before a
+        (c,) = pool.get_new_blocks(1, "r1")
+    assert a.block_hash is None and pool.get_cached_block(123) is b
+    (d,) = pool.get_new_blocks(1, "r2")
+    assert d is b and pool.get_cached_block(123) is None
+    assert 123 not in pool.first_cached_block and not pool.cached_block_hash_to_block

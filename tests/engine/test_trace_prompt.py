@@ -213,7 +213,12 @@ def test_the_torch_runner_gets_the_same_tokens_from_a_trace_prompt() -> None:
     config = {"max_model_len": 2048, "num_gpu_blocks": 300, "block_size": 16}
     outputs = []
     for tokens in (True, False):
-        scenario = parse_scenario(trace_scenario(rows, B, config=config, tokens=tokens))
+        data = trace_scenario(rows, B, config=config, tokens=tokens)
+        # All at once: on the torch runner's clock (measured forward time) a timed
+        # arrival's step would depend on the machine's load, not on the prompts.
+        for req in data["requests"]:
+            req["arrival_time_ms"] = 0.0
+        scenario = parse_scenario(data)
         result = run_scenario(scenario, TorchRunner(scenario.config, device="cpu", num_threads=1))
         assert result["complete"]
         outputs.append(
