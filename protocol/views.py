@@ -151,7 +151,9 @@ class ReplayStatus(TypedDict):
     speed: float
 
 
-class _SnapshotBase(TypedDict):
+class SnapshotHead(TypedDict):
+    """A snapshot's scalars, as the fold has them (copies: the snapshot keeps them)."""
+
     session: str
     meta: dict[str, Any]
     seq: int
@@ -162,6 +164,9 @@ class _SnapshotBase(TypedDict):
     config_marks: list[ConfigMark]
     paused: bool
     simulated: bool
+
+
+class _SnapshotBase(SnapshotHead):
     requests: Any
     """list[RequestRow], or `{"columns": ROW_COLUMNS, "rows": [[...], ...]}`."""
     history: list[StepSummary]

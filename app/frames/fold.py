@@ -19,7 +19,6 @@ from app.frames.block_table import BlockTable
 from app.frames.checkpoint import Checkpoint
 from app.frames.latencies import Latencies
 from app.frames.rows import close_open, new_row, table_rows
-from app.frames.snapshot import SnapshotHead
 from protocol.codes import FrameType, Phase, RequestMark, RequestStatus, SegmentKind, SessionEvent
 from protocol.envelope import encode
 from protocol.views import (
@@ -27,6 +26,7 @@ from protocol.views import (
     LatencySummary,
     RequestRow,
     SnapshotData,
+    SnapshotHead,
     StepSummary,
     TableRow,
 )

@@ -5,18 +5,18 @@ history keeps it (from the step's iteration frame). Nothing here changes them.""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any
 
 from protocol.codes import RequestStatus
 from protocol.views import (
     ROW_COLUMNS,
-    ConfigMark,
     RequestRow,
     Segment,
     SnapshotData,
+    SnapshotHead,
     StepSummary,
 )
-from protocol.wire import IterationData, Knobs, WaitingDetail
+from protocol.wire import IterationData, WaitingDetail
 
 COMPACT_HISTORY = 128
 COMPACT_DONE_ROWS = 100
@@ -28,21 +28,6 @@ SNAPSHOT_PLAN_STEPS = 64
 """Steps whose plan a columns snapshot keeps (a plain one keeps PLAN_STEPS)."""
 
 _DONE = (RequestStatus.FINISHED.value, RequestStatus.REJECTED.value)
-
-
-class SnapshotHead(TypedDict):
-    """A snapshot's scalars, as the fold has them (copies: the snapshot keeps them)."""
-
-    session: str
-    meta: dict[str, Any]
-    seq: int
-    step: int
-    t: float
-    config: Knobs
-    config_version: int
-    config_marks: list[ConfigMark]
-    paused: bool
-    simulated: bool
 
 
 def build(

@@ -22,7 +22,6 @@ from app.deps import DbDep, HubDep, NodesDep, ServiceDep, View
 from app.edge.bounds import StepQuery
 from app.errors import NotFound
 from app.frames.fold import SessionState
-from app.frames.snapshot import SnapshotHead
 from app.nodes.control import control_refusal
 from app.nodes.ingest import NodeRegistry
 from app.nodes.local_engine import LocalEngine
@@ -30,7 +29,7 @@ from app.nodes.scenarios import scenario_summaries
 from app.security import has_control
 from app.templating import templates
 from engine.runner.cost_model import preset_catalog
-from protocol.views import LatencySummary
+from protocol.views import LatencySummary, SnapshotHead
 from protocol.wire import Knobs
 
 router = APIRouter(dependencies=View, include_in_schema=False)
