@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -120,9 +121,14 @@ class Dashboard:
                 self.proc.wait()
 
 
-def start_dashboard(directory: Path, timeout: float = 60.0, port: int | None = None) -> Dashboard:
+def start_dashboard(
+    directory: Path,
+    timeout: float = 60.0,
+    port: int | None = None,
+    node_gone_after_s: float | None = None,
+) -> Dashboard:
     """Migrate a fresh SQLite file in `directory` and serve it on `port` (default: a free
-    loopback port)."""
+    loopback port); `node_gone_after_s`: the dashboard's BATCHSCOPE_NODE_GONE_AFTER_S."""
     directory.mkdir(parents=True, exist_ok=True)
     db_url = f"sqlite:///{directory / 'dash.db'}"
     python = sys.executable
@@ -130,12 +136,16 @@ def start_dashboard(directory: Path, timeout: float = 60.0, port: int | None = N
     subprocess.run(upgrade, cwd=ROOT, check=True, capture_output=True, timeout=120)
     port = port or free_port()
     log = directory / "dashboard.log"
+    env = dict(os.environ)
+    if node_gone_after_s is not None:
+        env["BATCHSCOPE_NODE_GONE_AFTER_S"] = str(node_gone_after_s)
     cmd = [python, "-m", "app.cli", "serve", "--no-engine", "--port", str(port)]
     cmd += ["--token", TOKEN, "--database-url", db_url]
     with log.open("wb") as out:
         proc = subprocess.Popen(
             cmd,
             cwd=ROOT,
+            env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
