@@ -1,6 +1,7 @@
 """static/js/protocol.js and static/js/query.js are what tools/gen_protocol_js.py writes
-from the Python definitions today: a code added or renamed in protocol/, or a query word
-changed in app/request_table.py, and not regenerated fails here."""
+from the Python definitions today: a code added or renamed in protocol/, a waiting
+sentence reworded in engine/waiting.py, or a query word changed in app/request_table.py,
+and not regenerated fails here."""
 
 from __future__ import annotations
 
@@ -58,3 +59,22 @@ def test_the_check_fails_on_a_stale_file(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, env=env,
     )  # fmt: skip
     assert done.returncode == 1 and "stale" in done.stdout
+
+
+def test_the_check_fails_when_a_waiting_sentence_changes_in_python() -> None:
+    # A sentence reworded in engine/waiting.py and protocol.js not regenerated: the page
+    # would word the reason as before while the JSON twins say the new words.
+    code = (
+        "import sys; sys.argv = ['gen']\n"
+        "from engine import waiting\n"
+        "old = waiting.WAITING_SENTENCES['max_num_seqs'][0]\n"
+        "waiting.WAITING_SENTENCES['max_num_seqs'] = (\n"
+        "    waiting.Sentence(old.text.replace('reached', 'is reached')),)\n"
+        f"sys.path.insert(0, {str(TOOL.parent)!r})\n"
+        "import gen_protocol_js\n"
+        "sys.exit(gen_protocol_js.main(['--check']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert done.returncode == 1 and "protocol.js is stale" in done.stdout, done.stderr
