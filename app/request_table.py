@@ -1,7 +1,8 @@
 """The request table's rows as its JSON twin serves them: each request of a session state
 with TTFT / ITL / E2E, its current phase and why it waits (worded with the step's
 numbers, engine.waiting), filtered and sorted like the page's table (static/js/filters.js
-implements the same query on the browser's model: keep the two in step).
+implements the same query on the browser's model: keep the two in step; its words and
+operators below are generated into static/js/query.js).
 
 Query: `status` (comma list of running, waiting, preempted, finished, rejected),
 `reason` (a waiting reason code), `priority`, `phase` (prefill | decode, of running
