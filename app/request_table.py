@@ -1,7 +1,8 @@
 """The request table's rows as its JSON twin serves them: each request of a session state
 with TTFT / ITL / E2E, its current phase and why it waits (worded with the step's
 numbers, engine.waiting), filtered and sorted like the page's table (static/js/filters.js
-implements the same query on the browser's model: keep the two in step).
+implements the same query on the browser's model: keep the two in step; its words and
+operators below are generated into static/js/query.js).
 
 Query: `status` (comma list of running, waiting, preempted, finished, rejected),
 `reason` (a waiting reason code), `priority`, `phase` (prefill | decode, of running
@@ -33,8 +34,17 @@ from protocol.views import TableRow
 
 STATUSES = tuple(s.lower() for s in RequestStatus)  # the query spells them in lower case
 PHASES = tuple(p.value for p in Phase)
-SORTS = ("arrival", "ttft", "e2e", "preemptions")
+SORT_FIELDS = {"ttft": "ttft", "e2e": "e2e", "preemptions": "num_preemptions"}
+"""The sorts by a row's value (unknown values last): sort -> the row's field."""
+SORTS = ("arrival", *SORT_FIELDS)
+"""Every sort; the first, the order of arrival, is the default."""
+DESCENDING = "-"
+"""Before a sort: descending."""
+LIST_SEPARATOR = ","
+"""Between the statuses of `status`."""
 YES = {"yes": True, "true": True, "1": True, "no": False, "false": False, "0": False}
+ANY = "any"
+"""A yes/no filter's word for "either" (as the empty value)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +79,7 @@ class RequestQuery:
 
 def _flag(params: Mapping[str, str], key: str) -> bool | None:
     value = (params.get(key) or "").strip().lower()
-    if not value or value == "any":
+    if not value or value == ANY:
         return None
     if value not in YES:
         raise FormError(f"{key}: yes or no")
@@ -91,15 +101,16 @@ def _int(params: Mapping[str, str], key: str, low: int, high: int = INT32_MAX) -
 
 def parse_query(params: Mapping[str, str]) -> RequestQuery:
     """The query from URL parameters; FormError (-> 422) names the bad one."""
-    status = frozenset(s.strip().lower() for s in (params.get("status") or "").split(",") if s)
+    listed = (params.get("status") or "").split(LIST_SEPARATOR)
+    status = frozenset(s.strip().lower() for s in listed if s)
     if not status <= set(STATUSES):
         raise FormError(f"status: any of {', '.join(STATUSES)}")
     phase = (params.get("phase") or "").strip().lower() or None
     if phase is not None and phase not in PHASES:
         raise FormError("phase: prefill or decode")
-    sort = (params.get("sort") or "arrival").strip().lower()
-    descending = sort.startswith("-")
-    if sort.lstrip("-") not in SORTS:
+    sort = (params.get("sort") or SORTS[0]).strip().lower()
+    descending = sort.startswith(DESCENDING)
+    if sort.lstrip(DESCENDING) not in SORTS:
         raise FormError(f"sort: one of {', '.join(SORTS)} (- first: descending)")
     return RequestQuery(
         status=status,
@@ -109,7 +120,7 @@ def parse_query(params: Mapping[str, str]) -> RequestQuery:
         prefix_hit=_flag(params, "prefix_hit"),
         preempted=_flag(params, "preempted"),
         q=(params.get("q") or "").strip().lower()[:200],
-        sort=sort.lstrip("-"),
+        sort=sort.lstrip(DESCENDING),
         descending=descending,
         offset=_int(params, "offset", 0) or 0,
         limit=_int(params, "limit", 0),
@@ -154,8 +165,8 @@ async def request_query(
 def select_rows(rows: list[TableRow], query: RequestQuery) -> list[TableRow]:
     """The rows `query` keeps, in its order, paged by offset / limit."""
     kept = [r for r in rows if query.matches(r)]
-    if query.sort != "arrival":
-        key = "num_preemptions" if query.sort == "preemptions" else query.sort
+    if query.sort in SORT_FIELDS:
+        key = SORT_FIELDS[query.sort]
         known = [r for r in kept if _get(r, key) is not None]
         known.sort(key=lambda r: _get(r, key), reverse=query.descending)  # ties: arrival
         kept = known + [r for r in kept if _get(r, key) is None]

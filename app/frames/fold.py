@@ -18,7 +18,7 @@ from app.frames import snapshot
 from app.frames.block_table import BlockTable
 from app.frames.checkpoint import Checkpoint
 from app.frames.latencies import Latencies
-from app.frames.rows import close_open, new_row, table_rows
+from app.frames.rows import END_MARKS, close_open, new_row, table_rows
 from protocol.codes import FrameType, Phase, RequestMark, RequestStatus, SegmentKind, SessionEvent
 from protocol.envelope import encode
 from protocol.views import (
@@ -244,8 +244,8 @@ class SessionState:
             self.totals["prompt_tokens"] += row["num_prompt_tokens"]
         elif kind == REJECTED_MARK:
             row = self.row(req)
-            row["status"] = REJECTED
-            row["finish_reason"] = detail.get("reason", "rejected")
+            row["status"], reason = END_MARKS[kind]
+            row["finish_reason"] = detail.get("reason", reason)
             row["finish_step"], row["segments"] = d["step"], []
             self._retire(req)
         elif kind == FIRST_TOKEN:
@@ -257,8 +257,8 @@ class SessionState:
             self.latencies.queue.append(round(t - row["arrived_t"], 6))
         elif kind in (FINISHED_MARK, ABORTED):
             row = self.row(req)
-            row["status"] = FINISHED
-            row["finish_reason"] = detail.get("reason", "abort")
+            row["status"], reason = END_MARKS[kind]
+            row["finish_reason"] = detail.get("reason", reason)
             row["finish_step"] = d["step"]
             row["finish_t"] = t
             close_open(row, d["step"])

@@ -4,42 +4,54 @@ request table's row made from it (protocol.views.TableRow)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import cast
+from typing import Any, cast
 
 from engine.waiting import waiting_text
-from protocol.codes import RequestStatus, SegmentKind
-from protocol.views import RequestRow, TableRow
+from protocol.codes import RequestMark, RequestStatus, SegmentKind
+from protocol.views import ROW_COLUMNS, RequestRow, TableRow
 from protocol.wire import WaitingDetail
 
 RUNNING, FINISHED = RequestStatus.RUNNING.value, RequestStatus.FINISHED.value
+WAITING_SEGMENT = SegmentKind.WAITING.value
+
+NEW_ROW: dict[str, Any] = {
+    "status": RequestStatus.WAITING.value,
+    "num_prompt_tokens": 0,
+    "num_tokens": 0,
+    "num_computed_tokens": 0,
+    "max_tokens": 0,
+    "priority": 0,
+    "num_preemptions": 0,
+    "prefix_hit": 0,
+    "first_scheduled_step": None,
+    "first_token_t": None,
+    "last_token_t": None,
+    "finish_t": None,
+    "finish_step": None,
+    "finish_reason": None,
+    "waiting_reason": None,
+    "num_draft_tokens": 0,
+    "num_accepted_tokens": 0,
+    "placeholders": 0,
+}
+"""A new row (a request first seen, nothing known of it yet): every column but the
+request's own (`req`, `arrived_step`, `arrived_t`: when it was first seen) and its
+segments. static/js/protocol.js's newRow (generated) builds the page's rows from it."""
+
+END_MARKS: dict[str, tuple[str, str]] = {
+    RequestMark.REJECTED.value: (RequestStatus.REJECTED.value, "rejected"),
+    RequestMark.FINISHED.value: (FINISHED, "abort"),
+    RequestMark.ABORTED.value: (FINISHED, "abort"),
+}
+"""The request marks that end a request: the status its row takes, and its finish
+reason when the mark carries none (generated into static/js/protocol.js too)."""
 
 
 def new_row(req: str, step: int, t: float) -> RequestRow:
     """A request first seen at `step` (time `t`): waiting, nothing known yet."""
-    return {
-        "req": req,
-        "status": RequestStatus.WAITING.value,
-        "num_prompt_tokens": 0,
-        "num_tokens": 0,
-        "num_computed_tokens": 0,
-        "max_tokens": 0,
-        "priority": 0,
-        "num_preemptions": 0,
-        "prefix_hit": 0,
-        "arrived_step": step,
-        "arrived_t": t,
-        "first_scheduled_step": None,
-        "first_token_t": None,
-        "last_token_t": None,
-        "finish_t": None,
-        "finish_step": None,
-        "finish_reason": None,
-        "waiting_reason": None,
-        "num_draft_tokens": 0,
-        "num_accepted_tokens": 0,
-        "placeholders": 0,
-        "segments": [[SegmentKind.WAITING.value, step, None, 0]],
-    }
+    own = {"req": req, "arrived_step": step, "arrived_t": t}
+    own["segments"] = [[WAITING_SEGMENT, step, None, 0]]
+    return cast(RequestRow, {c: own[c] if c in own else NEW_ROW[c] for c in ROW_COLUMNS})
 
 
 def close_open(row: RequestRow, step: int) -> None:

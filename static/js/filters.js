@@ -6,11 +6,11 @@
  * to show, recomputed only when the model or the query changed. */
 import { STATUS } from "./protocol.js";
 import { emit } from "./common.js";
-import { QUERY_KEYS, SORTS, YES } from "./query.js";
+import { ANY, DESCENDING, LIST_SEPARATOR, QUERY_KEYS, SORTS, SORT_FIELDS, YES } from "./query.js";
 import { mode, pageModel, schedule } from "./live.js";
-// The query's words, generated from app/request_table.py (static/js/query.js).
+// The query's words and operators, generated from app/request_table.py (static/js/query.js).
 const ARRIVAL = SORTS[0]; // the default order
-const st = { query: { sort: "-" + ARRIVAL }, version: 0, key: "", list: [], total: 0 };
+const st = { query: { sort: DESCENDING + ARRIVAL }, version: 0, key: "", list: [], total: 0 };
 export { st as filters };
 
 /** TTFT / E2E in seconds (null until known) and the phase of a running request. */
@@ -27,11 +27,11 @@ export function rowPhase(r) {
   return r.segs[r.segs.length - 1][0];
 }
 
-function flag(v) { return v === "" || v === undefined || v === "any" ? null : YES[v]; }
+function flag(v) { return v === "" || v === undefined || v === ANY ? null : YES[v]; }
 
 /** A predicate for app/request_table.py's RequestQuery.matches. */
 function matcher(q) {
-  const status = (q.status || "").split(",").filter(Boolean);
+  const status = (q.status || "").split(LIST_SEPARATOR).filter(Boolean);
   const prio = q.priority === "" || q.priority === undefined ? null : Number(q.priority);
   const hit = flag(q.prefix_hit);
   const pre = flag(q.preempted);
@@ -47,9 +47,11 @@ function matcher(q) {
   };
 }
 
-function sortValue(key) {
-  if (key === "preemptions") return (r) => r.num_preemptions;
-  return (r) => rowTimes(r)[key];
+/** A row's value for a sort (app/request_table.py's SORT_FIELDS): a field of the row, or
+ * a time the page computes (rowTimes). */
+function sortValue(sort) {
+  const field = SORT_FIELDS[sort];
+  return (r) => (field in r ? r[field] : rowTimes(r)[field]);
 }
 
 /** Request ids of `model` that the query keeps, in its order. */
@@ -63,9 +65,9 @@ st.ids = function (model) {
     const r = model.reqs.get(id);
     if (r && keep(r)) rows.push(r);
   }
-  const sort = (q.sort || ARRIVAL).replace(/^-/, "");
-  const desc = (q.sort || "").charAt(0) === "-";
-  if (sort !== ARRIVAL) {
+  const desc = (q.sort || "").startsWith(DESCENDING);
+  const sort = desc ? q.sort.slice(DESCENDING.length) : q.sort || ARRIVAL;
+  if (Object.hasOwn(SORT_FIELDS, sort)) {
     const val = sortValue(sort);
     const known = [], unknown = [];
     for (const r of rows) {

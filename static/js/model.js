@@ -3,14 +3,19 @@
  * Segments are [kind, step_start, step_end (inclusive, null = still open), tokens, hit].
  * Renderers read it; append-only series carry an absolute index (base + position) so
  * each renderer can draw only what it has not drawn yet, and `epoch` changes on reset. */
-import { FRAME, MARK, PHASE, SEGMENT, SESSION_EVENT, STATUS, rowFromColumns } from "./protocol.js";
-// The codes the frames carry (static/js/protocol.js, generated from protocol/codes.py).
+import {
+  END_MARKS, FRAME, HISTORY_STEPS, MARK, PHASE, SEGMENT, SESSION_EVENT, STATUS, newRow,
+  rowFromColumns,
+} from "./protocol.js";
+// The codes the frames carry, a new row, the marks that end a request and the history's
+// length: static/js/protocol.js, generated from protocol/ and app/frames/.
 const SEG = SEGMENT;
 // Bounds that keep the page's memory flat over an hour-long session: finished rows past
-// MAX_REQUESTS go (oldest first), per-row draft marks past MAX_MARKS, times past MAX_TIMES.
+// MAX_REQUESTS go (oldest first), per-row draft marks past MAX_MARKS, times past MAX_TIMES;
+// the chart keeps as many steps as a snapshot carries.
 const MAX_REQUESTS = 20000;
 const MAX_MARKS = 256;
-const MAX_HISTORY = 2000;
+const MAX_HISTORY = HISTORY_STEPS;
 const MAX_STEP_ROWS = 2000;
 const MAX_TIMES = 20000;
 
@@ -141,12 +146,9 @@ class Model {
     let row = this.reqs.get(req);
     if (!row) {
       const s = Math.max(step, 0);
-      row = { req: req, status: STATUS.WAITING, num_prompt_tokens: 0, num_tokens: 0,
-        num_computed_tokens: 0, max_tokens: 0, priority: 0, num_preemptions: 0,
-        prefix_hit: 0, arrived_step: s, arrived_t: null, first_scheduled_step: null,
-        first_token_t: null, finish_step: null, finish_reason: null, waiting_reason: null,
-        num_draft_tokens: 0, num_accepted_tokens: 0, placeholders: 0, finish_t: null,
-        last_token_t: null, marks: [], segs: [[SEG.WAITING, s, null, 0, 0]] };
+      row = newRow(req, s, null); // its arrival time comes with its `arrived` mark
+      row.marks = [];
+      row.segs = [[SEG.WAITING, s, null, 0, 0]];
       this.reqs.set(req, row);
       this.order.push(req);
       if (this.order.length > MAX_REQUESTS * 1.1) this._trim();
@@ -209,13 +211,14 @@ class Model {
       return [{ name: "bs:arrived", detail: { req: d.req } }];
     }
     if (d.kind === MARK.FIRST_TOKEN) row.first_token_t = d.t;
+    const end = Object.hasOwn(END_MARKS, d.kind) ? END_MARKS[d.kind] : null;
     if (d.kind === MARK.REJECTED) {
-      row.status = STATUS.REJECTED; row.finish_reason = det.reason || "rejected";
+      row.status = end[0]; row.finish_reason = det.reason || end[1];
       row.finish_step = d.step; row.segs = []; this.ganttVersion++;
     }
     if (d.kind === MARK.FINISHED || d.kind === MARK.ABORTED) {
-      row.status = STATUS.FINISHED;
-      row.finish_reason = det.reason || "abort";
+      row.status = end[0];
+      row.finish_reason = det.reason || end[1];
       row.finish_step = d.step;
       row.finish_t = d.t;
       this._close(row, d.step);

@@ -1,73 +1,63 @@
 /* waiting.js: waitingText(req, reason, detail), why a request waits at a step in one
- * sentence with the scheduler's numbers. A line-for-line mirror of engine/waiting.py's
- * waiting_text (the JSON twins call that one); a browser test checks they agree. */
-import { GATE_TEXTS, REASON } from "./protocol.js";
+ * sentence with the scheduler's numbers. The sentences are engine/waiting.py's
+ * WAITING_SENTENCES (static/js/protocol.js, generated); this reads them the way its
+ * waiting_text does (the placeholders: that module's docstring), so the page words a
+ * reason as the JSON twins do. Tests check the two agree on every reason. */
+import { NO_PARTS, PARTS_JOINER, WAITING_FALLBACK, WAITING_SENTENCES } from "./protocol.js";
 
-function s(n) { return n !== 1 ? "s" : ""; }
-function v(x, dflt) { return x === undefined || x === null ? (dflt === undefined ? "None" : dflt) : x; }
+const PLACEHOLDER = /\{([^{}]*)\}/g;
 
-// The reason codes and the vLLM-only gates' texts: static/js/protocol.js (generated).
-const R = REASON;
+/** `s` cut at the first `sep`: [before, after], after null without one. */
+function cut(s, sep) {
+  const at = s.indexOf(sep);
+  return at < 0 ? [s, null] : [s.slice(0, at), s.slice(at + 1)];
+}
+
+/** A term's value: `x` or `x-N` (x less N); null when x is missing. */
+function term(values, t) {
+  const [name, less] = cut(t, "-");
+  const v = Object.hasOwn(values, name) ? values[name] : null;
+  if (v === undefined || v === null) return null;
+  return less ? v - Number(less) : v;
+}
+
+/** A value as Python's str() writes it (`dflt` for none). */
+function text(v, dflt) {
+  if (v === null) return dflt;
+  if (typeof v === "boolean") return v ? "True" : "False";
+  return String(v);
+}
+
+function holds(sentence, values) {
+  return (sentence.when || []).every((t) => !!term(values, t));
+}
+
+function say(sentence, values) {
+  return sentence.text.replace(PLACEHOLDER, (_, body) => fill(body, sentence, values));
+}
+
+/** The words of one placeholder (its `body`, between the braces). */
+function fill(body, sentence, values) {
+  if (body === "parts") {
+    const said = (sentence.parts || []).filter((p) => holds(p, values)).map((p) => say(p, values));
+    return said.join(PARTS_JOINER) || NO_PARTS;
+  }
+  if (body.endsWith(":s")) return term(values, body.slice(0, -2)) === 1 ? "" : "s";
+  const [t, dflt] = cut(body, "|");
+  const [test, choice] = cut(t, "?");
+  if (choice !== null) {
+    const [yes, no] = cut(choice, "/");
+    const [name, want] = cut(test, "=");
+    const v = term(values, name);
+    const hit = want !== null ? text(v, "") === want : !!v;
+    return hit ? yes : no || "";
+  }
+  return text(term(values, t), dflt === null ? "None" : dflt);
+}
 
 export function waitingText(req, reason, detail) {
-  const d = detail || {};
-  const head = d.head;
-  if (reason === R.POLICY_ORDER && head) {
-    const order = d.policy === "priority" ? "priority" : "FCFS";
-    return "behind " + head + " in " + order + " order";
-  }
-  if (reason === R.KV_BLOCKS) {
-    const what = d.full_sequence ? "its whole sequence" : "this chunk";
-    return "waits: KV pool full (" + v(d.blocks_used) + " of " + v(d.blocks_usable) +
-      " usable blocks used, " + v(d.blocks_free) + " free); " + req + " needs " +
-      v(d.blocks_needed) + " more blocks for " + what;
-  }
-  if (reason === R.TOKEN_BUDGET && "padded_tokens" in d) {
-    return "waits: a new decode is padded to " + d.padded_tokens + " tokens (speculative " +
-      "decoding) and only " + v(d.budget_left) + " are left in the budget";
-  }
-  if (reason === R.TOKEN_BUDGET && "budget_max" in d) {
-    const parts = [];
-    if (d.num_decodes) parts.push(d.num_decodes + " decode" + s(d.num_decodes));
-    if (d.largest_chunk_req) {
-      const more = d.num_prefill_chunks - 1;
-      const extra = more ? " + " + more + " more prefill chunk" + s(more) : "";
-      parts.push(d.largest_chunk_req + " prefill chunk " + d.largest_chunk_tokens + extra);
-    }
-    const spent = parts.join(" + ") || "nothing";
-    return "waits: token budget used (" + d.budget_used + "/" + d.budget_max + ": " + spent + ")";
-  }
-  if (reason === R.MAX_NUM_SEQS) return "waits: max_num_seqs " + v(d.max_num_seqs, "?") + " reached";
-  if (reason === R.MAX_NUM_ACTIVE_SEQS) {
-    return "waits: admission cap max_num_active_seqs " + v(d.max_num_active_seqs, "?") +
-      " reached (" + v(d.num_running, "?") + " running; max_num_seqs " + v(d.max_num_seqs, "?") + ")";
-  }
-  if (reason === R.KV_WATERMARK) {
-    return "waits: KV watermark (" + v(d.blocks_free) + " blocks free, " + v(d.watermark_blocks) +
-      " kept free); " + req + " needs " + v(d.blocks_needed) + " blocks";
-  }
-  if (reason === R.PREFILL_THROTTLED) {
-    if (d.throttled_by_coordinator) return "waits: prefill deferred on this step (data-parallel cadence)";
-    return "waits: prefill throttled until step " + v(d.until_step) +
-      " (prefill_schedule_interval " + v(d.prefill_schedule_interval) + ")";
-  }
-  if (reason === R.CACHE_AWARE_ORDER) {
-    return "behind " + v(d.cache_aware_ahead) + ", moved ahead by cache-aware admission: " +
-      v(d.cache_aware_cached_tokens) + " tokens of its prompt are cached " +
-      "(cache_aware_admission_window " + v(d.cache_aware_window) + ")";
-  }
-  if (reason === R.NO_CHUNKING_FIT) {
-    return "waits: chunked prefill is off and " + req + "'s " + v(d.tokens_needed) +
-      " tokens do not fit the " + v(d.budget_left) + " left in the budget";
-  }
-  if (reason === R.PREEMPTION_THIS_STEP) {
-    return "waits: " + v(d.num_preempted, "a") + " request(s) were preempted this step";
-  }
-  if (reason === R.STATIC_BATCH) {
-    return "waits: static batching admits a new batch only when the current one (" +
-      v(d.batch_size, "?") + " rows) has finished";
-  }
-  if (reason === R.PAUSED) return "waits: the engine is paused";
-  if (GATE_TEXTS[reason]) return GATE_TEXTS[reason];
-  return "waits: " + reason;
+  const values = Object.assign({}, detail, { req: req, reason: reason });
+  const sentences = Object.hasOwn(WAITING_SENTENCES, reason) ? WAITING_SENTENCES[reason] : [];
+  for (const sentence of sentences) if (holds(sentence, values)) return say(sentence, values);
+  return say(WAITING_FALLBACK, values);
 }

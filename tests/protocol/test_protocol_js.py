@@ -1,14 +1,20 @@
 """static/js/protocol.js and static/js/query.js are what tools/gen_protocol_js.py writes
-from the Python definitions today: a code added or renamed in protocol/, or a query word
-changed in app/request_table.py, and not regenerated fails here."""
+from the Python definitions today: a code added or renamed in protocol/, a waiting
+sentence reworded in engine/waiting.py, or a query word changed in app/request_table.py,
+and not regenerated fails here."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from app.frames.fold import HISTORY_STEPS
+from app.frames.rows import END_MARKS, NEW_ROW, new_row
 from app.request_table import SORTS, YES, RequestQuery
 from protocol.codes import BlockState, FrameType, SegmentKind, WaitingReason
 from protocol.views import ROW_COLUMNS
@@ -17,6 +23,7 @@ from tests.conftest import ROOT
 TOOL = ROOT / "tools" / "gen_protocol_js.py"
 TARGET = ROOT / "static" / "js" / "protocol.js"
 QUERY = ROOT / "static" / "js" / "query.js"
+NODE = shutil.which("node")
 
 
 def test_the_committed_protocol_js_is_current() -> None:
@@ -58,3 +65,48 @@ def test_the_check_fails_on_a_stale_file(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, env=env,
     )  # fmt: skip
     assert done.returncode == 1 and "stale" in done.stdout
+
+
+def test_the_check_fails_when_a_waiting_sentence_changes_in_python() -> None:
+    # A sentence reworded in engine/waiting.py and protocol.js not regenerated: the page
+    # would word the reason as before while the JSON twins say the new words.
+    code = (
+        "import sys; sys.argv = ['gen']\n"
+        "from engine import waiting\n"
+        "old = waiting.WAITING_SENTENCES['max_num_seqs'][0]\n"
+        "waiting.WAITING_SENTENCES['max_num_seqs'] = (\n"
+        "    waiting.Sentence(old.text.replace('reached', 'is reached')),)\n"
+        f"sys.path.insert(0, {str(TOOL.parent)!r})\n"
+        "import gen_protocol_js\n"
+        "sys.exit(gen_protocol_js.main(['--check']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert done.returncode == 1 and "protocol.js is stale" in done.stdout, done.stderr
+
+
+def test_a_new_row_has_every_column() -> None:
+    # newRow (generated) takes the request's own columns; NEW_ROW gives every other one.
+    own = {"req", "arrived_step", "arrived_t", "segments"}
+    assert set(NEW_ROW) == set(ROW_COLUMNS) - own
+    assert "export function newRow(req, arrived_step, arrived_t) {" in TARGET.read_text()
+
+
+@pytest.mark.skipif(NODE is None, reason="node (make js-lint's) is not installed")
+def test_the_pages_new_row_and_end_marks_are_the_folds() -> None:
+    run = (
+        f'import {{ END_MARKS, HISTORY_STEPS, newRow }} from "{TARGET.as_uri()}";\n'
+        'console.log(JSON.stringify([newRow("r7", 3, 1.5), END_MARKS, HISTORY_STEPS]));\n'
+    )
+    assert NODE is not None
+    done = subprocess.run(
+        [NODE, "--no-warnings", "--input-type=module", "-e", run],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    row, end_marks, history_steps = json.loads(done.stdout)
+    folded = {k: v for k, v in new_row("r7", 3, 1.5).items() if k != "segments"}
+    assert row == {**folded, "marks": None, "segs": None}
+    assert end_marks == {mark: list(end) for mark, end in END_MARKS.items()}
+    assert history_steps == HISTORY_STEPS
