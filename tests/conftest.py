@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -231,3 +232,15 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 def pg_url() -> Iterator[str]:
     with fresh_pg_database() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def node_js() -> str:
+    """Node (what `make js-lint` runs on), for tests that run the page's modules outside
+    a browser. Skips where it is missing; CI has it (CI=true fails instead)."""
+    found = shutil.which("node")
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("node is not installed in CI (make js-lint needs it too)")
+        pytest.skip("node (make js-lint's) is not installed")
+    return found

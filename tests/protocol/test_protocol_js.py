@@ -6,12 +6,9 @@ and not regenerated fails here."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 from app.frames.fold import HISTORY_STEPS
 from app.frames.rows import END_MARKS, NEW_ROW, new_row
@@ -23,7 +20,6 @@ from tests.conftest import ROOT
 TOOL = ROOT / "tools" / "gen_protocol_js.py"
 TARGET = ROOT / "static" / "js" / "protocol.js"
 QUERY = ROOT / "static" / "js" / "query.js"
-NODE = shutil.which("node")
 
 
 def test_the_committed_protocol_js_is_current() -> None:
@@ -93,15 +89,13 @@ def test_a_new_row_has_every_column() -> None:
     assert "export function newRow(req, arrived_step, arrived_t) {" in TARGET.read_text()
 
 
-@pytest.mark.skipif(NODE is None, reason="node (make js-lint's) is not installed")
-def test_the_pages_new_row_and_end_marks_are_the_folds() -> None:
+def test_the_pages_new_row_and_end_marks_are_the_folds(node_js: str) -> None:
     run = (
         f'import {{ END_MARKS, HISTORY_STEPS, newRow }} from "{TARGET.as_uri()}";\n'
         'console.log(JSON.stringify([newRow("r7", 3, 1.5), END_MARKS, HISTORY_STEPS]));\n'
     )
-    assert NODE is not None
     done = subprocess.run(
-        [NODE, "--no-warnings", "--input-type=module", "-e", run],
+        [node_js, "--no-warnings", "--input-type=module", "-e", run],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

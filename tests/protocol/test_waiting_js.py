@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import subprocess
 from typing import Any
-
-import pytest
 
 from engine.waiting import WAITING_SENTENCES, waiting_text
 from tests.conftest import ROOT
 
-NODE = shutil.which("node")
 WAITING_JS = ROOT / "static" / "js" / "waiting.js"
 RUN = (
     f'import {{ waitingText }} from "{WAITING_JS.as_uri()}";\n'
@@ -55,12 +51,10 @@ def _cases(n: int) -> list[tuple[str, str, dict[str, Any] | None]]:
     return cases
 
 
-@pytest.mark.skipif(NODE is None, reason="node (make js-lint's) is not installed")
-def test_waiting_js_words_every_reason_as_python_does() -> None:
+def test_waiting_js_words_every_reason_as_python_does(node_js: str) -> None:
     cases = _cases(3000)
-    assert NODE is not None
     done = subprocess.run(
-        [NODE, "--no-warnings", "--input-type=module", "-e", RUN],
+        [node_js, "--no-warnings", "--input-type=module", "-e", RUN],
         input=json.dumps(cases), capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
