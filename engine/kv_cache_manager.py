@@ -140,7 +140,7 @@ class KVCacheManager:
         if self.enable_caching:
             # Blocks are registered as soon as they are planned full, so a request
             # admitted later in this same step can already hit them (as vLLM does).
-            num_tokens = len(request.token_ids)
+            num_tokens = request.num_tokens
             end = total_computed + num_new_tokens
             num_full = (end if end < num_tokens else num_tokens) // self.block_size
             if self.num_cached_block.get(request_id, 0) < num_full:

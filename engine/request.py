@@ -66,6 +66,7 @@ class Request:
         "num_preemptions",
         "num_prompt_tokens",
         "num_stale_output_tokens",
+        "num_tokens",
         "priority",
         "request_id",
         "sampling_params",
@@ -95,6 +96,9 @@ class Request:
             else list(prompt_token_ids)
         )
         self.num_prompt_tokens = len(prompt_token_ids)
+        self.num_tokens = self.num_prompt_tokens
+        """len(token_ids), kept as tokens are appended (a trace's token ids are lazy, and
+        their len() a Python call the scheduler would make millions of times)."""
         self.sampling_params = sampling_params
         self.arrival_time = arrival_time
         self.arrival_step = arrival_step
@@ -132,16 +136,12 @@ class Request:
         return self.sampling_params.max_tokens
 
     @property
-    def num_tokens(self) -> int:
-        return len(self.token_ids)
-
-    @property
     def num_tokens_with_spec(self) -> int:
-        return len(self.token_ids) + len(self.spec_token_ids)
+        return self.num_tokens + len(self.spec_token_ids)
 
     @property
     def num_output_tokens(self) -> int:
-        return len(self.token_ids) - self.num_prompt_tokens
+        return self.num_tokens - self.num_prompt_tokens
 
     @property
     def output_token_ids(self) -> list[int]:
@@ -163,7 +163,8 @@ class Request:
 
     def append_output_token_id(self, token_id: int) -> None:
         self.token_ids.append(token_id)
-        if self.enable_hashing and len(self.token_ids) % self.block_size == 0:
+        self.num_tokens += 1
+        if self.enable_hashing and self.num_tokens % self.block_size == 0:
             extend_block_hashes(self.block_hashes, self.token_ids, self.block_size)
 
     def is_finished(self) -> bool:

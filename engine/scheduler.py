@@ -236,7 +236,7 @@ class Scheduler:
                 req_index += 1
                 continue
             num_new_tokens = (
-                len(request.token_ids) + len(request.spec_token_ids) + placeholders - num_computed
+                request.num_tokens + len(request.spec_token_ids) + placeholders - num_computed
             )
             if 0 < threshold < num_new_tokens:
                 num_new_tokens = threshold
@@ -284,7 +284,7 @@ class Scheduler:
             num_spec = (
                 num_new_tokens
                 + num_computed
-                - len(request.token_ids)
+                - request.num_tokens
                 - request.num_output_placeholders
             )
             if num_spec > 0:
@@ -625,7 +625,7 @@ class Scheduler:
             if track_in_flight:
                 request.num_in_flight_tokens += n
             request.is_prefill_chunk = is_chunk = request.num_computed_tokens < (
-                len(request.token_ids) + request.num_output_placeholders
+                request.num_tokens + request.num_output_placeholders
             )
             if async_scheduling and not is_chunk:
                 # The batch will produce one token (plus accepted drafts) per request.

@@ -87,9 +87,8 @@ class StepPlan:
             start = computed_before[req_id]
             drafts = spec.get(req_id)
             end = start + n - (len(drafts) if drafts else 0)
-            token_ids = request.token_ids
             inputs = request.input_token_ids(start, end)
-            num_known = len(token_ids)
+            num_known = request.num_tokens
             if end > num_known and late_tokens:
                 late = late_tokens.get(req_id, ())
                 inputs = tuple(inputs) + tuple(late[max(0, start - num_known) : end - num_known])
@@ -100,7 +99,7 @@ class StepPlan:
                     n,
                     start,
                     # Prompt positions, or a recompute of more than the newest token.
-                    start < request.num_prompt_tokens or start + 1 < len(token_ids),
+                    start < request.num_prompt_tokens or start + 1 < num_known,
                     not request.is_prefill_chunk,
                     prefix_hits.get(req_id, 0),
                     req_id in prefix_hits,

@@ -15,7 +15,7 @@ def check_stop(request: Request, token_id: int, max_model_len: int) -> bool:
         request.status = RequestStatus.FINISHED_STOPPED
         request.stop_reason = token_id
         return True
-    num_tokens = len(request.token_ids)
+    num_tokens = request.num_tokens
     if num_tokens >= max_model_len or num_tokens - request.num_prompt_tokens >= params.max_tokens:
         request.status = RequestStatus.FINISHED_LENGTH_CAPPED
         return True
