@@ -224,20 +224,27 @@ class TraceBuilder:
         self.end = max(self.end, end)
 
     def _request(self, d: RequestMarkData) -> None:
-        kind, t = d["kind"], us(d["t"])
-        detail = {k: v for k, v in (d.get("detail") or {}).items() if k not in BULKY_DETAIL}
-        if kind == RequestMark.ARRIVED:
-            track = self.track(d["req"])
-            track.open_name, track.open_since = "queued", t
-            track.open_args = {"arrival_step": d["step"], **detail}
-        elif kind == RequestMark.REJECTED:
-            self._instant(self.track(d["req"]), "rejected", t, {"step": d["step"], **detail})
-        elif kind in (RequestMark.FINISHED, RequestMark.ABORTED):
-            track = self.track(d["req"])
-            self._flush_decode(track)
-            self._close_open(track, t)
-            self._instant(track, kind, t, {"step": d["step"], **detail})
+        t = us(d["t"])
+        mark = REQUEST_MARKS.get(d["kind"])
+        if mark is not None:
+            detail = {k: v for k, v in (d.get("detail") or {}).items() if k not in BULKY_DETAIL}
+            mark(self, d, t, detail)
         self.end = max(self.end, t)
+
+    def _arrived(self, d: RequestMarkData, t: float, detail: dict[str, Any]) -> None:
+        track = self.track(d["req"])
+        track.open_name, track.open_since = "queued", t
+        track.open_args = {"arrival_step": d["step"], **detail}
+
+    def _rejected(self, d: RequestMarkData, t: float, detail: dict[str, Any]) -> None:
+        self._instant(self.track(d["req"]), "rejected", t, {"step": d["step"], **detail})
+
+    def _ended(self, d: RequestMarkData, t: float, detail: dict[str, Any]) -> None:
+        """finished or aborted: the open span closes, an instant names the mark."""
+        track = self.track(d["req"])
+        self._flush_decode(track)
+        self._close_open(track, t)
+        self._instant(track, d["kind"], t, {"step": d["step"], **detail})
 
     def finish(self) -> dict[str, Any]:
         """Close what is still open at the end of the recording; the trace as a dict."""
@@ -253,3 +260,12 @@ FOLDS: dict[str, Callable[[TraceBuilder, Any], None]] = {
     FrameType.CONFIG.value: TraceBuilder._config,
 }
 """What each recorded frame type adds to the trace (session frames add nothing)."""
+
+REQUEST_MARKS: dict[str, Callable[[TraceBuilder, RequestMarkData, float, dict[str, Any]], None]] = {
+    RequestMark.ARRIVED.value: TraceBuilder._arrived,
+    RequestMark.REJECTED.value: TraceBuilder._rejected,
+    RequestMark.FINISHED.value: TraceBuilder._ended,
+    RequestMark.ABORTED.value: TraceBuilder._ended,
+}
+"""What each request mark adds to the trace (first_token and scheduled add nothing: the
+spans come from the iteration frames)."""
