@@ -282,10 +282,7 @@ class Scheduler:
         spec = request.spec_token_ids
         if spec:
             num_spec = (
-                num_new_tokens
-                + num_computed
-                - request.num_tokens
-                - request.num_output_placeholders
+                num_new_tokens + num_computed - request.num_tokens - request.num_output_placeholders
             )
             if num_spec > 0:
                 plan.spec_token_ids[req_id] = spec[:num_spec]
