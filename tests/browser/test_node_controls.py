@@ -87,7 +87,10 @@ def test_a_pushed_nodes_page_pauses_and_tunes_that_node_not_the_local_engine(
         page.wait_for_url("**/?live=*")
         page.wait_for_load_state()
         page.wait_for_function(
-            "s => batchscope.model.session === s && batchscope.model.step >= 0", arg=remote
+            # (window.batchscope: the page's modules may not have run yet.)
+            "s => window.batchscope && batchscope.model.session === s"
+            " && batchscope.model.step >= 0",
+            arg=remote,
         )
         # The node's own knobs; none of the local engine's panels.
         assert page.locator("#cfg-mns").input_value() == "7"

@@ -67,7 +67,10 @@ def test_nodes_page_lists_a_pushing_node_and_opens_its_session(
 
         row.locator("a.open").click()
         page.wait_for_function(
-            "s => batchscope.model.session === s && batchscope.model.step >= 0", arg=session
+            # (window.batchscope: the page's modules may not have run yet.)
+            "s => window.batchscope && batchscope.model.session === s"
+            " && batchscope.model.step >= 0",
+            arg=session,
         )
         page.wait_for_selector("#conn-state[data-state=live]")
         assert page.locator("#hdr-session").inner_text() == session
