@@ -32,6 +32,7 @@ MAX_WAIT_ROWS = 400
 """Wait intervals listed with their own numbers; past this, same-reason runs merge."""
 TEXT_KEYS = ("prompt_text", "prompt_token_ids", "output_text", "output_token_ids")
 HIDDEN_KEYS = (*TEXT_KEYS, "prompt_block_hashes")
+ENDS = (RequestMark.FINISHED, RequestMark.ABORTED, RequestMark.REJECTED)
 """Kept out of a mark's detail (the text is shown apart; block hashes are for exports)."""
 
 
@@ -62,6 +63,7 @@ class LifeFold:
         """Fold step `d`. `d["scheduled"]` may hold only our row; then `scheduled()`
         gives the whole list, when the block attribution needs it."""
         req, step = self.req, d["step"]
+        was_running = self.running
         self.parsed += 1
         t_end = d["t_start"] + d["duration"]
         item = next((i for i in d["scheduled"] if i["req"] == req), None)
@@ -92,6 +94,11 @@ class LifeFold:
         )
         self.steps_read.add(step)
         reason = d["waiting_reasons"].get(req)
+        default = d.get("waiting_default")
+        if reason is None and default is not None and item is None:
+            preempted_now = any(p["req"] == req for p in d["preempted"])
+            if preempted_now or (not was_running and self._waits_at(step, d)):
+                reason = default
         if reason is not None:
             self.wait_steps[step] = (reason, d.get("waiting_detail") or {})
         for p in d["preempted"]:
@@ -115,6 +122,19 @@ class LifeFold:
                 self.finished = {"step": step, "reason": f["reason"], "t": round(t_end, 6)}
                 self.running = False
                 self.blocks.release_all(step)
+
+    def _waits_at(self, step: int, d: StepSlice) -> bool:
+        """Whether the request, not scheduled at `step` nor running before it, is in the
+        waiting queue after its schedule (its marks are folded first): arrived by then,
+        not ended (an `aborted` mark precedes the frame of its step)."""
+        if self.finished is not None or any(f["req"] == self.req for f in d["finished"]):
+            return False
+        for m in self.marks:
+            if m["kind"] == RequestMark.ARRIVED and m["step"] > step:
+                return False
+            if m["kind"] in ENDS and m["step"] <= step:
+                return False
+        return True
 
     def mark(self, d: RequestMarkData) -> None:
         detail: dict[str, Any] = dict(d.get("detail") or {})
