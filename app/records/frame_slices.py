@@ -109,6 +109,15 @@ def request_slice(text: str, req: str, needle: str) -> StepSlice | None:
     return out
 
 
+def seq_of(text: str) -> int | None:
+    """The frame's `seq` (the envelope's, written before its data)."""
+    at = text.find('"seq":')
+    if at < 0:
+        return None
+    seq = _scan(text, at + len('"seq":'))[0]
+    return seq if isinstance(seq, int) else None
+
+
 def all_scheduled(text: str, at: int) -> list[ScheduledRow]:
     """The whole `scheduled` list of a frame (`at`: where `"scheduled":[` starts)."""
     rows: list[ScheduledRow] = _scan(text, at + len('"scheduled":'))[0]
