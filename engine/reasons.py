@@ -14,7 +14,7 @@ class WaitingReasons:
     waiting at that step, except those in `exceptions` (the head under a gate of the head
     alone, requests passed over). Built in O(exceptions), never one entry per waiting
     request: under overload the queue holds tens of thousands. Whoever needs one
-    request's reason resolves it (`of`, `resolve`) from the requests it knows wait."""
+    request's reason resolves it (`resolve`) from the requests it knows wait."""
 
     default: str | None = None
     """None: nobody waited (then `exceptions` is empty too)."""
@@ -22,10 +22,6 @@ class WaitingReasons:
 
     def __bool__(self) -> bool:
         return self.default is not None or bool(self.exceptions)
-
-    def of(self, req_id: str) -> str | None:
-        """The reason of `req_id`, a request waiting at this step."""
-        return self.exceptions.get(req_id, self.default)
 
     def resolve(self, waiting: Iterable[str]) -> dict[str, str]:
         """The full map, given the ids of the requests waiting at this step."""
