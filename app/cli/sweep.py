@@ -2,8 +2,8 @@
 engine knobs, N repeats each, in parallel worker processes; a progress bar on stderr, a
 table of the main figures on stdout, every figure in --out (JSON or CSV). Ctrl-C stops
 starting points, lets the running ones finish and still writes what finished (exit 130).
-A run cut short (its scenario's max_steps) is marked incomplete, in the table and --out,
-and the sweep exits 3."""
+A run cut short (its scenario's max_steps, or --max-steps) is marked incomplete, in the
+table and --out, and the sweep exits 3."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from app.cli.common import CliError, add_database_flag, add_vllm_version_flag, open_db
 
@@ -43,6 +43,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--seed", type=int, default=0, help="seed of a generated workload")
     p.add_argument(
         "--block-tokens", type=int, default=512, metavar="N", help="trace:FILE: tokens per hash id"
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        metavar="N",
+        help="engine steps a run may take before it stops, marked incomplete (default: the "
+        "source's config.max_steps, else 100000; an hour-long trace under overload needs more)",
     )
     p.add_argument("--workers", type=int, help="worker processes (default: one per core)")
     p.add_argument("--out", metavar="FILE.json|FILE.csv")
@@ -101,10 +108,18 @@ def build_spec(args: argparse.Namespace) -> Any:
         raise CliError("--knob NAME=V1,V2,...: what to sweep")
     runner = args.runner or (spec.runner if spec else "sim")
     cost_model = args.cost_model or (spec.cost_model if spec and runner == "sim" else None)
+    base = apply_settings(
+        base, [*args.set, *([f"vllm_version={args.vllm_version}"] if args.vllm_version else [])]
+    )
+    if args.max_steps is not None:
+        if args.max_steps < 1:
+            raise CliError("--max-steps: must be at least 1")
+        # A scenario's own config key (engine.scenario), not an engine knob.
+        config: dict[str, Any] = dict(base.get("config", {}))
+        config["max_steps"] = args.max_steps
+        base = cast("BaseScenario", {**base, "config": config})
     return SweepSpec(
-        base=apply_settings(
-            base, [*args.set, *([f"vllm_version={args.vllm_version}"] if args.vllm_version else [])]
-        ),
+        base=base,
         knobs=knobs,
         repeat=args.repeat if args.repeat is not None else (spec.repeat if spec else 1),
         runner=runner,

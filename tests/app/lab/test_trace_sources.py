@@ -148,6 +148,25 @@ def test_a_run_cut_short_exits_3_and_is_never_complete(tmp_path: Path) -> None:
     assert json.loads(result.read_text())["complete"] is True
 
 
+def test_sweep_max_steps_sets_the_cap_of_a_trace_or_a_scenario(tmp_path: Path) -> None:
+    """`sweep --max-steps N`: a trace (whose cap is the default) or a scenario whose config
+    caps the steps runs to N steps; past its end it is complete; 0 is refused (exit 2)."""
+    trace = write_trace(tmp_path / "t.jsonl", generate_trace(60, B, seed=4))
+    out = tmp_path / "sweep.json"
+    done = cli("sweep", f"trace:{trace}", "--block-tokens", str(B), "--knob", "max_num_seqs=8",
+               "--workers", "1", "--max-steps", "7", "--out", str(out))  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    (point,) = json.loads(out.read_text())["points"]
+    assert point["stopped"]["reason"] == "max_steps" and point["stopped"]["at_step"] == 7
+    capped = _capped_scenario(tmp_path, 5)  # its own config.max_steps: 5
+    done = cli("sweep", str(capped), "--knob", "max_num_seqs=8", "--workers", "1",
+               "--max-steps", "100000", "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [p["complete"] for p in json.loads(out.read_text())["points"]] == [True]
+    done = cli("sweep", str(capped), "--knob", "max_num_seqs=8", "--max-steps", "0")
+    assert done.returncode == 2 and "--max-steps: must be at least 1" in done.stderr
+
+
 def test_the_lab_marks_a_sweep_cut_short_incomplete(
     live_server: LiveServer, tmp_path: Path
 ) -> None:
