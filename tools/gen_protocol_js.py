@@ -83,13 +83,19 @@ def _row_from_columns() -> list[str]:
         "  const g = (c) => (at[c] === undefined ? null : a[at[c]]);",
         "  return {",
     ]
+    return [*lines, *_object_fields(fields), "  };", "}"]
+
+
+def _object_fields(fields: list[str]) -> list[str]:
+    """`fields` of an object literal, comma-separated, wrapped at 100 columns."""
+    lines: list[str] = []
     line = "   "
     for field in fields:
         if len(line) + len(field) + 2 > 100:
             lines.append(line.rstrip())
             line = "   "
         line += f" {field},"
-    return [*lines, line.rstrip(), "  };", "}"]
+    return [*lines, line.rstrip()]
 
 
 def _new_row() -> list[str]:
@@ -108,13 +114,7 @@ def _new_row() -> list[str]:
         f"export function newRow({', '.join(own)}) {{",
         "  return {",
     ]
-    line = "   "
-    for field in fields:
-        if len(line) + len(field) + 2 > 100:
-            lines.append(line.rstrip())
-            line = "   "
-        line += f" {field},"
-    return [*lines, line.rstrip(), "  };", "}"]
+    return [*lines, *_object_fields(fields), "  };", "}"]
 
 
 def render() -> str:

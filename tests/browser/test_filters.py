@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.browser.harness import Console, Server
-from tests.browser.test_forensics import run_kv_pressure
+from tests.browser.test_forensics import shown_kv_pressure
 
 QUERIES: list[dict[str, str]] = [
     {"sort": "arrival"},
@@ -29,12 +29,7 @@ QUERIES: list[dict[str, str]] = [
 def test_the_pages_query_keeps_and_orders_what_the_twin_does(
     page: Any, server: Server, console: Console
 ) -> None:
-    sid, state = run_kv_pressure(server)
-    page.wait_for_function(
-        "sid => batchscope.model.session === sid && batchscope.model.order.every("
-        "id => batchscope.model.reqs.get(id).status === 'FINISHED')",
-        arg=sid,
-    )
+    _, state = shown_kv_pressure(page, server)
     assert any(r["num_preemptions"] for r in state["requests"])  # both sides of `preempted`
     keys = sorted({k for q in QUERIES for k in q})
     for query in QUERIES:

@@ -52,7 +52,7 @@ PANEL_PREFILLS_JS = """() => Array.from(
 def run_kv_pressure(server: Server) -> tuple[str, dict[str, Any]]:
     """Load the kv_pressure scenario; wait until it finished and is recorded."""
     sid: str = server.api("POST", "/api/scenarios/kv_pressure/load").json()["session"]
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         state = server.api("GET", "/api/state").json()
         meta = server.api("GET", f"/api/sessions/{sid}")
@@ -67,6 +67,17 @@ def run_kv_pressure(server: Server) -> tuple[str, dict[str, Any]]:
     raise AssertionError("kv_pressure did not finish")
 
 
+def shown_kv_pressure(page: Any, server: Server) -> tuple[str, dict[str, Any]]:
+    """run_kv_pressure, then wait until the live page shows every request finished."""
+    sid, state = run_kv_pressure(server)
+    page.wait_for_function(
+        "sid => batchscope.model.session === sid && batchscope.model.order.every("
+        "id => batchscope.model.reqs.get(id).status === 'FINISHED')",
+        arg=sid,
+    )
+    return sid, state
+
+
 def click_on_timeline(page: Any, req: str, step: int) -> None:
     page.wait_for_function("r => batchscope.timeline.view.last.ids.includes(r)", arg=req)
     pt = page.evaluate("([r, s]) => batchscope.timeline.view.pointOf(r, s)", [req, step])
@@ -77,12 +88,7 @@ def click_on_timeline(page: Any, req: str, step: int) -> None:
 def test_a_click_opens_the_requests_life_as_the_server_read_it(
     page: Any, server: Server, console: Console
 ) -> None:
-    sid, state = run_kv_pressure(server)
-    page.wait_for_function(
-        "sid => batchscope.model.session === sid && batchscope.model.order.every("
-        "id => batchscope.model.reqs.get(id).status === 'FINISHED')",
-        arg=sid,
-    )
+    sid, state = shown_kv_pressure(page, server)
     row = next(r for r in state["requests"] if r["num_preemptions"])
     req = row["req"]
     prefills = [[s[1], s[3]] for s in row["segments"] if s[0] == "prefill"]
