@@ -236,13 +236,12 @@ def _write_batch(
                 }
             )
             blocks.setdefault(session, []).append((seq, text))
-            waited = bool(it["waiting_reasons"]) or "waiting_default" in it
-            detail = it.get("waiting_detail")
+            reasons, detail = it["waiting_reasons"], it.get("waiting_detail")
             waits.append(
                 {
                     "session_id": session,
                     "step": step,
-                    "detail": detail if detail else (None if waited else {}),
+                    "detail": detail if detail else (None if reasons else {}),
                 }
             )
             rec.num_steps = max(rec.num_steps, step + 1)
