@@ -42,6 +42,7 @@ from protocol.bus import (
     subject,
 )
 from protocol.codes import FrameType, MessageType
+from protocol.tasks import cancel_and_wait
 
 log = logging.getLogger("batchscope_vllm")
 
@@ -92,9 +93,9 @@ class BusSender(Sender):
             while not connecting.done() and not self._done():
                 await self._tick()
             if not connecting.done():
-                connecting.cancel()
-                with contextlib.suppress(BaseException):
-                    await connecting
+                # One cancel may be lost (nats-py retries a refused connect forever, and
+                # Python 3.11's wait_for can turn the cancel into that refusal): insist.
+                await cancel_and_wait([connecting])
                 break
             exc = connecting.exception()
             if exc is not None:

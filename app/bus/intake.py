@@ -30,9 +30,9 @@ from app.nodes.ingest import NodeRegistry
 from app.nodes.ownership import restore_state
 from app.nodes.remote_node import RemoteNode
 from app.records.recorder import Recorder
-from app.tasks import cancel_and_wait
 from protocol.bus import NODES_STREAM, subject
 from protocol.codes import MessageType
+from protocol.tasks import cancel_and_wait
 
 if TYPE_CHECKING:  # nats is imported at start(): a dashboard without a bus never loads it
     from nats.aio.client import Client

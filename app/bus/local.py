@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from app.bus.subjects import connect, ensure_streams
-from app.tasks import cancel_and_wait
 from protocol.bus import step_summary, subject
 from protocol.codes import FrameType, MessageType
+from protocol.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from nats.aio.client import Client

@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from app.live.hub import EventHub
-from app.tasks import cancel_and_wait
 from protocol.codes import FrameType, SessionEvent
+from protocol.tasks import cancel_and_wait
 from protocol.wire import SessionMeta
 
 log = logging.getLogger("batchscope.relay")

@@ -23,9 +23,9 @@ from app.live.hub import EventHub, Subscriber
 from app.live.pacing import MAX_BATCH_BYTES, STALE_AFTER_S, ClientPace
 from app.records.replay import ReplayPlayer
 from app.security import has_control, origin_allowed
-from app.tasks import cancel_and_wait
 from protocol.codes import FrameType, MessageType
 from protocol.envelope import encode, envelope, error_frame
+from protocol.tasks import cancel_and_wait
 
 router = APIRouter()
 

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from protocol.tasks import cancel_and_wait
 from tests.app.bus import fleet_procs as fp
 from tests.conftest import ROOT, TOKEN, free_port
 from tests.vllm.venvs import require_vllm
@@ -122,6 +123,36 @@ def test_vllm_sender_streams_detail_on_demand(fleet: tuple[str, str]) -> None:
     fp.wait_for(lambda: fp.recorded_through(port, sender.session) == sender.seq, 60, "the end")
     seqs, gaps = fp.recorded(port, sender.session)
     assert seqs == [1, 2] and gaps == []
+
+
+def test_a_cancelled_connect_to_a_bus_that_is_away_ends() -> None:
+    """The sender gives up a pending connect when it closes. nats-py retries a refused
+    connect forever, and on Python 3.11 a cancel that meets the refusal inside
+    `asyncio.wait_for` is lost (the loop goes on): one cancel left the sender's thread alive
+    in a CI run. Cancelled at random points of nats-py's real connect loop, every try ends."""
+    import asyncio
+    import random
+
+    import nats
+
+    port = free_port()  # nothing listens there: every connect is refused
+
+    async def quiet(exc: Exception) -> None:
+        pass
+
+    async def tries() -> int:
+        ended = 0
+        for _ in range(100):
+            url = f"nats://127.0.0.1:{port}"
+            connect = nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.0,
+                                   connect_timeout=3, error_cb=quiet)  # fmt: skip
+            task = asyncio.ensure_future(connect)
+            await asyncio.sleep(random.random() * 0.01)
+            await asyncio.wait_for(cancel_and_wait([task]), 30)
+            ended += task.done()
+        return ended
+
+    assert asyncio.run(tries()) == 100
 
 
 def test_vllm_sender_waits_for_a_bus_that_is_away(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""app.tasks.cancel_and_wait ends tasks that swallow a cancellation, and never swallows the
+"""protocol.tasks.cancel_and_wait ends tasks that swallow a cancellation, and never swallows the
 caller's own (a stop's bound holds even against a task that will not end)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from app.tasks import cancel_and_wait
+from protocol.tasks import cancel_and_wait
 
 
 async def _swallows(times: int, stop: asyncio.Event, ran: list[int]) -> None:

@@ -5,7 +5,11 @@ may swallow its cancellation (Python 3.11's `asyncio.wait_for` loses one that ra
 result it waits for, gh-86296; nats-py's `fetch` waits that way, so a pull loop under load
 goes on pulling), and the suppress then swallows the caller's own cancellation too, so no
 bound around the stop (`asyncio.wait_for(stop, 30)`) can end it. A shutdown step hung
-that way, silently, with a busy dashboard.
+that way, silently, with a busy dashboard; and nats-py's connect loop retries a refused
+connect forever, so a vLLM node's sender, closed while its bus was away, lived on.
+
+Standard library only, here beside the wire so that both ends of it (the dashboard and the
+vLLM adapter's transports) end their tasks the same way.
 """
 
 from __future__ import annotations
