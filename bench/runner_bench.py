@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig
 from engine.engine import Engine
 from engine.outputs import ScheduledChunk, SchedulerOutput
+from engine.reasons import NO_WAITING
 from engine.request import SamplingParams
 from engine.runner.calibrate import calibrate, fit_cost_model, measure_step_times
 from engine.runner.torch_runner import TorchRunner
@@ -146,7 +147,7 @@ def _static_step(
         num_running=len(chunks),
         num_waiting=0,
         kv_blocks_used=0,
-        waiting_reasons={},
+        waiting_reasons=NO_WAITING,
     )
 
 

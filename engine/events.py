@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from engine.outputs import ScheduledChunk
+from engine.reasons import WaitingReasons
 from protocol.wire import WaitingDetail
 
 
@@ -89,7 +90,8 @@ class IterationEvent:
     kv: KVStats
     kv_blocks_used_end: int
     kv_changes: tuple[BlockChange, ...]
-    waiting_reasons: dict[str, str]
+    waiting_reasons: WaitingReasons
+    """Each request waiting after schedule(): a default and its exceptions."""
     config_version: int
     updated_step: int | None = None
     """The step whose batch output update_from_output() applied in this step (sync: this

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from engine.reasons import NO_WAITING, WaitingReasons
 from engine.request import Request, SamplingParams
 from protocol.wire import WaitingDetail
 
@@ -65,8 +66,9 @@ class SchedulerOutput:
     num_running: int
     num_waiting: int
     kv_blocks_used: int
-    waiting_reasons: dict[str, str]
-    """For each request still waiting: the first gate that held it."""
+    waiting_reasons: WaitingReasons
+    """For each request still waiting: the first gate that held it (compact: a default
+    and its exceptions)."""
     waiting_detail: WaitingDetail = field(default_factory=lambda: WaitingDetail())
     """The numbers behind the gate that stopped the waiting scan (engine.waiting)."""
     sampling_params: dict[str, SamplingParams] = field(default_factory=dict)
@@ -86,7 +88,9 @@ class SchedulerOutput:
         cls, step: int, num_running: int, num_waiting: int, kv_blocks_used: int
     ) -> SchedulerOutput:
         """A step that scheduled nothing, with the queues and KV use as they are."""
-        return cls(step, (), 0, (), (), (), (), (), num_running, num_waiting, kv_blocks_used, {})
+        return cls(
+            step, (), 0, (), (), (), (), (), num_running, num_waiting, kv_blocks_used, NO_WAITING
+        )
 
     @property
     def num_scheduled_tokens(self) -> dict[str, int]:

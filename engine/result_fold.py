@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from engine.events import Event, IterationEvent, RequestEvent
@@ -45,6 +45,11 @@ class ResultFold:
         # Draft tokens scheduled per step, until the step's output verifies them.
         self._spec: dict[int, dict[str, int]] = {}
         self._overheads = array("d")
+        self._waiting: dict[str, None] = {}
+        """The requests waiting after the latest step's schedule (an ordered set), to
+        resolve its compact waiting reasons into the step record's full map."""
+        self._aborted: set[str] = set()
+        """Requests aborted since the latest step."""
         self.num_steps = 0
         self.total_scheduled_tokens = 0
         self.total_padding_tokens = 0
@@ -68,12 +73,16 @@ class ResultFold:
         if isinstance(event, IterationEvent):
             self._step(event)
         elif isinstance(event, RequestEvent):
+            if event.kind == RequestMark.ABORTED:
+                self._aborted.add(event.req_id)
             rec = self._open.get(event.req_id)
             if rec is not None:
                 _apply_request_event(rec, event)
 
     def _step(self, ev: IterationEvent) -> None:
-        record = step_record(ev)
+        follow_waiting(self._waiting, ev, self._aborted)
+        self._aborted.clear()
+        record = step_record(ev, self._waiting)
         idle_ms = self._idle.pop(ev.step, None)
         if idle_ms is not None:
             record["idle_ms"] = idle_ms
@@ -163,7 +172,26 @@ def empty_request_record(r: ScenarioRequest) -> RequestRecord:
     }
 
 
-def step_record(ev: IterationEvent) -> StepRecord:
+def follow_waiting(
+    waiting: dict[str, None], ev: IterationEvent, aborted: Collection[str] = ()
+) -> None:
+    """`waiting` (the requests waiting after the previous step's schedule, an ordered
+    set) becomes those waiting after `ev`'s schedule, from its changes alone:
+    O(changes). `aborted`: the requests aborted since the previous step (their
+    `aborted` marks; one may have arrived for this step too)."""
+    for req_id in aborted:
+        waiting.pop(req_id, None)
+    waiting.update(dict.fromkeys(r for r in ev.arrived if r not in aborted))
+    for req_id in ev.new_req_ids:
+        waiting.pop(req_id, None)
+    for req_id in ev.resumed_req_ids:
+        waiting.pop(req_id, None)
+    waiting.update(dict.fromkeys(p.req_id for p in ev.preempted))
+
+
+def step_record(ev: IterationEvent, waiting: Iterable[str] = ()) -> StepRecord:
+    """One step's record; `waiting`: the requests waiting after its schedule (its
+    reasons come compact: a default and the exceptions)."""
     return {
         "step": ev.step,
         "arrived": list(ev.arrived),
@@ -182,7 +210,7 @@ def step_record(ev: IterationEvent) -> StepRecord:
         "num_running_end": ev.num_running_end,
         "num_waiting_end": ev.num_waiting_end,
         "kv_blocks_used_end": ev.kv_blocks_used_end,
-        "waiting_reasons": dict(ev.waiting_reasons),
+        "waiting_reasons": ev.waiting_reasons.resolve(waiting),
         "updated_step": ev.updated_step,
         "scheduled_spec_tokens": {
             c.req_id: len(c.spec_token_ids) for c in ev.chunks if c.spec_token_ids

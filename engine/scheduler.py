@@ -173,7 +173,10 @@ class Scheduler:
 
         kv_used = self.kv_cache_manager.block_pool.get_num_used_blocks()
         preempted = plan.preempted
-        reasons = waiting_reasons(self.waiting, stop_reason, plan.passed_over)
+        passed_over = [
+            r for r in plan.passed_over if self.requests[r].status != RequestStatus.RUNNING
+        ]
+        reasons = waiting_reasons(self.waiting, stop_reason, passed_over)
         waiting_detail = self._waiting_detail(stop_reason, plan) if reasons else {}
         # The plan above was built from the old num_computed_tokens; advance them now.
         self._update_after_schedule(plan)

@@ -8,6 +8,9 @@ code and its detail.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from engine.reasons import NO_WAITING, WaitingReasons
 from engine.request_queue import RequestQueue
 from engine.step_plan import StepPlan
 from engine.waiting import token_budget_detail
@@ -34,12 +37,14 @@ __all__ = [
     "MAX_NUM_ACTIVE_SEQS",
     "MAX_NUM_SEQS",
     "NO_CHUNKING_FIT",
+    "NO_WAITING",
     "PAUSED",
     "POLICY_ORDER",
     "PREEMPTION_THIS_STEP",
     "PREFILL_THROTTLED",
     "STATIC_BATCH",
     "TOKEN_BUDGET",
+    "WaitingReasons",
     "gate_detail",
     "waiting_reasons",
 ]
@@ -49,24 +54,25 @@ HEAD_GATES = (KV_BLOCKS, KV_WATERMARK, NO_CHUNKING_FIT)
 
 
 def waiting_reasons(
-    waiting: RequestQueue, gate: str | None, passed_over: set[str] | frozenset[str] = frozenset()
-) -> dict[str, str]:
-    """Each waiting request's reason, given the gate that stopped the scan (None: the
-    token budget, the gate of a scan that never ran out of requests). `passed_over`:
-    requests cache-aware admission moved back this step (0.34+): that is their reason
-    (cache_aware_order; the step's gate stays in the waiting detail)."""
+    waiting: RequestQueue, gate: str | None, passed_over: Iterable[str] = ()
+) -> WaitingReasons:
+    """The waiting requests' reasons, given the gate that stopped the scan (None: the
+    token budget, the gate of a scan that never ran out of requests). Under a gate of the
+    head alone (HEAD_GATES) the head has the gate and the others wait `policy_order`.
+    `passed_over`: requests still waiting that cache-aware admission moved back this
+    step (0.34+): that is their reason (cache_aware_order; the step's gate stays in the
+    waiting detail)."""
     if not waiting:
-        return {}
+        return NO_WAITING
+    exceptions: dict[str, str] = {}
     if gate in HEAD_GATES:
-        head = waiting.peek_request().request_id
-        reasons = {r.request_id: (gate if r.request_id == head else POLICY_ORDER) for r in waiting}
+        default: str = POLICY_ORDER
+        exceptions[waiting.peek_request().request_id] = str(gate)
     else:
-        reason = gate or TOKEN_BUDGET
-        reasons = {r.request_id: reason for r in waiting}
+        default = gate or TOKEN_BUDGET
     for req_id in passed_over:
-        if req_id in reasons:
-            reasons[req_id] = CACHE_AWARE_ORDER
-    return reasons
+        exceptions[req_id] = CACHE_AWARE_ORDER
+    return WaitingReasons(default, exceptions)
 
 
 def gate_detail(

@@ -66,6 +66,7 @@ def iteration_payload(
     padding: int = 0,
     waiting_detail: Mapping[str, Any] | None = None,
     prefix_cache: tuple[int, int] | None = None,
+    waiting_default: str | None = None,
 ) -> IterationData:
     """One step's `iteration` data. Times in seconds since the session started
     (`forward_ms` in ms, `overhead_us` in µs). `scheduled`: the `[{req, n, start, phase,
@@ -75,9 +76,12 @@ def iteration_payload(
     they say something: `accepted` drafts per request, `appended` tokens per request (when
     any is not 1), async output `placeholders` per request, draft `spec_tokens`, static
     batching `padding`, and `waiting_detail` (the numbers behind `waiting_reasons`).
-    `prefix_cache`: (queries, hits), the step's prefix-cache stats counted as the
-    producer's vLLM release counts them, sent by a producer that counts them (our engine)
-    as `kv.prefix_queries` / `kv.prefix_hits`, even when 0."""
+    `waiting_default`: the reason of every request waiting at this step that
+    `waiting_reasons` does not name (then it holds only the exceptions; without it,
+    `waiting_reasons` names every waiting request). `prefix_cache`: (queries, hits), the
+    step's prefix-cache stats counted as the producer's vLLM release counts them, sent by
+    a producer that counts them (our engine) as `kv.prefix_queries` / `kv.prefix_hits`,
+    even when 0."""
     out: IterationData = {
         "step": step,
         "t_start": _t(t_start),
@@ -118,6 +122,8 @@ def iteration_payload(
         "config_version": config_version,
         "updated_step": updated_step,
     }
+    if waiting_default is not None:
+        out["waiting_default"] = waiting_default
     if prefix_cache is not None:
         out["kv"]["prefix_queries"], out["kv"]["prefix_hits"] = prefix_cache
     if accepted:

@@ -155,7 +155,8 @@ class _IterationBase(TypedDict):
     kv: KVUse
     blocks: list[BlockChange]
     waiting_reasons: dict[str, str]
-    """Request id -> codes.WaitingReason."""
+    """Request id -> codes.WaitingReason: every request waiting at this step, or with
+    `waiting_default` only the exceptions to it."""
     config_version: int
 
 
@@ -163,6 +164,9 @@ class IterationData(_IterationBase, total=False):
     """An `iteration` frame's data: one engine step."""
 
     updated_step: int | None
+    waiting_default: str
+    """codes.WaitingReason of every request waiting at this step that `waiting_reasons`
+    does not name (absent: `waiting_reasons` names them all)."""
     accepted: dict[str, int]
     appended: dict[str, int]
     placeholders: dict[str, int]

@@ -21,10 +21,12 @@ import base64
 import json
 import zlib
 from collections import Counter
+from collections.abc import Iterable
 from operator import itemgetter
 from typing import Any, Protocol, TypedDict
 
 from app.db.checkpoint_codec import LEVEL, CheckpointClock
+from app.frames.step_reasons import StepReasons
 from protocol.codes import FrameType, RequestMark, RequestStatus, SessionEvent
 from protocol.views import RequestRow
 from protocol.wire import WaitingDetail
@@ -60,6 +62,9 @@ class Folded(Protocol):
     def in_flight(self) -> set[str]: ...
     @property
     def waiting_detail(self) -> WaitingDetail: ...
+    @property
+    def reasons(self) -> StepReasons: ...
+    def settle(self, rows: Iterable[RequestRow] | None = None) -> None: ...
 
 
 class Reasons(TypedDict):
@@ -158,6 +163,7 @@ class LiveRowsTaker:
 
     def _whole(self, state: Folded) -> LiveRows:
         rows = {r: row for r, row in state.requests.items() if row["status"] not in DONE}
+        state.settle(rows.values())
         return self._base(state, rows)
 
     def _apart(self, state: Folded) -> LiveRows | None:
@@ -186,17 +192,23 @@ class LiveRowsTaker:
             if _is_pending(row):
                 return None  # pending in the fold, not by the marks
             rows[req] = row
-        reason_of = list(map(_WAITING_REASON, pend))
-        reasons = Counter(reason_of)
-        default = reasons.most_common(1)[0][0] if reasons else None
-        if len(reasons) > 1:
+        state.settle(rows.values())
+        step_reasons = state.reasons
+        exceptions: dict[str, str | None]
+        if step_reasons.default is not None:
+            # Compact reasons of this step, where every pending request waits: its default
+            # and the exceptions among them, without a look at their rows.
+            default: str | None = step_reasons.default
+            exceptions = {r: e for r, e in step_reasons.exceptions.items() if r in marks}
+        else:
+            reason_of = list(map(_WAITING_REASON, pend))
+            reasons = Counter(reason_of)
+            default = reasons.most_common(1)[0][0] if reasons else None
             exceptions = {
                 req: reason
                 for req, reason in zip(order, reason_of, strict=True)
                 if reason != default
             }
-        else:
-            exceptions = {}
         if len(exceptions) > MAX_EXCEPTIONS:
             return None
         out = self._base(state, rows)

@@ -236,12 +236,13 @@ def _write_batch(
                 }
             )
             blocks.setdefault(session, []).append((seq, text))
-            reasons, detail = it["waiting_reasons"], it.get("waiting_detail")
+            waited = bool(it["waiting_reasons"]) or "waiting_default" in it
+            detail = it.get("waiting_detail")
             waits.append(
                 {
                     "session_id": session,
                     "step": step,
-                    "detail": detail if detail else (None if reasons else {}),
+                    "detail": detail if detail else (None if waited else {}),
                 }
             )
             rec.num_steps = max(rec.num_steps, step + 1)

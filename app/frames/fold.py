@@ -11,7 +11,7 @@ app.frames.latencies.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
 from app.frames import snapshot
@@ -19,6 +19,7 @@ from app.frames.block_table import BlockTable
 from app.frames.checkpoint import Checkpoint
 from app.frames.latencies import Latencies
 from app.frames.rows import END_MARKS, close_open, new_row, table_rows
+from app.frames.step_reasons import StepReasons
 from protocol.codes import FrameType, Phase, RequestMark, RequestStatus, SegmentKind, SessionEvent
 from protocol.envelope import encode
 from protocol.views import (
@@ -93,6 +94,9 @@ class SessionState:
         """The numbers behind the latest step's waiting reasons (engine.waiting)."""
         self.in_flight: set[str] = set()
         """Async scheduling: requests with output placeholders after the latest step."""
+        self.reasons = StepReasons()
+        """The latest step's waiting reasons; a waiting row's is resolved when the rows
+        are read (settle), not written every step (app.frames.step_reasons)."""
 
     # ------------------------------------------------------------------ fold
     def apply(self, frame_type: str, seq: int, data: Mapping[str, Any]) -> None:
@@ -134,6 +138,7 @@ class SessionState:
             row["last_token_t"] = t_end
         for f in d["finished"]:
             row = self.row(f["req"])
+            self.reasons.freeze(row)
             row["status"], row["finish_reason"] = FINISHED, f["reason"]
             row["finish_step"] = step
             # The request's own `finished` mark follows with the same time; until it is
@@ -184,10 +189,7 @@ class SessionState:
     def _apply_waiting_and_spec(self, d: IterationData) -> int:
         """Waiting reasons, accepted drafts and output placeholders; the drafts accepted."""
         requests = self.requests
-        for req, reason in d["waiting_reasons"].items():
-            waiting_row = requests.get(req)
-            if waiting_row is not None:
-                waiting_row["waiting_reason"] = reason
+        self.reasons.apply(d, requests)
         self.waiting_detail = d.get("waiting_detail", {})
         accepted = d.get("accepted", {})
         for req, n in accepted.items():
@@ -224,6 +226,10 @@ class SessionState:
             self.config = dict(data.get("config") or {})
             self.simulated = bool(data.get("simulated", self.simulated))
 
+    def settle(self, rows: Iterable[RequestRow] | None = None) -> None:
+        """Write the waiting reasons as of the latest step into `rows` (default: all)."""
+        self.reasons.settle(self.requests.values() if rows is None else rows)
+
     def row(self, req: str) -> RequestRow:
         """`req`'s row (a new one, waiting since the next step, if it has none yet)."""
         row = self.requests.get(req)
@@ -244,6 +250,7 @@ class SessionState:
             self.totals["prompt_tokens"] += row["num_prompt_tokens"]
         elif kind == REJECTED_MARK:
             row = self.row(req)
+            self.reasons.freeze(row)
             row["status"], reason = END_MARKS[kind]
             row["finish_reason"] = detail.get("reason", reason)
             row["finish_step"], row["segments"] = d["step"], []
@@ -257,6 +264,7 @@ class SessionState:
             self.latencies.queue.append(round(t - row["arrived_t"], 6))
         elif kind in (FINISHED_MARK, ABORTED):
             row = self.row(req)
+            self.reasons.freeze(row)
             row["status"], reason = END_MARKS[kind]
             row["finish_reason"] = detail.get("reason", reason)
             row["finish_step"] = d["step"]
@@ -279,6 +287,7 @@ class SessionState:
     # ----------------------------------------------------------- checkpoints
     def to_checkpoint(self) -> Checkpoint:
         """Everything needed to resume folding from here (JSON-serialisable)."""
+        self.settle()
         return {
             "session": self.session,
             "meta": self.meta,
@@ -342,6 +351,7 @@ class SessionState:
         self, compact: bool = False, columns: bool = False, with_blocks: bool = True
     ) -> SnapshotData:
         """The state for a late joiner (app.frames.snapshot.build: `compact`, `columns`)."""
+        self.settle()
         out = snapshot.build(
             self.head(),
             list(self.requests.values()),
@@ -378,6 +388,7 @@ class SessionState:
 
     def request_rows(self) -> list[TableRow]:
         """The request table's rows, in arrival order (app.frames.rows.table_rows)."""
+        self.settle()
         return table_rows(self.requests.values(), self.waiting_detail)
 
     def latency_summary(self) -> LatencySummary:

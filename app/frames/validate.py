@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protocol.codes import BlockState, FrameType, Phase, RequestMark
+from protocol.codes import BlockState, FrameType, Phase, RequestMark, WaitingReason
 from protocol.wire import Knobs
 
 __all__ = ["FrameType"]
@@ -101,6 +101,8 @@ class IterationFrame(_Strict):
     waiting_reasons: dict[Name, Annotated[str, Field(max_length=2000, pattern=NO_NUL)]]
     config_version: Count
     updated_step: Count | None = None
+    waiting_default: WaitingReason | None = None
+    """Every waiting request not in `waiting_reasons` has this reason (a known code)."""
     accepted: dict[Name, Count] = Field(default_factory=dict)
     appended: dict[Name, Count] = Field(default_factory=dict)
     placeholders: dict[Name, Count] = Field(default_factory=dict)

@@ -112,7 +112,12 @@ class EngineStats:
         queues, kv = data["queues"], data["kv"]
         self.running, self.waiting = queues["running_end"], queues["waiting_end"]
         self.kv_usage = kv["used_end"] / kv["total"] if kv["total"] else 0.0
-        reasons = Counter(data["waiting_reasons"].values())
+        named = data["waiting_reasons"]
+        reasons = Counter(named.values())
+        default = data.get("waiting_default")
+        unnamed = queues["waiting"] - len(named)
+        if default is not None and unnamed > 0:  # the others waiting (compact reasons)
+            reasons[default] += unnamed
         other = self.waiting - sum(reasons.values())
         if other > 0:
             reasons["other"] += other

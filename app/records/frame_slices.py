@@ -49,6 +49,9 @@ class StepSlice(_StepSliceBase, total=False):
     placeholders: dict[str, int]
     waiting_detail: WaitingDetail
     updated_step: int | None
+    waiting_default: str
+    """Every request waiting at the step but those `waiting_reasons` names has this
+    reason (absent: `waiting_reasons` names them all)."""
 
 
 def _value(text: str, key: str, start: int) -> Any:
@@ -63,7 +66,8 @@ def _value(text: str, key: str, start: int) -> Any:
 def request_slice(text: str, req: str, needle: str) -> StepSlice | None:
     """The frame's data with `scheduled` holding only `req`'s row (`scheduled_all` says
     where the whole list starts, for `all_scheduled`) and `waiting_reasons` only `req`'s
-    reason. `needle` is json.dumps(req)."""
+    reason (and the step's `waiting_default`, if it has one). `needle` is
+    json.dumps(req)."""
     base = text.find(_DATA)
     if base < 0:
         return None
@@ -99,7 +103,19 @@ def request_slice(text: str, req: str, needle: str) -> StepSlice | None:
     }
     if text.find('"updated_step":', tail) >= 0:  # absent in recordings made before it
         out["updated_step"] = _value(text, '"updated_step":', tail)
+    default = _value(text, '"waiting_default":', tail)
+    if default is not None:
+        out["waiting_default"] = default
     return out
+
+
+def seq_of(text: str) -> int | None:
+    """The frame's `seq` (the envelope's, written before its data)."""
+    at = text.find('"seq":')
+    if at < 0:
+        return None
+    seq = _scan(text, at + len('"seq":'))[0]
+    return seq if isinstance(seq, int) else None
 
 
 def all_scheduled(text: str, at: int) -> list[ScheduledRow]:

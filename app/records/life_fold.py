@@ -32,6 +32,7 @@ MAX_WAIT_ROWS = 400
 """Wait intervals listed with their own numbers; past this, same-reason runs merge."""
 TEXT_KEYS = ("prompt_text", "prompt_token_ids", "output_text", "output_token_ids")
 HIDDEN_KEYS = (*TEXT_KEYS, "prompt_block_hashes")
+ENDS = (RequestMark.FINISHED, RequestMark.ABORTED, RequestMark.REJECTED)
 """Kept out of a mark's detail (the text is shown apart; block hashes are for exports)."""
 
 
@@ -54,14 +55,21 @@ class LifeFold:
         self.running = False
         self.parsed = 0
         self._placeholders = 0
+        self._arrived_step: int | None = None
+        self._ends: list[tuple[int, int | None]] = []
+        """(step, seq) of the marks that ended it (finished, aborted, rejected)."""
 
     # ---------------------------------------------------------------- frames
     def iteration(
-        self, d: StepSlice, scheduled: Callable[[], list[ScheduledRow]] | None = None
+        self,
+        d: StepSlice,
+        scheduled: Callable[[], list[ScheduledRow]] | None = None,
+        seq: int | None = None,
     ) -> None:
-        """Fold step `d`. `d["scheduled"]` may hold only our row; then `scheduled()`
-        gives the whole list, when the block attribution needs it."""
+        """Fold step `d` (frame `seq`). `d["scheduled"]` may hold only our row; then
+        `scheduled()` gives the whole list, when the block attribution needs it."""
         req, step = self.req, d["step"]
+        was_running = self.running
         self.parsed += 1
         t_end = d["t_start"] + d["duration"]
         item = next((i for i in d["scheduled"] if i["req"] == req), None)
@@ -92,6 +100,11 @@ class LifeFold:
         )
         self.steps_read.add(step)
         reason = d["waiting_reasons"].get(req)
+        default = d.get("waiting_default")
+        if reason is None and default is not None and item is None:
+            preempted_now = any(p["req"] == req for p in d["preempted"])
+            if preempted_now or (not was_running and self._waits_at(step, d, seq)):
+                reason = default
         if reason is not None:
             self.wait_steps[step] = (reason, d.get("waiting_detail") or {})
         for p in d["preempted"]:
@@ -116,7 +129,29 @@ class LifeFold:
                 self.running = False
                 self.blocks.release_all(step)
 
-    def mark(self, d: RequestMarkData) -> None:
+    def _waits_at(self, step: int, d: StepSlice, seq: int | None) -> bool:
+        """Whether the request, not scheduled at step `d` (frame `seq`) nor running
+        before it, is in the waiting queue after its schedule (its marks are folded
+        first): arrived by then and not ended. An abort's mark names the step about to
+        run and precedes its frame; a stop's names the last step that ran and follows
+        its frame (protocol.lifecycle.stop_marks): the request waited there."""
+        if self.finished is not None or any(f["req"] == self.req for f in d["finished"]):
+            return False
+        if self._arrived_step is not None and self._arrived_step > step:
+            return False
+        for end_step, end_seq in self._ends:
+            if end_step < step:
+                return False
+            if end_step == step and (end_seq is None or seq is None or end_seq < seq):
+                return False
+        return True
+
+    def mark(self, d: RequestMarkData, seq: int | None = None) -> None:
+        """Fold one of the request's marks (frame `seq`), before its frames."""
+        if d["kind"] == RequestMark.ARRIVED and self._arrived_step is None:
+            self._arrived_step = d["step"]
+        elif d["kind"] in ENDS:
+            self._ends.append((d["step"], seq))
         detail: dict[str, Any] = dict(d.get("detail") or {})
         for key in TEXT_KEYS:
             if key in detail:

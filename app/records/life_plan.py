@@ -3,13 +3,15 @@ steps' numbers alone.
 
 A request's marks (arrived, scheduled, preempted, resumed, finished) split its life into
 steps it ran (their frames say what it was scheduled, which blocks it got, what it
-sampled) and steps it waited. A frame of a busy step holds every waiting request's
-reason, so reading the frames of a long wait is most of the cost; but the engine gives
-every waiting request the same reason, the step's gate (`waiting_detail.gate`), except
-under a gate of the queue's head alone (kv_blocks, no_chunking_fit), where the others wait
-`policy_order` (engine.waiting_reasons.waiting_reasons). So the small per-step numbers
-(step_waits) give the reasons; the first step of each wait is read from its frame to check
-that the producer follows that rule, and a wait is read from frames when it does not.
+sampled) and steps it waited. Reading the frames of a long wait is most of the cost (a
+frame of a busy step is tens of kilobytes, and one recorded before `waiting_default` holds
+every waiting request's reason); but the engine gives every waiting request the same
+reason, the step's gate (`waiting_detail.gate`), except under a gate of the queue's head
+alone (kv_blocks, no_chunking_fit), where the others wait `policy_order`
+(engine.waiting_reasons.waiting_reasons; its frames say so as `waiting_default` and the
+exceptions). So the small per-step numbers (step_waits) give the reasons; the first step
+of each wait is read from its frame to check that the producer follows that rule, and a
+wait is read from frames when it does not.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from app.records import frame_slices, life_plan
 from app.records.life_fold import LifeFold, latency, status
 from app.records.life_types import RequestLifeData
 
+DEFAULT_KEY = '"waiting_default":'
 CACHE_ENTRIES = 32
 """Lives kept (a recorded step range never changes; a request still live is keyed by the
 session's last seq too): clicking back and forth reads the frames once."""
@@ -40,13 +41,15 @@ def _scan(db: Session, session_id: str, fold: LifeFold, ranges: list[tuple[int, 
     for a, b in ranges:
         for text in request_frames.iteration_texts(db, session_id, a, b):
             scanned += 1
-            if needle not in text:
-                continue
+            if needle not in text and DEFAULT_KEY not in text:
+                continue  # (compact reasons name only the exceptions: it may wait there)
             d = frame_slices.request_slice(text, fold.req, needle)
+            seq = frame_slices.seq_of(text)
             if d is None:
-                fold.iteration(json.loads(text)["data"])
+                fold.iteration(json.loads(text)["data"], seq=seq)
             else:
-                fold.iteration(d, partial(frame_slices.all_scheduled, text, d["scheduled_at"]))
+                whole = partial(frame_slices.all_scheduled, text, d["scheduled_at"])
+                fold.iteration(d, whole, seq)
     return scanned
 
 
@@ -56,9 +59,10 @@ def _read(db: Session, session_id: str, fold: LifeFold, first: int, last: int) -
     needle = json.dumps(fold.req)
     for text in request_frames.request_mark_texts(db, session_id, first, last):
         if needle in text:
-            d = json.loads(text)["data"]
+            frame = json.loads(text)
+            d = frame["data"]
             if d["req"] == fold.req:
-                fold.mark(d)
+                fold.mark(d, frame.get("seq"))
     plan = life_plan.plan_reads(fold.marks, first, last)
     if plan is None:
         return _scan(db, session_id, fold, [(first, last)])

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from engine.kv_cache_manager import cdiv
 from engine.outputs import ModelRunnerOutput, ScheduledChunk, SchedulerOutput
+from engine.reasons import NO_WAITING
 from engine.runner.cost_model import ModelSpec, RooflineCostModel
 from engine.runner.sim import CostModel
 
@@ -90,7 +91,7 @@ class _Planner:
             num_running=len(chunks),
             num_waiting=0,
             kv_blocks_used=0,
-            waiting_reasons={},
+            waiting_reasons=NO_WAITING,
         )
         self.previous = tuple(c.req_id for c in chunks)
         return out

@@ -47,7 +47,8 @@ class Model {
     this.configVersion = 0;
     this.paused = false;
     this.simulated = false;
-    this.reqs = new Map();
+    this.reasons = new StepReasons();
+    this.reqs = new Rows(this.reasons); // a Map whose get() resolves the waiting reason
     this.order = []; // req ids in arrival order
     this.blocks = []; // index block_id -> [state, owner, ref_cnt]
     this.blockDirty = new Set();
@@ -299,10 +300,7 @@ class Model {
       const row = this._row(fin.req, step);
       row.status = STATUS.FINISHED; row.finish_reason = fin.reason; row.finish_step = step;
     }
-    for (const req in d.waiting_reasons) {
-      const row = this.reqs.get(req);
-      if (row) row.waiting_reason = d.waiting_reasons[req];
-    }
+    this.reasons.apply(d, this.reqs);
     for (const b of d.blocks) {
       this.blocks[b[0]] = [b[1], b[2], b[3]];
       this.blockDirty.add(b[0]);
@@ -359,6 +357,40 @@ class Model {
   }
 }
 
+// Waiting reasons, as app/frames/step_reasons.py keeps them: a frame with
+// `waiting_default` names only the exceptions to it, so the latest step's default and
+// exceptions are kept and a waiting row's reason is resolved when the row is read (Rows.get;
+// also just before a row stops waiting, since every change reads it first): a frame costs
+// O(exceptions), not a write to every row of a long queue.
+class StepReasons {
+  constructor() { this.def = null; this.step = -1; this.exc = {}; }
+  apply(d, rows) {
+    const named = d.waiting_reasons;
+    const def = d.waiting_default === undefined ? null : d.waiting_default;
+    if (def === null && this.def !== null) {
+      for (const row of rows.values()) this.resolve(row); // a full map after compact ones
+      this.def = null; this.exc = {};
+    }
+    for (const req in named) {
+      const row = rows.get(req);
+      if (row) row.waiting_reason = named[req];
+    }
+    if (def !== null) { this.def = def; this.step = d.step; this.exc = named; }
+  }
+  resolve(row) {
+    if (this.def === null || row.arrived_step > this.step) return;
+    if (row.status !== STATUS.WAITING && row.status !== STATUS.PREEMPTED) return;
+    row.waiting_reason = Object.hasOwn(this.exc, row.req) ? this.exc[row.req] : this.def;
+  }
+}
+class Rows extends Map {
+  constructor(reasons) { super(); this.reasons = reasons; }
+  get(req) {
+    const row = super.get(req);
+    if (row !== undefined) this.reasons.resolve(row);
+    return row;
+  }
+}
 function trimTimes(a, b, below) {
   for (const m of [a, b]) for (const k of m.keys()) { if (k >= below) break; m.delete(k); }
 }

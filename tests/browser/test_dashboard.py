@@ -13,6 +13,7 @@ CLIENT_ROWS_JS = """() => batchscope.model.order.map(id => {
     const end = s => (s[2] === null ? Math.max(batchscope.model.step, s[1]) : s[2]);
     return {req: r.req, status: r.status, num_computed_tokens: r.num_computed_tokens,
             num_preemptions: r.num_preemptions, finish_step: r.finish_step,
+            waiting_reason: r.waiting_reason,
             segments: r.segs.map(s => [s[0], s[1], end(s), s[3]])};
 })"""
 
@@ -161,9 +162,14 @@ def test_the_client_fold_of_frames_matches_the_server_snapshot(
     snap = server.api("GET", "/api/state").json()
     client = page.evaluate(CLIENT_ROWS_JS)
     assert page.evaluate("() => batchscope.model.step") == snap["step"]
-    keys = ("req", "status", "num_computed_tokens", "num_preemptions", "finish_step", "segments")
+    keys = (
+        "req", "status", "num_computed_tokens", "num_preemptions", "finish_step",
+        "waiting_reason", "segments",
+    )  # fmt: skip
     server_rows = [{k: r[k] for k in keys} for r in snap["requests"]]
     assert client == server_rows
+    # (the frames carried compact waiting reasons, resolved on both sides)
+    assert any(r["waiting_reason"] for r in server_rows)
     blocks = page.evaluate(
         "() => batchscope.model.blocks.map((b, id) => b && [id, ...b]).filter(Boolean)"
     )

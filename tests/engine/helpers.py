@@ -101,6 +101,12 @@ def step(scheduler: Scheduler) -> SchedulerOutput:
     return output
 
 
+def reasons(scheduler: Scheduler, output: SchedulerOutput) -> dict[str, str]:
+    """`output`'s waiting reasons resolved for every request waiting after it (its
+    compact form names only the exceptions to the step's default)."""
+    return output.waiting_reasons.resolve(r.request_id for r in scheduler.waiting)
+
+
 def scheduled(output: SchedulerOutput) -> dict[str, int]:
     return {c.req_id: c.num_tokens for c in output.chunks}
 
@@ -149,3 +155,41 @@ def scenario_events(path: Path) -> list[Event]:
     while engine.has_unfinished_requests():
         engine.step()
     return list(sink.events)
+
+
+def busy_run(
+    vllm_version: str = "0.34", steps: int = 120
+) -> tuple[list[Event], dict[int, list[str]]]:
+    """An overloaded run on the SimRunner with every kind of waiting reason: bursts of
+    arrivals (some sharing a prefix, for cache-aware admission) into a small KV pool
+    (preemptions, kv_blocks), a pause, and aborts of waiting requests between steps.
+    Returns the events as emitted and, per step, the ids of the requests waiting after
+    it (read off the scheduler: what a full waiting-reasons map named)."""
+    cfg = make_config(
+        vllm_version=vllm_version,
+        max_num_batched_tokens=32,
+        max_num_seqs=6,
+        num_gpu_blocks=40,
+        enable_prefix_caching=True,
+        max_model_len=128,
+    )
+    if vllm_version == "0.34":
+        cfg = cfg.with_updates(cache_aware_admission_window=4, cache_aware_admission_threshold=0.0)
+    sink = ListSink()
+    engine = Engine(cfg, SimRunner(), sink)
+    sched = engine.scheduler
+    shared = list(range(500, 524))
+    waiting: dict[int, list[str]] = {}
+    n = 0
+    for i in range(steps):
+        if i % 5 == 0 and i < steps - 40:
+            for _ in range(6):
+                prompt = shared + [n] * (n % 3 * 8) if n % 2 else [n % 50 + 1] * (12 + n % 20)
+                engine.add_request(f"r{n}", prompt, SamplingParams(max_tokens=4 + n % 9))
+                n += 1
+        if i % 17 == 16:
+            engine.abort([r.request_id for r in list(sched.waiting)[-2:]])
+        sched.paused = i in (30, 31)
+        ev = engine.step()
+        waiting[ev.step] = [r.request_id for r in sched.waiting]
+    return list(sink.events), waiting

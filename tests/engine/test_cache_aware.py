@@ -22,10 +22,10 @@ def _step3(
     overrides: dict[str, object],
 ) -> tuple[dict[str, int], dict[str, str], dict[str, object]]:
     sink = ListSink()
-    run_scenario(load_scenario(SCENARIO, overrides), sink=sink)
+    result = run_scenario(load_scenario(SCENARIO, overrides), sink=sink)
     it = sink.iterations()[3]
     plan = {c.req_id: c.num_tokens for c in it.chunks}
-    return plan, it.waiting_reasons, it.waiting_detail
+    return plan, result["steps"][3]["waiting_reasons"], it.waiting_detail
 
 
 def test_a_cached_prefix_moves_ahead_and_the_request_it_passed_says_so() -> None:

@@ -41,7 +41,11 @@ def test_the_wave_shows_chunks_waiting_and_preemption_and_repeats() -> None:
         and any(not c.is_prefill for c in e.chunks)
     ]
     assert chunk_beside_decode and chunk_beside_decode[0] < 10
-    reasons = {r for e in wave_1 for r in e.waiting_reasons.values()}
+    reasons = {
+        r
+        for e in wave_1
+        for r in (e.waiting_reasons.default, *e.waiting_reasons.exceptions.values())
+    }
     assert {"token_budget", "kv_blocks"} <= reasons
     preempted = {p.req_id: e.step for e in wave_1 for p in e.preempted}
     assert preempted and min(preempted.values()) < 80

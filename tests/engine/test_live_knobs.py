@@ -7,7 +7,7 @@ import pytest
 
 from engine.schedulers import create_scheduler
 from protocol.codes import MAX_NUM_SEQS
-from tests.engine.helpers import make_config, make_request, scheduled, step
+from tests.engine.helpers import make_config, make_request, reasons, scheduled, step
 
 
 @pytest.mark.parametrize("batching", ["continuous", "static"])
@@ -44,5 +44,5 @@ def test_a_request_waits_for_max_num_seqs_while_the_running_are_over_the_cap() -
     for _ in range(5):
         out = step(sched)
         assert "w" not in scheduled(out)
-        assert out.waiting_reasons.get("w") == MAX_NUM_SEQS
+        assert reasons(sched, out).get("w") == MAX_NUM_SEQS
         assert len(sched.running) == 3

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from engine.request import RequestStatus
 from engine.waiting_reasons import PREEMPTION_THIS_STEP
-from tests.engine.helpers import check_invariants, make_request, make_scheduler, scheduled, step
+from tests.engine.helpers import (
+    check_invariants,
+    make_request,
+    make_scheduler,
+    reasons,
+    scheduled,
+    step,
+)
 
 # 3 usable blocks of 4 tokens. Y (prompt 2) and X (prompt 8) fill all three at step 0.
 # At step 1 Y's decode fits its block, X's decode needs a third block: the pool is short.
@@ -31,7 +38,7 @@ def test_fcfs_preempts_the_last_running_request_even_if_it_is_the_one_asking() -
     assert x.num_preemptions == 1
     # Nothing waiting is admitted in a step that preempted; X went to the front.
     assert [r.request_id for r in s.waiting] == ["X", "Z"]
-    assert out.waiting_reasons == {"X": PREEMPTION_THIS_STEP, "Z": PREEMPTION_THIS_STEP}
+    assert reasons(s, out) == {"X": PREEMPTION_THIS_STEP, "Z": PREEMPTION_THIS_STEP}
     check_invariants(s)
 
 
@@ -75,4 +82,4 @@ def test_a_waiting_request_never_preempts_a_running_one() -> None:
     out = step(s)
     assert scheduled(out) == {"A": 1}
     assert out.preempted_req_ids == ()
-    assert out.waiting_reasons == {"B": "kv_blocks"}
+    assert reasons(s, out) == {"B": "kv_blocks"}

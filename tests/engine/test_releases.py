@@ -28,7 +28,7 @@ from engine.scenario import ScenarioError, parse_scenario
 from engine.simulate import run_scenario
 from engine.waiting import waiting_text
 from tests.conftest import ROOT
-from tests.engine.helpers import make_config, make_request, make_scheduler, scheduled, step
+from tests.engine.helpers import make_config, make_request, make_scheduler, reasons, scheduled, step
 
 
 def test_the_docs_table_is_the_code_table() -> None:
@@ -261,7 +261,7 @@ def test_max_num_active_seqs_caps_admission_with_its_own_reason() -> None:
         make_request(s, name, 4)
     out = step(s)
     assert set(scheduled(out)) == {"A", "B"}
-    assert out.waiting_reasons == {"C": "max_num_active_seqs"}
+    assert reasons(s, out) == {"C": "max_num_active_seqs"}
     d = out.waiting_detail
     assert (d["max_num_active_seqs"], d["num_running"], d["max_num_seqs"]) == (2, 2, 4)
     text = waiting_text("C", "max_num_active_seqs", d)
@@ -275,7 +275,7 @@ def test_the_watermark_keeps_blocks_free_for_admissions_while_requests_run() -> 
     make_request(s, "B", 12)  # needs 3 blocks; 3 are free, but 2 must stay free
     out = step(s)
     assert "B" not in scheduled(out)
-    assert out.waiting_reasons == {"B": "kv_watermark"}
+    assert reasons(s, out) == {"B": "kv_watermark"}
     d = out.waiting_detail
     assert (d["blocks_needed"], d["blocks_free"], d["watermark_blocks"]) == (3, 3, 2)
     assert waiting_text("B", "kv_watermark", d) == (
@@ -298,7 +298,7 @@ def test_prefill_is_throttled_to_every_nth_executed_step_while_a_decode_runs() -
     for engine_step in (1, 2):
         out = run(engine_step)
         assert scheduled(out) == {"A": 1}
-        assert out.waiting_reasons == {"B": "prefill_throttled"}
+        assert reasons(s, out) == {"B": "prefill_throttled"}
         assert out.waiting_detail["until_step"] == 3
     assert scheduled(run(3)) == {"A": 1, "B": 4}
     text = waiting_text("B", "prefill_throttled", out.waiting_detail)

@@ -14,7 +14,7 @@ import pytest
 
 from engine.events import ListSink
 from engine.mooncake import parse_trace, trace_scenario
-from engine.result_fold import step_record
+from engine.result_fold import follow_waiting, step_record
 from engine.scenario import Scenario, load_scenario, parse_scenario
 from engine.simulate import (
     format_table,
@@ -113,7 +113,12 @@ def test_record_scenario_keeps_the_same_run_as_events(path: Path) -> None:
     summary = record_scenario(scenario, None, sink)
     assert summary == {k: whole[k] for k in ("complete", "stopped", "failure") if k in whole}
     steps = [{k: v for k, v in s.items() if k != "idle_ms"} for s in whole["steps"]]
-    assert [step_record(ev) for ev in sink.iterations()] == steps
+    waiting: dict[str, None] = {}
+    records = []
+    for ev in sink.iterations():
+        follow_waiting(waiting, ev)
+        records.append(step_record(ev, waiting))
+    assert records == steps
     finished = {e.req_id: e.step for e in sink.request_events() if e.kind == RequestMark.FINISHED}
     assert finished == {
         k: r["finish_step"]

@@ -11,6 +11,7 @@ from tests.engine.helpers import (
     make_config,
     make_request,
     make_scheduler,
+    reasons,
     scheduled,
     step,
 )
@@ -32,7 +33,7 @@ def test_max_num_seqs_holds_back_admissions() -> None:
         make_request(s, name, 3)
     out = step(s)
     assert scheduled(out) == {"A": 3, "B": 3}
-    assert out.waiting_reasons == {"C": MAX_NUM_SEQS}
+    assert reasons(s, out) == {"C": MAX_NUM_SEQS}
     assert out.num_running == 2 and out.num_waiting == 1
 
 
@@ -43,7 +44,7 @@ def test_without_chunked_prefill_a_prompt_that_does_not_fit_blocks_the_queue() -
     make_request(s, "C", 1, max_tokens=1)  # would fit, but waits behind B (head of line)
     out = step(s)
     assert scheduled(out) == {"A": 6}
-    assert out.waiting_reasons == {"B": NO_CHUNKING_FIT, "C": POLICY_ORDER}
+    assert reasons(s, out) == {"B": NO_CHUNKING_FIT, "C": POLICY_ORDER}
 
 
 def test_with_chunked_prefill_the_same_prompt_gets_a_partial_chunk() -> None:
@@ -83,7 +84,7 @@ def test_reserve_full_isl_admits_only_if_the_whole_sequence_fits() -> None:
     make_request(s, "B", 16, max_tokens=1)  # needs all 4 blocks for its prompt
     out = step(s)
     assert scheduled(out) == {"A": 4}
-    assert out.waiting_reasons == {"B": KV_BLOCKS}
+    assert reasons(s, out) == {"B": KV_BLOCKS}
 
     s = make_scheduler(**kwargs, scheduler_reserve_full_isl=False)
     make_request(s, "A", 12, max_tokens=1)
@@ -110,7 +111,7 @@ def test_token_budget_never_exceeded_and_paused_schedules_nothing() -> None:
     s.paused = True
     out = s.schedule()
     assert out.chunks == ()
-    assert set(out.waiting_reasons.values()) <= {"paused"}
+    assert set(reasons(s, out).values()) <= {"paused"}
 
 
 @pytest.mark.parametrize(

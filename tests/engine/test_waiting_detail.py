@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.waiting import waiting_text
-from tests.engine.helpers import make_request, make_scheduler, step
+from tests.engine.helpers import make_request, make_scheduler, reasons, step
 
 
 def test_kv_gate_reports_blocks_the_head_needed_beyond_the_free_ones() -> None:
@@ -14,7 +14,7 @@ def test_kv_gate_reports_blocks_the_head_needed_beyond_the_free_ones() -> None:
     step(sched)
     make_request(sched, "b", 10, max_tokens=2)  # needs 3 blocks, 2 are free
     out = step(sched)
-    assert out.waiting_reasons == {"b": "kv_blocks"}
+    assert reasons(sched, out) == {"b": "kv_blocks"}
     d = out.waiting_detail
     pool = sched.kv_cache_manager.block_pool
     assert d["gate"] == "kv_blocks" and d["head"] == "b"
@@ -33,7 +33,7 @@ def test_reserve_full_isl_gate_counts_the_whole_sequence() -> None:
     step(sched)  # a holds 4 blocks; its decode this step takes a 5th
     make_request(sched, "b", 16, max_tokens=1)  # whole sequence: 4 blocks, 2 free
     out = step(sched)
-    assert out.waiting_reasons["b"] == "kv_blocks"
+    assert reasons(sched, out)["b"] == "kv_blocks"
     d = out.waiting_detail
     assert d["full_sequence"] is True
     assert d["blocks_needed"] == 4 and d["blocks_free"] == 2
@@ -47,7 +47,7 @@ def test_token_budget_detail_adds_up_to_the_plan() -> None:
     make_request(sched, "long", 40, max_tokens=2)
     make_request(sched, "late", 4, max_tokens=2)
     out = step(sched)
-    assert out.waiting_reasons == {"late": "token_budget"}
+    assert reasons(sched, out) == {"late": "token_budget"}
     d = out.waiting_detail
     assert d["budget_used"] == out.total_num_scheduled_tokens == d["budget_max"] == 16
     assert d["num_decodes"] == 3 and d["decode_tokens"] == 3
@@ -64,7 +64,7 @@ def test_max_num_seqs_and_policy_order() -> None:
     make_request(sched, "b", 4, max_tokens=5)
     out = step(sched)
     d = out.waiting_detail
-    assert out.waiting_reasons == {"b": "max_num_seqs"}
+    assert reasons(sched, out) == {"b": "max_num_seqs"}
     assert d["max_num_seqs"] == 1 and d["num_running"] == 1
     assert waiting_text("b", "max_num_seqs", d) == "waits: max_num_seqs 1 reached"
     assert waiting_text("c", "policy_order", {"head": "b", "policy": "fcfs"}) == (

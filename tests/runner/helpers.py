@@ -9,6 +9,7 @@ import torch
 
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig
 from engine.outputs import ScheduledChunk, SchedulerOutput
+from engine.reasons import NO_WAITING
 from engine.request import SamplingParams
 from engine.runner.model import ModelConfig
 from engine.runner.torch_runner import TorchRunner
@@ -91,7 +92,7 @@ def plan(
         num_running=len(chunks),
         num_waiting=0,
         kv_blocks_used=0,
-        waiting_reasons={},
+        waiting_reasons=NO_WAITING,
         sampling_params=params,
     )
 

@@ -53,7 +53,7 @@ class Seen:
             if decodes and (m["start"] > 0 or m["start"] + m["n"] < whole):
                 self.chunk_beside_decode = True
         self.preempted |= {p["req"] for p in d["preempted"]}
-        self.waiting |= set(d["waiting_reasons"].values())
+        self.waiting |= set(d["waiting_reasons"].values()) | {d.get("waiting_default")} - {None}
 
     def done(self) -> bool:
         return (

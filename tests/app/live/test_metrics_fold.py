@@ -206,3 +206,25 @@ def test_prefix_cache_counters_without_the_producers_count(
     hub.publish("s1", "iteration", frame)
     (stats,) = metrics.engines.values()
     assert stats.counters["vllm:prefix_cache_queries"] == 10
+
+
+def test_compact_waiting_reasons_count_as_full_maps() -> None:
+    """The same run's frames with compact reasons (`waiting_default` and the exceptions)
+    and with full maps give the same counts by reason at every step."""
+    from tests.app.frames.both_forms import both_forms
+
+    compact, full = both_forms("0.34")
+    counts: list[list[dict[str, int]]] = []
+    for frames in (compact, full):
+        hub = EventHub()
+        metrics = Metrics(hub)
+        hub.open_session("s1", session_meta("busy", "local", model="m", config={}))
+        seen: list[dict[str, int]] = []
+        for kind, data in frames:
+            hub.publish("s1", kind, data)
+            if kind == "iteration":
+                (stats,) = metrics.engines.values()
+                seen.append(dict(stats.waiting_reasons))
+        counts.append(seen)
+    assert counts[0] == counts[1]
+    assert sum(1 for c in counts[0] if len(c) > 1) > 10

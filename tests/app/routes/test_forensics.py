@@ -14,12 +14,14 @@ from sqlalchemy import text
 from app.records import frame_slices
 from app.records import request_life as request_life_module
 from engine.waiting import waiting_text
+from tests.app.full_reasons import with_full_reasons
 from tests.conftest import LiveServer
 
 
 def run_scenario(c: httpx.Client, name: str) -> tuple[str, list[dict[str, Any]]]:
     """Load scenario `name`, wait until every request finished and the recording has
-    every step; return the session id and its iteration frames (envelopes)."""
+    every step; return the session id and its iteration frames (envelopes), with their
+    waiting reasons as full maps (tests.app.full_reasons; the recording's are compact)."""
     sid: str = c.post(f"/api/scenarios/{name}/load").json()["session"]
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -35,7 +37,8 @@ def run_scenario(c: httpx.Client, name: str) -> tuple[str, list[dict[str, Any]]]
         raise AssertionError(f"scenario {name} did not finish")
     lines = c.get(f"/api/sessions/{sid}/export?format=jsonl").text.splitlines()
     frames = [json.loads(line) for line in lines if line.strip()]
-    return sid, [f for f in frames if f.get("type") == "iteration"]
+    frames = [f for f in frames if f.get("type") in ("iteration", "request")]
+    return sid, [f for f in with_full_reasons(frames) if f["type"] == "iteration"]
 
 
 def expected_life(req: str, frames: list[dict[str, Any]]) -> dict[str, Any]:
@@ -118,9 +121,12 @@ def _expand(w: dict[str, Any]) -> list[tuple[int, str, str]]:
 
 def test_frame_slices_agree_with_whole_frames(live_server: LiveServer) -> None:
     """The fast path reads the same facts as json.loads, for every request of every step."""
+    lines: list[str] = []
     with live_server.client() as c:
-        sid, _ = run_scenario(c, "shared_prefixes")
-        lines = c.get(f"/api/sessions/{sid}/export?format=jsonl").text.splitlines()
+        for name in ("shared_prefixes", "kv_pressure"):
+            sid, _ = run_scenario(c, name)
+            lines += c.get(f"/api/sessions/{sid}/export?format=jsonl").text.splitlines()
+    assert any('"waiting_default":' in line for line in lines)  # a compact recording
     for line in lines:
         if '"type":"iteration"' not in line:
             continue
@@ -132,6 +138,7 @@ def test_frame_slices_agree_with_whole_frames(live_server: LiveServer) -> None:
             assert part["waiting_reasons"] == (
                 {req: whole["waiting_reasons"][req]} if req in whole["waiting_reasons"] else {}
             )
+            assert part.get("waiting_default") == whole.get("waiting_default")
             for key in ("step", "preempted", "finished", "sampled", "blocks", "updated_step"):
                 assert part[key] == whole[key], key
             assert frame_slices.all_scheduled(line, part["scheduled_at"]) == whole["scheduled"]
