@@ -16,7 +16,7 @@ import { waitingText } from "./waiting.js";
 const ROW = 22; // px per row (CSS .vtable tr height)
 const OVERSCAN = 8;
 const TAP = 5; // px a pointer may move between press and release on a row and still select it
-const st = { scroll: null, space: null, body: null, key: "", pending: false, throttle: null };
+const st = { scroll: null, space: null, body: null, key: "", pending: false, throttle: null, n: 0 };
 export { st as requestTable };
 
 function ms(x) {
@@ -156,8 +156,13 @@ function draw(model) {
   const top = st.scroll.scrollTop;
   const first = Math.max(0, Math.floor(top / ROW) - OVERSCAN);
   const src = source(model, first, first + Math.ceil(st.viewH / ROW) + 2 * OVERSCAN);
-  const last = Math.min(src.n, Math.ceil((top + st.viewH) / ROW) + OVERSCAN);
-  st.space.style.height = src.n * ROW + "px";
+  // Rows the server has not counted yet (the table turned to pages: a compact snapshot):
+  // the table keeps its height meanwhile, rows pending, so the place scrolled to stays
+  // (a spacer of 0 rows would scroll the table back to its top for good).
+  const n = src.ready ? src.n : st.n;
+  st.n = n;
+  const last = Math.min(n, Math.ceil((top + st.viewH) / ROW) + OVERSCAN);
+  st.space.style.height = n * ROW + "px";
   const control = document.body.dataset.control === "1";
   const rows = [];
   for (let i = first; i < last; i++) {
@@ -172,11 +177,12 @@ function draw(model) {
     tr.firstChild.colSpan = 15;
     rows.push(tr);
   }
-  st.table.dataset.total = String(src.n);
+  st.table.dataset.total = String(n);
+  st.table.dataset.ready = String(src.ready);
   st.table.style.transform = "translateY(" + first * ROW + "px)";
   place(rows);
   st.table.dataset.first = String(first);
-  st.table.dataset.rows = String(src.n);
+  st.table.dataset.rows = String(n);
 }
 
 function key(model) {

@@ -25,6 +25,15 @@ def test_a_resynced_viewer_pages_what_its_snapshot_left_out(
     r = server.api("POST", "/api/requests", json={"prompt_len": 8, "max_tokens": 2, "count": EARLY})
     assert r.status_code == 201, r.text
     first = r.json()["req_ids"][0]
+    # The viewer scrolls to the oldest requests (at the bottom) while its table is the
+    # browser's own: the place it scrolled to stays when the table turns to pages later
+    # (a compact snapshot), while the server counts them (no scroll again below).
+    table = "document.getElementById('requests-table').dataset"
+    page.wait_for_function(f"() => {table}.total === '{EARLY}'", timeout=30_000)
+    page.evaluate(
+        "() => { const s = document.getElementById('req-scroll'); s.scrollTop = s.scrollHeight; }"
+    )
+    page.locator(f'#requests-table tr[data-req="{first}"]').wait_for(timeout=30_000)
     deadline = time.monotonic() + 90
     while _finished(server) < EARLY:
         assert time.monotonic() < deadline, "the early requests did not finish"
@@ -60,16 +69,13 @@ def test_a_resynced_viewer_pages_what_its_snapshot_left_out(
     )
     assert header == [str(len(rows)), str(last["running"]), str(last["waiting"])]
     assert page.evaluate("() => batchscope.model.order.length") < len(rows)  # it was compacted
-    # The earliest request, left out of the snapshot, is reachable: paged from the
-    # recording into the table (oldest at the bottom) and the Gantt beside it.
+    # The earliest request, left out of the snapshot, is still where the viewer scrolled:
+    # paged from the recording into the table (oldest at the bottom) and the Gantt beside it.
     page.wait_for_function(
-        f"() => document.getElementById('requests-table').dataset.total === '{len(rows)}'",
-        timeout=30_000,
-    )
-    page.evaluate(
-        "() => { const s = document.getElementById('req-scroll'); s.scrollTop = s.scrollHeight; }"
+        f"() => {table}.ready === 'true' && {table}.total === '{len(rows)}'", timeout=30_000
     )
     page.locator(f'#requests-table tr[data-req="{first}"]').wait_for(timeout=30_000)
+    assert page.evaluate("() => document.getElementById('req-scroll').scrollTop") > 0
     page.wait_for_function(
         f"() => batchscope.requestPages.gantt(batchscope.model).ids.includes('{first}')",
         timeout=30_000,
