@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol.codes import (
+    HEAD_GATES,
     KV_BLOCKS,
     KV_WATERMARK,
     LORA_LIMIT,
@@ -61,7 +62,6 @@ GATE_STATUSES = {
     "WAITING_FOR_STREAMING_REQ": STREAMING_INPUT,
 }
 """vLLM's blocked waiting statuses (RequestStatus names) and their codes."""
-HEAD_ONLY = (KV_BLOCKS, KV_WATERMARK, NO_CHUNKING_FIT)
 LISTED = 256
 
 
@@ -162,7 +162,7 @@ def reasons(cap: Capture, lim: Limits, facts: StepFacts) -> tuple[dict[str, str]
                 gate, detail = _head_gate(req, cap, lim, facts)
                 code = gate
             else:
-                code = POLICY_ORDER if gate in HEAD_ONLY else gate
+                code = POLICY_ORDER if gate in HEAD_GATES else gate
             step = step or (code, req.request_id)
         if i < LISTED:
             out[req.request_id] = code
@@ -173,7 +173,7 @@ def reasons(cap: Capture, lim: Limits, facts: StepFacts) -> tuple[dict[str, str]
         detail = {**_queue_gate_detail(gate, facts), "head": head}
     rest = cap.total - len(queue)  # beyond the copied front: behind it, at the queue's gate
     if rest > 0:
-        unlisted[POLICY_ORDER if gate in HEAD_ONLY else gate] += rest
+        unlisted[POLICY_ORDER if gate in HEAD_GATES else gate] += rest
     detail = {"gate": gate, "policy": lim.policy, **detail}
     if unlisted:
         detail["num_waiting"] = cap.total

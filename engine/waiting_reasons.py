@@ -16,6 +16,7 @@ from engine.step_plan import StepPlan
 from engine.waiting import token_budget_detail
 from protocol.codes import (  # the codes are the protocol's (one definition)
     CACHE_AWARE_ORDER,
+    HEAD_GATES,
     KV_BLOCKS,
     KV_WATERMARK,
     MAX_NUM_ACTIVE_SEQS,
@@ -48,9 +49,6 @@ __all__ = [
     "gate_detail",
     "waiting_reasons",
 ]
-
-HEAD_GATES = (KV_BLOCKS, KV_WATERMARK, NO_CHUNKING_FIT)
-"""Gates of the head request alone: the requests behind it wait in policy order."""
 
 
 def waiting_reasons(

@@ -162,6 +162,10 @@ STREAMING_INPUT = WaitingReason.STREAMING_INPUT
 LORA_LIMIT = WaitingReason.LORA_LIMIT
 OUTPUT_IN_FLIGHT = WaitingReason.OUTPUT_IN_FLIGHT
 
+HEAD_GATES = frozenset({KV_BLOCKS, KV_WATERMARK, NO_CHUNKING_FIT})
+"""Gates of the head request alone: the head waits for the gate, the requests behind it
+wait `policy_order` (the engine, the vLLM adapter and a recording's reader all say so)."""
+
 
 class BlockState(StrEnum):
     """A KV block's state in an iteration's `blocks` changes."""

@@ -7,7 +7,7 @@ sampled) and steps it waited. Reading the frames of a long wait is most of the c
 frame of a busy step is tens of kilobytes, and one recorded before `waiting_default` holds
 every waiting request's reason); but the engine gives every waiting request the same
 reason, the step's gate (`waiting_detail.gate`), except under a gate of the queue's head
-alone (kv_blocks, no_chunking_fit), where the others wait `policy_order`
+alone (protocol.codes.HEAD_GATES), where the others wait `policy_order`
 (engine.waiting_reasons.waiting_reasons; its frames say so as `waiting_default` and the
 exceptions). So the small per-step numbers (step_waits) give the reasons; the first step
 of each wait is read from its frame to check that the producer follows that rule, and a
@@ -19,10 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.records.life_types import Mark
-from protocol.codes import RequestMark
+from protocol.codes import HEAD_GATES, POLICY_ORDER, RequestMark
 from protocol.wire import WaitingDetail
 
-HEAD_GATES = ("kv_blocks", "no_chunking_fit")
 LATE_STEPS = 2
 """Steps after a preemption still read: async scheduling applies its in-flight batches."""
 
@@ -39,7 +38,7 @@ def reason_at(req: str, detail: WaitingDetail) -> str:
     """The reason the engine gives `req`, waiting at a step with these numbers."""
     gate = str(detail.get("gate") or "token_budget")
     if gate in HEAD_GATES:
-        return gate if detail.get("head") == req else "policy_order"
+        return gate if detail.get("head") == req else POLICY_ORDER
     return gate
 
 

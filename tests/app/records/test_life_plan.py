@@ -38,3 +38,20 @@ def test_reasons_follow_the_gate() -> None:
     assert reason_at("r8", kv) == "policy_order"
     assert reason_at("r8", {"gate": "max_num_seqs", "head": "r7"}) == "max_num_seqs"
     assert reason_at("r8", {}) == "token_budget"
+
+
+def test_a_recordings_reader_gives_the_engines_reasons_for_every_gate() -> None:
+    """The reasons read back from a step's numbers are those the engine gave (a gate of the
+    head alone, kv_watermark among them, leaves the rest in policy order)."""
+    from engine.waiting_reasons import waiting_reasons
+    from protocol.codes import WaitingReason
+    from tests.engine.helpers import make_request, make_scheduler
+
+    scheduler = make_scheduler()
+    for i in range(3):
+        make_request(scheduler, f"r{i}", 8)
+    queue = scheduler.waiting
+    for gate in WaitingReason:
+        engine = waiting_reasons(queue, gate.value).resolve(["r0", "r1", "r2"])
+        detail = {"gate": gate.value, "head": "r0"}
+        assert {r: reason_at(r, detail) for r in engine} == engine, gate
