@@ -17,7 +17,7 @@ tokens, shared prefixes), then for each side, through the CLI and HTTP only:
 
     python -m bench.trace_bench [--requests 12000] [--record-requests 100000]
         [--baseline b55fd5b | --no-baseline] [--timeout 900] [--trace FILE]
-        [--only import|sweep|simulate|record ...]
+        [--only import|sweep|simulate|record ...] [--sweep-max-steps 1000000]
 
 Each figure is printed beside the baseline's (`> N s (stopped)` where the baseline ran out
 of its time limit) and the issue's target. The baseline is `git worktree add` of
@@ -192,7 +192,8 @@ def bench_import(side: Side, trace: Path, work: Path, limit: float) -> None:
     out.unlink()
 
 
-def bench_sweep(side: Side, trace: Path, n: int, cost_model: str, work: Path, limit: float) -> None:
+def bench_sweep(side: Side, trace: Path, n: int, cost_model: str, work: Path, limit: float,
+                max_steps: int) -> None:  # fmt: skip
     out = work / f"{side.name}-point.json"
     cmd = side.cli(
         "sweep", f"trace:{trace}", "--knob", "max_num_seqs=256",
@@ -200,6 +201,10 @@ def bench_sweep(side: Side, trace: Path, n: int, cost_model: str, work: Path, li
         "--set", "max_model_len=140000", "--cost-model", cost_model, "--workers", "1",
         "--out", str(out),
     )  # fmt: skip
+    if "--max-steps" in (side.root / "app" / "cli" / "sweep.py").read_text():
+        # (A baseline from before the option has the engine's default cap: its point
+        # then says TRUNCATED when an overloaded hour needs more steps.)
+        cmd += ["--max-steps", str(max_steps)]
     run = run_child(cmd, side.root, side.env(), limit)
     if run.rc is None:
         side.figures["sweep"] = (
@@ -472,6 +477,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="a preset both sides know (default h100:llama-3-8b)")  # fmt: skip
     ap.add_argument("--baseline", default="b55fd5b", help="git ref of today's code")
     ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--sweep-max-steps", type=int, default=1_000_000,
+                    help="the sweep point's step cap (an overloaded hour of 12k requests "
+                    "takes ~108k steps, past the engine's default 100k)")  # fmt: skip
     ap.add_argument("--timeout", type=float, default=900.0,
                     help="seconds each measured command may take, per side")  # fmt: skip
     ap.add_argument("--only", choices=("import", "sweep", "simulate", "record"),
@@ -515,7 +523,8 @@ def main(argv: list[str] | None = None) -> int:
                 if "import" in only:
                     bench_import(side, trace, work, args.timeout)
                 if "sweep" in only:
-                    bench_sweep(side, trace, n, args.cost_model, work, args.timeout)
+                    bench_sweep(side, trace, n, args.cost_model, work, args.timeout,
+                                args.sweep_max_steps)  # fmt: skip
                 if "simulate" in only:
                     bench_simulate(side, work, args.timeout)
                 if "record" in only:

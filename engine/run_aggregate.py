@@ -155,6 +155,7 @@ class RunAggregate:
             tot.prompt_tokens += rec.num_prompt_tokens
             tot.output_tokens += rec.num_output_tokens
         self.finish_reasons = reasons
+        tot.rejected, tot.aborted = reasons.get("rejected", 0), reasons.get("abort", 0)
         return figures(samples, tot, usable_blocks)
 
     def summary(self) -> dict[str, Any]:

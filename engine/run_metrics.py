@@ -51,8 +51,12 @@ def run_metrics(result: dict[str, Any], usable_blocks: int | None = None) -> dic
                 samples["itl_ms"].append((now - prev) / n)
             last_token_at[req_id] = now
     prompt_tokens = output_tokens = 0
+    ended = {"rejected": 0, "abort": 0}
     for rec in result["requests"].values():
-        if rec.get("finish_reason") in (None, "rejected"):
+        reason = rec.get("finish_reason")
+        if reason in ended:
+            ended[reason] += 1
+        if reason in (None, "rejected"):
             continue
         arrival = rec.get("arrival_ms")
         if arrival is None:
@@ -79,6 +83,8 @@ def run_metrics(result: dict[str, Any], usable_blocks: int | None = None) -> dic
     kv_peak = max((s["kv_blocks_used"] for s in steps), default=0)
     totals = RunTotals(
         completed=int(result["completed"]),
+        rejected=ended["rejected"],
+        aborted=ended["abort"],
         steps=n_steps,
         total_ms=total_ms,
         prompt_tokens=prompt_tokens,
@@ -102,6 +108,8 @@ class RunTotals:
     """A run's counts, summed over its steps and requests (plain numbers)."""
 
     completed: int = 0
+    rejected: int = 0
+    aborted: int = 0
     steps: int = 0
     total_ms: float = 0.0
     prompt_tokens: int = 0
@@ -136,6 +144,8 @@ def figures(
     out.update(
         {
             "requests_finished": float(totals.completed),
+            "requests_rejected": float(totals.rejected),
+            "requests_aborted": float(totals.aborted),
             "steps": float(totals.steps),
             "duration_s": round(seconds, 6),
             "input_tokens_per_s": round(totals.prompt_tokens / seconds, 3) if seconds else 0.0,

@@ -34,6 +34,8 @@ SCALARS = (
     ("draft_tokens", "draft tokens", "tokens", 0),
     ("draft_acceptance", "draft acceptance", "", 1),
     ("requests_finished", "requests finished", "", 1),
+    ("requests_rejected", "requests rejected", "", -1),
+    ("requests_aborted", "requests aborted", "", -1),
 )
 
 
@@ -62,7 +64,7 @@ def metric_catalog() -> list[Metric]:
 
 COUNTS = frozenset(
     ("steps", "preemptions", "tokens_recomputed", "kv_peak_blocks", "padding_tokens",
-     "draft_tokens", "requests_finished")
+     "draft_tokens", "requests_finished", "requests_rejected", "requests_aborted")
 )  # fmt: skip
 """The single numbers that count something: a run's are whole numbers, shown as such."""
 

@@ -56,3 +56,20 @@ def test_folded_figures_equal_the_full_results_on_a_trace(overrides: dict) -> No
         assert set(reasons) <= {"length", "rejected"}
     else:
         assert folded["stopped"]["unfinished"] > 0
+
+
+def test_every_request_is_counted_finished_rejected_or_aborted() -> None:
+    """A point says how many requests it rejected (prompts past max_model_len here), not
+    only how many finished: together they are the trace's, or the run was cut short."""
+    lines = [json.dumps(r) for r in generate_trace(150, 600.0, 6000, 800, 20, 60, seed=8)]
+    data = trace_scenario(parse_trace(lines, 512), 512)
+    data["config"]["max_model_len"] = 3000
+    scenario = parse_scenario(data)
+    whole, folded = _both(scenario)
+    metrics = folded["metrics"]
+    assert metrics == run_metrics(whole, _usable(scenario))
+    reasons = folded["finish_reasons"]
+    assert metrics["requests_rejected"] == reasons["rejected"] > 0
+    assert metrics["requests_aborted"] == 0
+    assert folded["complete"]
+    assert metrics["requests_finished"] + metrics["requests_rejected"] == 150
