@@ -17,6 +17,7 @@ from engine import waiting_reasons
 from engine.events import IterationEvent, ListSink
 from engine.scenario import parse_scenario
 from engine.simulate import run_scenario
+from protocol.codes import HEAD_GATES
 from tests.vllm.conftest import AdapterRun
 from tests.vllm.venvs import engine_steps, recorded
 
@@ -61,7 +62,7 @@ def _check_step(want: dict[str, Any], it: dict[str, Any], usable: int) -> set[st
     assert d["gate"] in codes and d["head"] in reasons, at
     gate = d["gate"]
     if adapter.POLICY_ORDER in codes:
-        assert gate in adapter.HEAD_ONLY and reasons[d["head"]] == gate, at
+        assert gate in HEAD_GATES and reasons[d["head"]] == gate, at
     if gate == adapter.PREEMPTION_THIS_STEP:
         assert want["preempted_req_ids"] and d["num_preempted"] == len(want["preempted_req_ids"])
     elif gate == adapter.TOKEN_BUDGET:

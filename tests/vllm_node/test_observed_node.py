@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
+from protocol.codes import HEAD_GATES
 from tests.conftest import ROOT, TOKEN
 from tests.vllm_node.async_plugin import ENV as ASYNC_PLUGIN_ENV
 from tests.vllm_node.async_plugin import plugin_site
@@ -53,8 +54,6 @@ BURST = 32
 SYNC, ASYNC, ORPHAN = "vllm-sync", "vllm-async", "vllm-orphan"
 GONE_AFTER_S = 20.0
 """The dashboard's BATCHSCOPE_NODE_GONE_AFTER_S: a node silent this long has vanished."""
-HEAD_ONLY = ("kv_blocks", "no_chunking_fit")
-"""Gates of the queue's head alone: the requests behind it wait in `policy_order`."""
 CAPACITY = ("kv_blocks", "token_budget", "max_num_seqs", "max_num_active_seqs")
 OWN_GATES = ("remote_kv", "structured_output", "streaming_input", "lora_limit", "output_in_flight")
 """Gates of a request of its own, whatever the queue's gate: vLLM skips it (e.g. under async
@@ -171,7 +170,7 @@ def check_waiting(frames: list[dict[str, Any]], reqs: dict[str, Recorded]) -> Co
             # vLLM admits no waiting request in a step that preempted.
             assert gate == "preemption_this_step", at
         queue_wide = {r for r in reasons.values() if r not in OWN_GATES}
-        if gate in HEAD_ONLY:
+        if gate in HEAD_GATES:  # the head's alone: the rest wait in policy_order
             assert head is not None and reasons.get(head) == gate, at
             behind = {r for k, r in reasons.items() if k != head and r not in OWN_GATES}
             assert behind <= {"policy_order"}, at
