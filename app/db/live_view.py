@@ -2,11 +2,13 @@
 nearest live rows (app.db.live_rows) instead of a whole checkpoint: a seek of the
 request table reads a few hundred rows, whatever the size of the waiting queue.
 
-Under a long waiting queue the live rows leave out the requests never scheduled yet
-(taken at every step end); the page reads those from the requests table
-(app.db.request_page; `Pending`: app.db.request_rows). A recording without live rows
-near the step (made before them, or by a writer that did not see the session from its
-start) gives None: the caller folds the whole state, as before.
+Under a long waiting queue the live rows leave out the requests never scheduled yet;
+the page reads those from the requests table (app.db.request_page; `Pending`:
+app.db.request_rows). Live rows of an earlier step are folded on to the step: the
+requests they left out whose life changed in between (scheduled, or ended while waiting)
+are read from the requests table as the writer's fold had them, and the frames do the
+rest. A recording without live rows near the step (made before them, or by a writer that
+did not see the session from its start) gives None: the caller folds the whole state.
 """
 
 from __future__ import annotations
@@ -14,14 +16,15 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
-from app.db.live_rows import decode_live_rows
-from app.db.models import LiveRowsRecord
+from app.db.live_rows import MAX_EXCEPTIONS, LiveRows, decode_live_rows, never_scheduled
+from app.db.models import LiveRowsRecord, RequestRecord
 from app.db.queries import iter_frames
 from app.db.request_rows import Pending
 from app.frames.fold import SessionState
+from app.frames.rows import new_row
 
 MAX_FOLD_FRAMES = 600
 """Frames after the live rows a view folds at most (else the caller's whole fold)."""
@@ -45,22 +48,68 @@ def live_view_at(db: Session, session_id: str, step: int, seq: int) -> LiveView 
     if rec is None or seq - rec.seq > MAX_FOLD_FRAMES:
         return None
     data = decode_live_rows(rec.state)
-    pending: Pending | None = None
-    if data["pending"] is not None:
-        reasons = data["reasons"] or {"default": None, "exceptions": {}}
-        if rec.seq != seq:
-            return None  # left out at another step's end: not this step's queue
-        pending = Pending(
-            step, reasons["default"], reasons["exceptions"], data["waiting_detail"], data["pending"]
-        )
     # A state holding only the live rows (what the table reads), to fold on from.
     state = SessionState(session_id)
     state.seq, state.step = data["seq"], data["step"]
     state.requests = data["rows"]
     state.waiting_detail = data["waiting_detail"]
     state.in_flight = set(data["in_flight"])
+    left_out = data["pending"]
+    reasons = data["reasons"] or {"default": None, "exceptions": {}}
+    if left_out is not None and rec.seq != seq:
+        left_out -= _seed(db, session_id, state, data, step)
     # (None after its own frame: a stored block spanning it would be read for nothing.)
     for frame_seq, text in iter_frames(db, session_id, rec.seq, seq) if seq > rec.seq else ():
         frame = json.loads(text)
         state.apply(frame["type"], frame_seq, frame["data"])
+    if left_out is None:
+        return LiveView(state, None)
+    if rec.seq != seq:
+        # Those still waiting, never scheduled, are left out at this step too: the ones
+        # that arrived since, with them; their reasons are this step's.
+        arrived = [r for r, row in state.requests.items() if never_scheduled(row)]
+        for req in arrived:
+            del state.requests[req]
+        left_out += len(arrived)
+        step_reasons = state.reasons
+        if left_out and (step_reasons.default is None or step_reasons.step != step):
+            return None  # this step named no default reason: the whole fold tells them
+        reasons = {"default": step_reasons.default, "exceptions": dict(step_reasons.exceptions)}
+        if len(reasons["exceptions"]) > MAX_EXCEPTIONS:
+            return None
+    pending = Pending(
+        step, reasons["default"], reasons["exceptions"], state.waiting_detail, left_out
+    )
     return LiveView(state, pending)
+
+
+def _seed(db: Session, session_id: str, state: SessionState, data: LiveRows, step: int) -> int:
+    """Give `state` the rows of the requests `data` left out (never scheduled by the end
+    of its step) whose life changes by `step` (scheduled, or ended while waiting), as the
+    writer's fold had them then, for the frames to fold on; returns how many."""
+    at = data["step"]
+    reasons = data["reasons"] or {"default": None, "exceptions": {}}
+    R = RequestRecord
+    changed = or_(
+        and_(R.first_scheduled_step > at, R.first_scheduled_step <= step),
+        and_(R.finish_step > at, R.finish_step <= step),
+    )
+    stmt = select(
+        R.req_id, R.arrival_step, R.arrival_t, R.num_prompt_tokens, R.max_tokens, R.priority
+    ).where(
+        R.session_id == session_id,
+        R.arrival_step >= (data.get("pending_from") or 0),
+        R.arrival_step <= at,
+        or_(R.first_scheduled_step.is_(None), R.first_scheduled_step > at),
+        or_(R.finish_step.is_(None), R.finish_step > at),
+        changed,
+    )
+    n = 0
+    for req, arrived, t, prompt, max_tokens, priority in db.execute(stmt):
+        row = new_row(req, arrived or 0, t or 0.0)  # (a pending request has both)
+        row["num_prompt_tokens"] = row["num_tokens"] = prompt
+        row["max_tokens"], row["priority"] = max_tokens, priority
+        row["waiting_reason"] = reasons["exceptions"].get(req, reasons["default"])
+        state.requests[req] = row
+        n += 1
+    return n
