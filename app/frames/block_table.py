@@ -18,6 +18,8 @@ tracking (80,000 lists would make every full collection ~60 ms)."""
 
 class BlockTable:
     def __init__(self) -> None:
+        self.kept = True
+        """False: changes are not kept (a fold for the request table alone: a seek's)."""
         self.blocks: dict[int, Block] = {}
         self._text: list[str] | None = None
         """Each block's JSON, kept up to date once a snapshot asked for it (a pool of 80,000
@@ -25,6 +27,8 @@ class BlockTable:
 
     def apply(self, changes: Iterable[BlockChange], total: int) -> None:
         """One step's block changes; a pool of `total` blocks (those never seen are free)."""
+        if not self.kept:
+            return
         blocks, texts = self.blocks, self._text
         for block_id, state, owner, ref in changes:
             blocks[block_id] = (block_id, state, owner, ref)
