@@ -72,8 +72,10 @@ def live_view_at(db: Session, session_id: str, step: int, seq: int) -> LiveView 
         for req in arrived:
             del state.requests[req]
         left_out += len(arrived)
+        if not left_out:
+            return LiveView(state, None)  # the queue has emptied of them
         step_reasons = state.reasons
-        if left_out and (step_reasons.default is None or step_reasons.step != step):
+        if step_reasons.default is None or step_reasons.step != step:
             return None  # this step named no default reason: the whole fold tells them
         reasons = {"default": step_reasons.default, "exceptions": dict(step_reasons.exceptions)}
         if len(reasons["exceptions"]) > MAX_EXCEPTIONS:
