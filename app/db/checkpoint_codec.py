@@ -43,7 +43,7 @@ _WAITING = SegmentKind.WAITING.value
 
 
 def _is_plain_pending(req: str, row: Any) -> bool:
-    """Whether `row` is exactly what _pending_row rebuilds from its fields."""
+    """Whether `row` is exactly what plain_pending_row rebuilds from its fields."""
     try:
         if len(row) != _ROW_KEYS or row["req"] != req or _constant(row) != _CONSTANT_VALUES:
             return False
@@ -52,7 +52,8 @@ def _is_plain_pending(req: str, row: Any) -> bool:
         return False
 
 
-def _pending_row(req: str, fields: list[Any]) -> dict[str, Any]:
+def plain_pending_row(req: str, fields: list[Any]) -> dict[str, Any]:
+    """The fold's row of a request waiting, never scheduled, from its PENDING_FIELDS."""
     row: dict[str, Any] = new_row(req, 0, 0.0)  # type: ignore[assignment]
     row.update(zip(PENDING_FIELDS, fields, strict=True))
     row["segments"] = [[_WAITING, row["arrived_step"], None, 0]]
@@ -83,7 +84,7 @@ def decode_checkpoint(text: str) -> Checkpoint:
     pending = data.pop("pending_rows", None)
     if pending is not None:
         data["requests"] = {
-            req: _pending_row(req, pending[row]) if type(row) is int else row
+            req: plain_pending_row(req, pending[row]) if type(row) is int else row
             for req, row in data["requests"].items()
         }
     return data  # type: ignore[return-value]

@@ -14,17 +14,17 @@ did not see the session from its start) gives None: the caller folds the whole s
 from __future__ import annotations
 
 import json
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
-from app.db.live_rows import MAX_EXCEPTIONS, LiveRows, decode_live_rows, never_scheduled
+from app.db.checkpoint_codec import plain_pending_row
+from app.db.live_rows import MAX_EXCEPTIONS, LiveRows, Reasons, decode_live_rows, never_scheduled
 from app.db.models import LiveRowsRecord, RequestRecord
 from app.db.queries import iter_frames
 from app.db.request_rows import Pending
 from app.frames.fold import SessionState
-from app.frames.rows import new_row
 
 MAX_FOLD_FRAMES = 600
 """Frames after the live rows a view folds at most (else the caller's whole fold)."""
@@ -58,7 +58,9 @@ def live_view_at(db: Session, session_id: str, step: int, seq: int) -> LiveView 
     left_out = data["pending"]
     reasons = data["reasons"] or {"default": None, "exceptions": {}}
     if left_out is not None and rec.seq != seq:
-        left_out -= _seed(db, session_id, state, data, step)
+        changed = _changed_since(db, session_id, data, reasons, step)
+        state.requests.update(changed)
+        left_out -= len(changed)
     # (None after its own frame: a stored block spanning it would be read for nothing.)
     for frame_seq, text in iter_frames(db, session_id, rec.seq, seq) if seq > rec.seq else ():
         frame = json.loads(text)
@@ -86,19 +88,20 @@ def live_view_at(db: Session, session_id: str, step: int, seq: int) -> LiveView 
     return LiveView(state, pending)
 
 
-def _seed(db: Session, session_id: str, state: SessionState, data: LiveRows, step: int) -> int:
-    """Give `state` the rows of the requests `data` left out (never scheduled by the end
-    of its step) whose life changes by `step` (scheduled, or ended while waiting), as the
-    writer's fold had them then, for the frames to fold on; returns how many."""
+def _changed_since(
+    db: Session, session_id: str, data: LiveRows, reasons: Reasons, step: int
+) -> dict[str, Any]:
+    """The rows of the requests `data` left out (never scheduled by the end of its step)
+    whose life changes by `step` (scheduled, or ended while waiting), as the writer's fold
+    had them then, for the frames to fold on."""
     at = data["step"]
-    reasons = data["reasons"] or {"default": None, "exceptions": {}}
     R = RequestRecord
     changed = or_(
         and_(R.first_scheduled_step > at, R.first_scheduled_step <= step),
         and_(R.finish_step > at, R.finish_step <= step),
     )
     stmt = select(
-        R.req_id, R.arrival_step, R.arrival_t, R.num_prompt_tokens, R.max_tokens, R.priority
+        R.req_id, R.num_prompt_tokens, R.max_tokens, R.priority, R.arrival_step, R.arrival_t
     ).where(
         R.session_id == session_id,
         R.arrival_step >= (data.get("pending_from") or 0),
@@ -107,12 +110,10 @@ def _seed(db: Session, session_id: str, state: SessionState, data: LiveRows, ste
         or_(R.finish_step.is_(None), R.finish_step > at),
         changed,
     )
-    n = 0
-    for req, arrived, t, prompt, max_tokens, priority in db.execute(stmt):
-        row = new_row(req, arrived or 0, t or 0.0)  # (a pending request has both)
-        row["num_prompt_tokens"] = row["num_tokens"] = prompt
-        row["max_tokens"], row["priority"] = max_tokens, priority
-        row["waiting_reason"] = reasons["exceptions"].get(req, reasons["default"])
-        state.requests[req] = row
-        n += 1
-    return n
+    default, exceptions = reasons["default"], reasons["exceptions"]
+    return {  # (fields in PENDING_FIELDS' order)
+        req: plain_pending_row(
+            req, [prompt, prompt, max_tokens, priority, arrived, t, exceptions.get(req, default)]
+        )
+        for req, prompt, max_tokens, priority, arrived, t in db.execute(stmt)
+    }
