@@ -57,7 +57,25 @@ class FreeKVCacheBlockQueue:
         return block
 
     def popleft_n(self, n: int) -> list[KVCacheBlock]:
-        return [self.popleft() for _ in range(n)]
+        """The first n blocks, unlinked as one run (n popleft()s, one relink)."""
+        if n > self.num_free_blocks:
+            raise ValueError("no free blocks")
+        out: list[KVCacheBlock] = []
+        if n <= 0:
+            return out
+        append = out.append
+        block = self._head.next_free
+        for _ in range(n):
+            assert block is not None
+            append(block)
+            nxt = block.next_free
+            block.prev_free = block.next_free = None
+            block = nxt
+        assert block is not None
+        self._head.next_free = block
+        block.prev_free = self._head
+        self.num_free_blocks -= n
+        return out
 
     def remove(self, block: KVCacheBlock) -> None:
         prev, nxt = block.prev_free, block.next_free
@@ -88,6 +106,20 @@ class FreeKVCacheBlockQueue:
         block.next_free = self._tail
         self._tail.prev_free = block
         self.num_free_blocks += 1
+
+    def append_n(self, blocks: Sequence[KVCacheBlock]) -> None:
+        """Put blocks at the tail, in this order (as many append()s)."""
+        if not blocks:
+            return
+        last = self._tail.prev_free
+        assert last is not None
+        for block in blocks:
+            last.next_free = block
+            block.prev_free = last
+            last = block
+        last.next_free = self._tail
+        self._tail.prev_free = last
+        self.num_free_blocks += len(blocks)
 
     def block_ids(self) -> list[int]:
         out: list[int] = []
@@ -209,18 +241,21 @@ class BlockPool:
         (at the tail; with `unhashed_first`, blocks without a hash at the head)."""
         changed = self.changed_block_ids
         first: list[KVCacheBlock] = []
-        queue = self.free_block_queue
+        last: list[KVCacheBlock] = []
+        unhashed = first if self.unhashed_first else last
+        num_cached = 0
         for block in ordered_blocks:
             block.ref_cnt -= 1
             changed.add(block.block_id)
             if block.ref_cnt == 0 and not block.is_null:
                 if block.block_hash is not None:
-                    self.num_cached_free_blocks += 1
-                    queue.append(block)
-                elif self.unhashed_first:
-                    first.append(block)
+                    num_cached += 1
+                    last.append(block)
                 else:
-                    queue.append(block)
+                    unhashed.append(block)
+        self.num_cached_free_blocks += num_cached
+        queue = self.free_block_queue
+        queue.append_n(last)
         if first:
             queue.prepend_n(first)
         if len(self.withheld) < self._withhold_target:

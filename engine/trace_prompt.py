@@ -180,7 +180,12 @@ class TraceTokenIds(Sequence[int]):
         yield from self.prompt
         yield from self.outputs
 
-    def span(self, start: int, end: int) -> TokenSpan:
+    def span(self, start: int, end: int) -> Sequence[int]:
+        """Positions start .. end-1: past the prompt (a decode's) a tuple of the output
+        ids, else a lazy TokenSpan."""
+        num_prompt = self.prompt.length
+        if start >= num_prompt:
+            return tuple(self.outputs[start - num_prompt : max(start, end) - num_prompt])
         return TokenSpan(self, start, max(start, min(end, len(self))))
 
 

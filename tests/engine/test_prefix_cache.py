@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from engine.block_pool import BlockPool
+import random
+
+import pytest
+
+from engine.block_pool import BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
 from tests.engine.helpers import check_invariants, make_request, make_scheduler, scheduled, step
 
 PROMPT = [7, 8, 9, 10, 11, 12, 13, 14, 15, 16]  # two full blocks of 4, then 2 tokens
@@ -122,3 +126,39 @@ def test_a_lookup_returns_the_first_cached_duplicate_until_it_is_evicted() -> No
     (d,) = pool.get_new_blocks(1, "r2")
     assert d is b and pool.get_cached_block(123) is None
     assert 123 not in pool.first_cached_block and not pool.cached_block_hash_to_block
+
+
+def test_the_free_queue_takes_and_returns_runs_in_order() -> None:
+    """popleft_n / append_n / prepend_n / remove keep the queue a list in eviction order
+    (checked against a plain list after each of 2,000 random operations)."""
+    rng = random.Random(3)
+    blocks = [KVCacheBlock(i) for i in range(64)]
+    queue = FreeKVCacheBlockQueue(blocks)
+    model = list(range(64))
+    out: list[KVCacheBlock] = []
+    for _ in range(2000):
+        op = rng.randrange(4)
+        if op == 0:
+            taken = queue.popleft_n(rng.randint(0, len(model)))
+            assert [b.block_id for b in taken] == model[: len(taken)]
+            del model[: len(taken)]
+            out += taken
+        elif op in (1, 2) and out:
+            rng.shuffle(out)
+            k = rng.randint(1, len(out))
+            run, out = out[:k], out[k:]
+            if op == 1:
+                queue.append_n(run)
+                model += [b.block_id for b in run]
+            else:
+                queue.prepend_n(run)
+                model[:0] = [b.block_id for b in run]
+        elif op == 3 and model:
+            block = blocks[rng.choice(model)]
+            queue.remove(block)
+            model.remove(block.block_id)
+            out.append(block)
+        assert queue.block_ids() == model
+        assert queue.num_free_blocks == len(model)
+    with pytest.raises(ValueError):
+        queue.popleft_n(len(model) + 1)
