@@ -43,8 +43,12 @@ class Engine:
         sink: EventSink | None = None,
         clock: Clock = time.perf_counter,
         features: ReleaseFeatures | None = None,
+        kv_changes: bool = True,
     ) -> None:
+        """`kv_changes` False: events carry no block changes (IterationEvent.kv_changes
+        empty), for a run whose sink folds figures only and draws no KV map."""
         self.scheduler = create_scheduler(config, features)
+        self.kv_changes = kv_changes
         self.runner = runner
         # The runner's optional capabilities (engine.runner.base), looked up once.
         self._id_checker = runner if isinstance(runner, ChecksTokenIds) else None
@@ -302,6 +306,7 @@ class Engine:
             end,
             sched.kv_cache_manager.block_pool,
             sched.config.scheduler,
+            self.kv_changes,
         )
         self.sink.emit(event)
         self._emit_marks(

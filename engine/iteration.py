@@ -55,10 +55,13 @@ def build_iteration_event(
     end: StepEnd,
     pool: BlockPool,
     cfg: SchedulerConfig,
+    kv_changes: bool = True,
 ) -> IterationEvent:
     """`output` is the plan scheduled in this step (possibly empty); `update` what the
     update applied in this step (for the batch of `updated_step`); `pool` the scheduler's
-    block pool (its changed blocks are taken); `cfg` the scheduler knobs in force."""
+    block pool (its changed blocks are taken); `cfg` the scheduler knobs in force.
+    `kv_changes` False: the changed blocks are taken and dropped, the event's
+    `kv_changes` left empty (a run folded into figures alone, which no KV map reads)."""
     prefill = decode = hit_tokens = 0
     for chunk in output.chunks:
         if chunk.is_prefill:
@@ -67,7 +70,11 @@ def build_iteration_event(
             decode += chunk.num_tokens
         hit_tokens += chunk.num_prefix_hit_tokens
     # tuple.__new__ straight from the pool's rows (BlockChange._make is Python-level).
-    changes = tuple(map(partial(tuple.__new__, BlockChange), pool.take_block_changes()))
+    if kv_changes:
+        changes = tuple(map(partial(tuple.__new__, BlockChange), pool.take_block_changes()))
+    else:
+        pool.take_changed_block_ids()
+        changes = ()
     return IterationEvent(
         step=output.step,
         t_start=timing.t_start,

@@ -147,7 +147,10 @@ def run_scenario_metrics(
     engine holds however long the run. Returns {scenario, metrics, finish_reasons,
     complete} and `stopped` / `failure` as run_scenario gives them."""
     fold = RunAggregate()
-    engine = Engine(scenario.config, runner or SimRunner(), fold, features=features)
+    # No KV map reads a metrics run's events: the pool's block changes are not listed.
+    engine = Engine(
+        scenario.config, runner or SimRunner(), fold, features=features, kv_changes=False
+    )
 
     def on_arrival(req: ScenarioRequest, step: int) -> None:
         fold.arrived(req.id, len(req.prompt_token_ids), step, req.arrival_time_ms)
