@@ -28,9 +28,10 @@ SEND_INTERVAL_S = 0.01
 STATS_INTERVAL_S = 0.25
 WINDOW_FRAMES = 16
 """Frames on the link that the dashboard has not acknowledged yet, at most."""
-AHEAD_FRAMES = 12
+AHEAD_FRAMES = 32
 """Frames of a flat-out simulation not folded yet (queued, waiting, on the link) before it
-waits: what lies ahead of a command's reply, each a fold the dashboard makes first."""
+waits: what lies ahead of a command's reply, each a fold the dashboard makes first (about a
+millisecond each at 256 running)."""
 MAX_OUTBOX = 50_000
 """Frames waiting for the link; past it new frames are dropped (a gap the dashboard marks)."""
 ACK_POLL_S = 0.002
