@@ -62,9 +62,7 @@ class ScenarioArrivals:
 
     def __call__(self, engine: Engine) -> None:
         for req in self.by_step.pop(engine.step_index, ()):
-            engine.add_request(
-                req.id, list(req.prompt_token_ids), req.sampling_params, req.priority
-            )
+            engine.add_request(req.id, req.prompt_token_ids, req.sampling_params, req.priority)
         timed = self.timed
         if timed:
             now_ms = engine.now() * 1000.0
@@ -72,7 +70,7 @@ class ScenarioArrivals:
                 req = timed.popleft()
                 engine.add_request(
                     req.id,
-                    list(req.prompt_token_ids),
+                    req.prompt_token_ids,
                     req.sampling_params,
                     req.priority,
                     req.arrival_time_ms / 1000.0,

@@ -94,7 +94,7 @@ class TraceArrivals:
             req = trace_request(self.num_added, self._next, w.block_tokens)
             engine.add_request(
                 req.id,
-                list(req.prompt_token_ids),
+                req.prompt_token_ids,
                 req.sampling_params,
                 req.priority,
                 self._next.timestamp / 1000.0,

@@ -1,7 +1,7 @@
 """`--workload trace:FILE` reads the trace line by line as the engine's clock goes
 (app.nodes.trace_workload): every request is added once, in line order, at its timestamp
-(kept as its arrival time), with the trace's lengths; a bad or unsorted trace is refused
-before anything runs, naming the line."""
+(kept as its arrival time), with the trace's lengths and its block chain; a bad or
+unsorted trace is refused before anything runs, naming the line."""
 
 from __future__ import annotations
 
@@ -49,6 +49,13 @@ def test_a_trace_is_played_line_by_line_at_its_timestamps(tmp_path: Path) -> Non
     marks = [e for e in sink.request_events() if e.kind == RequestMark.ARRIVED]
     assert [e.req_id for e in marks] == [f"trace-{i}" for i in range(len(rows))]
     assert [e.t * 1000.0 for e in marks] == pytest.approx([r["timestamp"] for r in rows])
+    # Each arrival is recorded by its block chain (what a re-run rebuilds the prompt
+    # from), never its tokens written out.
+    for mark, row in zip(marks, rows, strict=True):
+        assert "prompt_token_ids" not in mark.detail
+        assert mark.detail["num_prompt_tokens"] == row["input_length"]
+        assert mark.detail["trace_prompt"]["hash_ids"] == row["hash_ids"]
+        assert mark.detail["trace_prompt"]["input_length"] == row["input_length"]
     finished = {e.req_id: e.detail for e in sink.request_events()
                 if e.kind == RequestMark.FINISHED}  # fmt: skip
     assert len(finished) == len(rows)
