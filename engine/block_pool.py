@@ -38,16 +38,12 @@ class FreeKVCacheBlockQueue:
     """Doubly linked list of free blocks: evict from the head, free onto the tail."""
 
     def __init__(self, blocks: Sequence[KVCacheBlock]) -> None:
-        self.num_free_blocks = len(blocks)
+        self.num_free_blocks = 0
         self._head = KVCacheBlock(-1)
         self._tail = KVCacheBlock(-1)
-        prev = self._head
-        for block in blocks:
-            prev.next_free = block
-            block.prev_free = prev
-            prev = block
-        prev.next_free = self._tail
-        self._tail.prev_free = prev
+        self._head.next_free = self._tail
+        self._tail.prev_free = self._head
+        self.append_n(blocks)
 
     def popleft(self) -> KVCacheBlock:
         block = self._head.next_free
