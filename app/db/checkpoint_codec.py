@@ -10,21 +10,23 @@ Under a long waiting queue most of a checkpoint is rows of requests never schedu
 all alike but for their arrival numbers: such a row is stored as an index into
 `pending_rows` (those numbers alone, in columns), only where rebuilding it gives the
 very same row, and rebuilt on decode in its place (the fold's order is kept). A
-checkpoint then costs about its running requests, not its queue."""
+checkpoint then costs about its running requests, not its queue. The recorder's writer
+leaves them out altogether where the requests table gives them back (`left_out`:
+app.db.recording_fold, app.db.checkpoint_queue)."""
 
 from __future__ import annotations
 
 import base64
-import json
 import zlib
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from app import fast_json
 from app.frames.rows import new_row
 from protocol.codes import SegmentKind
 
 if TYPE_CHECKING:
-    from app.frames.checkpoint import Checkpoint
+    from app.frames.checkpoint import Checkpoint, LeftOut
 
 PREFIX = "z1:"
 LEVEL = 1
@@ -60,9 +62,12 @@ def plain_pending_row(req: str, fields: list[Any]) -> dict[str, Any]:
     return row
 
 
-def encode_checkpoint(state: Checkpoint) -> str:
-    """The stored form of a checkpoint (`state` is not changed)."""
+def encode_checkpoint(state: Checkpoint, left_out: LeftOut | None = None) -> str:
+    """The stored form of a checkpoint (`state` is not changed). `left_out`: the
+    never-scheduled rows `state` leaves to the requests table."""
     out: dict[str, Any] = dict(state)
+    if left_out is not None:
+        out["left_out"] = left_out
     pending: list[Any] = []
     requests: dict[str, Any] = {}
     for req, row in state["requests"].items():
@@ -73,14 +78,16 @@ def encode_checkpoint(state: Checkpoint) -> str:
             requests[req] = row
     if pending:
         out["requests"], out["pending_rows"] = requests, pending
-    raw = json.dumps(out, separators=(",", ":")).encode()
+    raw = fast_json.dumps(out)
     return PREFIX + base64.b64encode(zlib.compress(raw, LEVEL)).decode("ascii")
 
 
 def decode_checkpoint(text: str) -> Checkpoint:
+    """The checkpoint; one with `left_out` rows is completed from the requests table
+    (app.db.checkpoint_queue) before a fold takes it."""
     if text.startswith(PREFIX):
         text = zlib.decompress(base64.b64decode(text[len(PREFIX) :])).decode()
-    data: dict[str, Any] = json.loads(text)
+    data: dict[str, Any] = fast_json.loads(text)
     pending = data.pop("pending_rows", None)
     if pending is not None:
         data["requests"] = {

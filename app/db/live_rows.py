@@ -16,19 +16,27 @@ folded). Two kinds:
   to a later step reads those of them whose life changed by then from the requests table
   and folds on (app.db.live_view). (Taken at every step end, these were 60% of a
   recording's bytes under an overload: 23 kB a step for 256 running rows.)
+
+The fold's index (app.frames.row_index) gives the rows not left out without a walk of
+the queue; the taker checks the marks against it only for the requests each frame
+touches. It also tells where a checkpoint may leave those requests to the requests
+table the same way (apart_checkpoint; app.db.recording_fold).
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import zlib
 from collections import Counter
 from collections.abc import Iterable
+from itertools import chain
 from operator import itemgetter
 from typing import Any, Protocol, TypedDict
 
+from app import fast_json
 from app.db.checkpoint_codec import LEVEL, CheckpointClock
+from app.frames.checkpoint import LeftOut
+from app.frames.row_index import RowIndex
 from app.frames.step_reasons import StepReasons
 from protocol.codes import FrameType, RequestMark, RequestStatus, SessionEvent
 from protocol.views import RequestRow
@@ -41,15 +49,12 @@ MAX_EXCEPTIONS = 64
 CLOCK_MIN, CLOCK_MAX = 1, 250
 PREFIX = "z1:"
 WAITING = RequestStatus.WAITING.value
-DONE = (RequestStatus.FINISHED.value, RequestStatus.REJECTED.value)
 ITERATION, REQUEST = FrameType.ITERATION.value, FrameType.REQUEST.value
 SESSION, CLOSED = FrameType.SESSION.value, SessionEvent.CLOSED.value
 ARRIVED, SCHEDULED = RequestMark.ARRIVED.value, RequestMark.SCHEDULED.value
+FIRST_TOKEN = RequestMark.FIRST_TOKEN.value
 ENDS = (RequestMark.FINISHED.value, RequestMark.ABORTED.value, RequestMark.REJECTED.value)
-_STATUS, _FIRST_SCHEDULED, _FINISH_STEP, _WAITING_REASON = (
-    itemgetter("status"), itemgetter("first_scheduled_step"), itemgetter("finish_step"),
-    itemgetter("waiting_reason"),
-)  # fmt: skip
+_WAITING_REASON = itemgetter("waiting_reason")
 
 
 class Folded(Protocol):
@@ -61,6 +66,10 @@ class Folded(Protocol):
     def step(self) -> int: ...
     @property
     def requests(self) -> dict[str, RequestRow]: ...
+    @property
+    def index(self) -> RowIndex: ...
+    @property
+    def num_requests(self) -> int: ...
     @property
     def in_flight(self) -> set[str]: ...
     @property
@@ -92,12 +101,12 @@ class LiveRows(TypedDict):
 
 
 def encode_live_rows(data: LiveRows) -> str:
-    raw = json.dumps(data, separators=(",", ":")).encode()
+    raw = fast_json.dumps(data)
     return PREFIX + base64.b64encode(zlib.compress(raw, LEVEL)).decode("ascii")
 
 
 def decode_live_rows(text: str) -> LiveRows:
-    data: LiveRows = json.loads(zlib.decompress(base64.b64decode(text[len(PREFIX) :])))
+    data: LiveRows = fast_json.loads(zlib.decompress(base64.b64decode(text[len(PREFIX) :])))
     return data
 
 
@@ -121,6 +130,18 @@ class LiveRowsTaker:
         self.clock = CheckpointClock(CLOCK_MIN, CLOCK_MAX)
         self.seen_step = -1
         """The step of the latest frame seen (iteration or request)."""
+        self.apart: set[str] = set()
+        """Requests the marks and the fold tell apart (pending by one, not the other), of
+        those a frame touched: checked as frames come, not by a walk of the queue."""
+        self.arrival_seqs: dict[str, int] = {}
+        """Each request's arrival seq (of the mark that made its row)."""
+        self.made_by_marks = 0
+        """Rows the fold made for a request mark. All of them (the fold's count): the
+        fold's rows are in the order of those marks, as the requests table's."""
+        self.touched = False
+        """A never-scheduled row was changed as only a scheduled one is (a token, a
+        placeholder), or a row arrived twice: rows rebuilt from the requests table would
+        differ from the fold's (checkpoints are then stored whole)."""
 
     def before(self, state: Folded, frame_type: str, data: Any) -> LiveRows | None:
         """Called before `state` folds a frame: the live rows at the end of its step if
@@ -131,21 +152,41 @@ class LiveRowsTaker:
                 return None
             apart = self._apart(state) if len(self.pending) >= PENDING_APART else None
             return apart or self._whole(state)
-        step = data.get("step") if frame_type in (ITERATION, REQUEST) else None
-        if not isinstance(step, int) or step <= self.seen_step or state.step != self.seen_step:
+        if not self.starts_step(state, frame_type, data):
             return None  # not the first frame of a later step, or a step without a frame
-        if state.step < 0:
-            return None
         if not self.clock.due():
             return None
         return self._apart(state) if len(self.pending) >= PENDING_APART else self._whole(state)
 
-    def after(self, frame_type: str, data: Any, text: str) -> None:
+    def starts_step(self, state: Folded, frame_type: str, data: Any) -> bool:
+        """Whether the frame is the first of a later step than the fold's (the fold is at
+        the end of its step: every mark of it seen)."""
+        step = data.get("step") if frame_type in (ITERATION, REQUEST) else None
+        return (
+            isinstance(step, int)
+            and step > self.seen_step
+            and state.step == self.seen_step
+            and state.step >= 0
+        )
+
+    def after(self, state: Folded, frame_type: str, data: Any, text: str) -> None:
         """Called after the fold took the frame (`text`: its stored text)."""
         self.clock.add(text)
         step = data.get("step") if frame_type in (ITERATION, REQUEST) else None
         if isinstance(step, int) and step > self.seen_step:
             self.seen_step = step
+        unscheduled = state.index.unscheduled
+        if frame_type == ITERATION:
+            self._touched(data, unscheduled)
+            for req in data["arrived"]:
+                self._check(req, unscheduled)
+            for item in data["scheduled"]:
+                self._check(item["req"], unscheduled)
+            for p in data["preempted"]:
+                self._check(p["req"], unscheduled)
+            for f in data["finished"]:
+                self._check(f["req"], unscheduled)
+            return
         if frame_type != REQUEST:
             return
         kind, req = data.get("kind"), data.get("req")
@@ -153,9 +194,84 @@ class LiveRowsTaker:
             self.pending[req] = data.get("step", 0)
         elif kind == SCHEDULED or kind in ENDS:
             self.pending.pop(req, None)
+        elif kind == FIRST_TOKEN and req in unscheduled:
+            self.touched = True
+        self._check(req, unscheduled)
+
+    def made(self, state: Folded, frame_type: str, seq: int, data: Any) -> None:
+        """Called before the fold takes the frame: counts the rows a mark makes (the
+        requests table's arrival seq is that mark's)."""
+        if frame_type != REQUEST:
+            return
+        req = data.get("req")
+        if req not in state.requests:
+            self.made_by_marks += 1
+            self.arrival_seqs[req] = seq
+        elif data.get("kind") == ARRIVED:
+            self.touched = True  # the table's arrival seq moves; the fold's row stays
+
+    def _check(self, req: str, unscheduled: dict[str, None]) -> None:
+        if (req in self.pending) != (req in unscheduled):
+            self.apart.add(req)
+        else:
+            self.apart.discard(req)
+
+    def _touched(self, d: Any, unscheduled: dict[str, None]) -> None:
+        if self.touched:
+            return
+        for reqs in (d["sampled"], d.get("placeholders", ()), d.get("accepted", ())):
+            if any(req in unscheduled for req in reqs):
+                self.touched = True
+                return
+
+    def agrees(self, state: Folded) -> bool:
+        """The marks hold pending exactly the fold's never-scheduled rows. (A row the fold
+        made without a mark is in its index alone: the counts differ.)"""
+        return not self.apart and len(self.pending) == len(state.index.unscheduled)
 
     def taken(self, size: int) -> None:
         self.clock.taken(size)
+
+    def apart_checkpoint(self, state: Folded) -> tuple[dict[str, RequestRow], LeftOut] | None:
+        """At a step end (the marks of the step all seen) under a long queue: the fold's
+        rows but the never-scheduled (settled, in the fold's order) and what rebuilds
+        those from the requests table (app.db.checkpoint_queue); None where the table
+        would not give the fold's rows back exactly (the caller stores them whole)."""
+        step_reasons = state.reasons
+        if (
+            len(self.pending) < PENDING_APART
+            or self.touched
+            or not self.agrees(state)
+            or self.made_by_marks != state.num_requests
+            or step_reasons.default is None
+            or step_reasons.step != state.step
+        ):
+            return None
+        requests, index, seqs = state.requests, state.index, self.arrival_seqs
+        kept = dict.fromkeys(chain(index.started, (r for r in index.done if r in requests)))
+        if len(kept) + len(index.unscheduled) != len(requests) or not all(r in seqs for r in kept):
+            return None  # a row none of the three (an end the marks did not say)
+        order = sorted(kept, key=seqs.__getitem__)  # the fold's: its rows came in mark order
+        rows = {r: requests[r] for r in order}
+        state.settle(rows.values())
+        marks = self.pending
+        left_out: LeftOut = {
+            "count": len(marks),
+            "from_step": next(iter(marks.values()), 0),
+            "default": step_reasons.default,
+            "exceptions": {r: e for r, e in step_reasons.exceptions.items() if r in marks},
+            "seqs": [seqs[r] for r in order],
+        }
+        return rows, left_out
+
+    def waits(self, clock: CheckpointClock) -> bool:
+        """Whether a due checkpoint waits for the step's end (apart_checkpoint), up to
+        twice its clock's frames."""
+        return (
+            len(self.pending) >= PENDING_APART
+            and not self.touched
+            and clock.frames < 2 * clock.max_frames
+        )
 
     def _base(self, state: Folded, rows: dict[str, Any]) -> LiveRows:
         return {
@@ -170,36 +286,18 @@ class LiveRowsTaker:
         }
 
     def _whole(self, state: Folded) -> LiveRows:
-        rows = {r: row for r, row in state.requests.items() if row["status"] not in DONE}
+        requests, index = state.requests, state.index
+        rows = {r: requests[r] for r in chain(index.unscheduled, index.started)}
         state.settle(rows.values())
         return self._base(state, rows)
 
     def _apart(self, state: Folded) -> LiveRows | None:
-        # Taken at every step end of a long queue: each pass over the pending rows reads
-        # one field of all of them at once (itemgetter maps), not row by row in Python,
-        # so a step end costs little more than a dict walk however long the queue.
+        # Taken at step ends of a long queue: the fold's index holds the rows not left
+        # out, so a take costs what runs, not the queue.
+        if not self.agrees(state):
+            return None  # the requests table would not tell the left-out rows apart
         requests, marks = state.requests, self.pending
-        order = [req for req in requests if req in marks]
-        if len(order) != len(marks):
-            return None  # a mark without a row: the marks do not say what the fold says
-        pend = list(map(requests.__getitem__, order))
-        n = len(pend)
-        if (
-            list(map(_STATUS, pend)).count(WAITING) != n
-            or list(map(_FIRST_SCHEDULED, pend)).count(None) != n
-            or list(map(_FINISH_STEP, pend)).count(None) != n
-        ):
-            return None  # a request the marks hold pending, the fold does not
-        rows: dict[str, Any] = {}
-        for req in requests:
-            if req in marks:
-                continue
-            row = requests[req]
-            if row["status"] in DONE:
-                continue
-            if never_scheduled(row):
-                return None  # pending in the fold, not by the marks
-            rows[req] = row
+        rows = {r: requests[r] for r in state.index.started}
         state.settle(rows.values())
         step_reasons = state.reasons
         exceptions: dict[str, str | None]
@@ -209,7 +307,8 @@ class LiveRowsTaker:
             default: str | None = step_reasons.default
             exceptions = {r: e for r, e in step_reasons.exceptions.items() if r in marks}
         else:
-            reason_of = list(map(_WAITING_REASON, pend))
+            order = list(marks)
+            reason_of = list(map(_WAITING_REASON, map(requests.__getitem__, order)))
             reasons = Counter(reason_of)
             default = reasons.most_common(1)[0][0] if reasons else None
             exceptions = {
@@ -217,6 +316,7 @@ class LiveRowsTaker:
                 for req, reason in zip(order, reason_of, strict=True)
                 if reason != default
             }
+        n = len(marks)
         if len(exceptions) > MAX_EXCEPTIONS:
             return None
         out = self._base(state, rows)

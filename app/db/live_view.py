@@ -13,12 +13,12 @@ did not see the session from its start) gives None: the caller folds the whole s
 
 from __future__ import annotations
 
-import json
 from typing import Any, NamedTuple
 
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
+from app import fast_json
 from app.db.checkpoint_codec import plain_pending_row
 from app.db.live_rows import MAX_EXCEPTIONS, LiveRows, Reasons, decode_live_rows, never_scheduled
 from app.db.models import LiveRowsRecord, RequestRecord
@@ -61,9 +61,10 @@ def live_view_at(db: Session, session_id: str, step: int, seq: int) -> LiveView 
         changed = _changed_since(db, session_id, data, reasons, step)
         state.requests.update(changed)
         left_out -= len(changed)
+    state.index.rebuild(state.requests.items())
     # (None after its own frame: a stored block spanning it would be read for nothing.)
     for frame_seq, text in iter_frames(db, session_id, rec.seq, seq) if seq > rec.seq else ():
-        frame = json.loads(text)
+        frame = fast_json.loads(text)
         state.apply(frame["type"], frame_seq, frame["data"])
     if left_out is None:
         return LiveView(state, None)

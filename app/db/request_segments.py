@@ -17,12 +17,12 @@ protocol.codes.SegmentKind), as a fold keeping every row has them at the step:
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app import fast_json
 from app.db import queries
 from app.db.models import RequestRecord
 from app.db.writes import ENDED_MARKS
@@ -107,7 +107,7 @@ def rebuild(
         budget -= cost
         state = queries.state_at_seq(db, session_id, lo) if lo > 0 else SessionState(session_id)
         for seq, text in queries.iter_frames(db, session_id, state.seq, hi):
-            frame = json.loads(text)
+            frame = fast_json.loads(text)
             data = frame["data"]
             state.apply(frame["type"], seq, data)
             if (

@@ -11,7 +11,6 @@ first, then ends it), and exits by itself if the web process dies.
 
 from __future__ import annotations
 
-import json
 import logging
 import multiprocessing
 import os
@@ -24,21 +23,14 @@ from typing import NamedTuple
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.checkpoint_codec import CheckpointClock, encode_checkpoint
-from app.db.live_rows import LiveRowsTaker, encode_live_rows
+from app import fast_json
+from app.db.live_rows import LiveRowsTaker
 from app.db.quarantine import Rejected, describe, is_transient, write_isolated
 from app.db.queries import state_at_seq
+from app.db.recording_fold import RecordingFold, Stored
 from app.db.session import make_engine, make_sessionmaker
-from app.db.writes import (
-    ENDED_MARKS,
-    Checkpoint,
-    Frame,
-    write_batch,
-    write_live_rows,
-    write_segments,
-)
+from app.db.writes import Frame, write_batch, write_live_rows, write_segments
 from app.frames.fold import SessionState
-from protocol.codes import FrameType
 
 log = logging.getLogger("batchscope.writer")
 
@@ -68,32 +60,29 @@ class Writer:
         self.sessions = sessions
         self.recorder = recorder
         self.checkpoint_every = checkpoint_every
-        self.states: dict[str, SessionState] = {}
-        self.clocks: dict[str, CheckpointClock] = {}
-        self.live: dict[str, LiveRowsTaker] = {}
-        """Live rows of the sessions folded here from their first frame (app.db.live_rows)."""
+        self.folds: dict[str, RecordingFold] = {}
 
-    def _state(self, db: Session, session: str, seq: int) -> SessionState:
-        state = self.states.get(session)
-        if state is None:
+    def _fold(self, db: Session, session: str, seq: int) -> RecordingFold:
+        fold = self.folds.get(session)
+        if fold is None:
             # A session this writer has not seen: new, or continuing a recording (a node
-            # resuming after a restart). Pick up from what the database already holds.
+            # resuming after a restart). Pick up from what the database already holds
+            # (its earlier marks unseen here: no live rows).
             if seq > 1:
-                state = state_at_seq(db, session, seq - 1)
-                self.live.pop(session, None)  # its earlier marks are not seen here
+                fold = RecordingFold(
+                    state_at_seq(db, session, seq - 1), self.checkpoint_every, None
+                )
             else:
-                state = SessionState(session)
-                self.live[session] = LiveRowsTaker()
-            self.states[session] = state
-            self.clocks[session] = CheckpointClock(self.checkpoint_every)
-        return state
+                fold = RecordingFold(SessionState(session), self.checkpoint_every, LiveRowsTaker())
+            self.folds[session] = fold
+        return fold
 
     def write(self, batch: list[TextFrame]) -> WriteResult:
         frames: list[Frame] = []
         rejected: list[Rejected] = []
         for session, frame_type, seq, text in batch:
             try:
-                data = json.loads(text)["data"]
+                data = fast_json.loads(text)["data"]
                 if not isinstance(data, dict):
                     raise ValueError("data is not an object")
             except (ValueError, KeyError, TypeError) as exc:
@@ -111,8 +100,7 @@ class Writer:
         except Exception:
             # Nothing of this batch was stored: folds that went past it start over.
             for session in {f.session for f in frames}:
-                self.states.pop(session, None)
-                self.live.pop(session, None)
+                self.folds.pop(session, None)
             raise
         return WriteResult(len(frames), rejected)
 
@@ -121,49 +109,26 @@ class Writer:
         db.flush()
 
     def _checkpoint(self, db: Session, frames: list[Frame]) -> None:
-        checkpoints: list[Checkpoint] = []
-        live_rows: list[Checkpoint] = []
-        ended: dict[tuple[str, str], list[list[object]]] = {}
+        out = Stored()
         for session, frame_type, seq, data, text in frames:
             try:
-                state = self._state(db, session, seq)
-                if seq <= state.seq:
+                fold = self._fold(db, session, seq)
+                if seq <= fold.state.seq:
                     continue
-                taker = self.live.get(session)
-                if taker is not None:
-                    rows = taker.before(state, frame_type, data)
-                    if rows is not None:
-                        encoded = encode_live_rows(rows)
-                        live_rows.append(Checkpoint(session, rows["seq"], rows["step"], encoded))
-                        taker.taken(len(encoded))
-                state.apply(frame_type, seq, data)
-                if frame_type == FrameType.REQUEST and data.get("kind") in ENDED_MARKS:
-                    row = state.requests.get(data["req"])
-                    if row is not None:
-                        ended[(session, row["req"])] = [list(x) for x in row["segments"]]
-                if taker is not None:
-                    taker.after(frame_type, data, text)
+                fold.take(frame_type, seq, data, text, out)
             except Exception as exc:
                 if is_transient(exc):
                     raise
                 # A frame the fold cannot read: checkpoints of this session resume from
                 # the database's own fold next time (the frame itself is stored).
                 log.warning("checkpoint fold of %s at seq %s: %s", session, seq, describe(exc))
-                self.states.pop(session, None)
-                self.live.pop(session, None)
-                continue
-            clock = self.clocks[session]
-            clock.add(text)
-            if clock.due():
-                encoded = encode_checkpoint(state.to_checkpoint())
-                checkpoints.append(Checkpoint(session, seq, max(state.step, 0), encoded))
-                clock.taken(len(encoded))
-        if checkpoints:
-            write_batch(db, [], checkpoints)
-        if live_rows:
-            write_live_rows(db, live_rows)
-        if ended:
-            write_segments(db, ended)
+                self.folds.pop(session, None)
+        if out.checkpoints:
+            write_batch(db, [], out.checkpoints)
+        if out.live_rows:
+            write_live_rows(db, out.live_rows)
+        if out.ended:
+            write_segments(db, out.ended)
 
 
 _writer: Writer | None = None

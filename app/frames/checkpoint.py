@@ -21,7 +21,8 @@ class _CheckpointBase(TypedDict):
     paused: bool
     simulated: bool
     requests: dict[str, RequestRow]
-    blocks: list[BlockChange]
+    blocks: list[BlockChange] | list[tuple[int, str, str | None, int]]
+    """[id, state, owner, ref_cnt] by id (tuples as folded, lists as decoded)."""
     history: list[StepSummary]
     totals: dict[str, int]
     kv_peak: int
@@ -32,6 +33,20 @@ class _CheckpointBase(TypedDict):
     _e2e: list[float]
 
 
+class LeftOut(TypedDict):
+    """A checkpoint's never-scheduled waiting rows, left to the requests table (under a
+    long queue they are most of it, alike but for their arrival numbers): their count,
+    the oldest's arrival step, their waiting reasons (the step's default and the
+    exceptions), and the arrival seqs of the rows kept, by which the two merge back into
+    the fold's order (app.db.checkpoint_queue)."""
+
+    count: int
+    from_step: int
+    default: str | None
+    exceptions: dict[str, str]
+    seqs: list[int]
+
+
 class Checkpoint(_CheckpointBase, total=False):
     """A SessionState as JSON (SessionState.to_checkpoint), stored every few hundred
     frames: a seek folds from the nearest. Older checkpoints lack the optional keys."""
@@ -40,3 +55,4 @@ class Checkpoint(_CheckpointBase, total=False):
     dropped_rows: int
     waiting_detail: WaitingDetail
     in_flight: list[str]
+    left_out: LeftOut

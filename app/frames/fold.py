@@ -18,6 +18,7 @@ from app.frames import snapshot
 from app.frames.block_table import BlockTable
 from app.frames.checkpoint import Checkpoint
 from app.frames.latencies import Latencies
+from app.frames.row_index import RowIndex
 from app.frames.rows import END_MARKS, close_open, new_row, table_rows
 from app.frames.step_reasons import StepReasons
 from protocol.codes import FrameType, Phase, RequestMark, RequestStatus, SegmentKind, SessionEvent
@@ -57,10 +58,6 @@ SEG_PREEMPTED = SegmentKind.PREEMPTED.value
 HISTORY_STEPS = 2000
 PLAN_STEPS = 256
 """Only the latest steps keep their full plan ({req: n}) in the history (the step table)."""
-MAX_DONE_ROWS = 500
-"""Finished/rejected rows kept in the fold (the oldest are dropped: they stay in the
-database's requests table). Bounds memory, snapshots and checkpoints of long sessions
-(a checkpoint is mostly these rows: 2000 of them made checkpoints most of a recording)."""
 
 
 class SessionState:
@@ -88,8 +85,8 @@ class SessionState:
         }
         self.kv_peak = 0
         self.latencies = Latencies()
-        self._done: deque[str] = deque()
-        self.dropped_rows = 0
+        self.index = RowIndex()
+        """Which rows are waiting never scheduled, started or done (app.frames.row_index)."""
         self.waiting_detail: WaitingDetail = {}
         """The numbers behind the latest step's waiting reasons (engine.waiting)."""
         self.in_flight: set[str] = set()
@@ -123,6 +120,7 @@ class SessionState:
         for p in d["preempted"]:
             row = self.row(p["req"])
             row["status"] = PREEMPTED
+            self.index.scheduled(p["req"])
             row["num_preemptions"] += 1
             row["num_computed_tokens"] = 0
             row["segments"].append([SEG_PREEMPTED, step, None, p["tokens_lost"]])
@@ -141,6 +139,7 @@ class SessionState:
             self.reasons.freeze(row)
             row["status"], row["finish_reason"] = FINISHED, f["reason"]
             row["finish_step"] = step
+            self.index.ended(f["req"])
             # The request's own `finished` mark follows with the same time; until it is
             # folded the row is finished already, so it has its finish time too.
             row["finish_t"] = t_end
@@ -165,6 +164,7 @@ class SessionState:
             if row["status"] != RUNNING:
                 close_open(row, step)
                 row["status"] = RUNNING
+                self.index.scheduled(item["req"])
                 if row["first_scheduled_step"] is None:
                     row["first_scheduled_step"] = step
                     row["prefix_hit"] = item["prefix_hit"]
@@ -235,6 +235,7 @@ class SessionState:
         row = self.requests.get(req)
         if row is None:
             row = self.requests[req] = new_row(req, max(self.step + 1, 0), self.t)
+            self.index.added(req)
         return row
 
     def _apply_request(self, d: RequestMarkData) -> None:
@@ -254,7 +255,7 @@ class SessionState:
             row["status"], reason = END_MARKS[kind]
             row["finish_reason"] = detail.get("reason", reason)
             row["finish_step"], row["segments"] = d["step"], []
-            self._retire(req)
+            self.index.retire(req, self.requests)
         elif kind == FIRST_TOKEN:
             row = self.row(req)
             row["first_token_t"] = t
@@ -273,21 +274,14 @@ class SessionState:
             self.latencies.last_token_t.pop(req, None)
             if kind == FINISHED_MARK:
                 self.latencies.e2e.append(round(t - row["arrived_t"], 6))
-            self._retire(req)
-
-    def _retire(self, req: str) -> None:
-        self._done.append(req)
-        while len(self._done) > MAX_DONE_ROWS:
-            old = self._done.popleft()
-            row = self.requests.get(old)
-            if row is not None and row["status"] in (FINISHED, REJECTED):
-                del self.requests[old]
-                self.dropped_rows += 1
+            self.index.retire(req, self.requests)
 
     # ----------------------------------------------------------- checkpoints
-    def to_checkpoint(self) -> Checkpoint:
-        """Everything needed to resume folding from here (JSON-serialisable)."""
-        self.settle()
+    def to_checkpoint(self, requests: dict[str, RequestRow] | None = None) -> Checkpoint:
+        """Everything needed to resume folding from here (JSON-serialisable). `requests`:
+        the rows to store instead of all (settled by the caller)."""
+        if requests is None:
+            self.settle()
         return {
             "session": self.session,
             "meta": self.meta,
@@ -299,14 +293,14 @@ class SessionState:
             "config_marks": self.config_marks,
             "paused": self.paused,
             "simulated": self.simulated,
-            "requests": self.requests,
-            "blocks": self.blocks.rows(),
+            "requests": self.requests if requests is None else requests,
+            "blocks": self.blocks.tuples(),
             "history": list(self.history),
             "totals": self.totals,
             "kv_peak": self.kv_peak,
             "last_token_t": self.latencies.last_token_t,
-            "done": list(self._done),
-            "dropped_rows": self.dropped_rows,
+            "done": list(self.index.done),
+            "dropped_rows": self.index.dropped,
             "waiting_detail": self.waiting_detail,
             "in_flight": sorted(self.in_flight),
             "_ttft": list(self.latencies.ttft),
@@ -330,10 +324,11 @@ class SessionState:
         state.history.extend(data["history"])
         latencies = state.latencies
         latencies.last_token_t = dict(data["last_token_t"])
-        state._done.extend(data.get("done", ()))
-        state.dropped_rows = int(data.get("dropped_rows", 0))
+        state.index.done.extend(data.get("done", ()))
+        state.index.dropped = int(data.get("dropped_rows", 0))
         state.waiting_detail = data.get("waiting_detail", {}).copy()
         state.in_flight = set(data.get("in_flight", ()))
+        state.index.rebuild(state.requests.items())
         latencies.ttft.extend(data["_ttft"])
         latencies.itl.extend(data["_itl"])
         latencies.queue.extend(data["_queue"])
@@ -357,7 +352,7 @@ class SessionState:
             list(self.requests.values()),
             list(self.history),
             totals=self.totals,
-            dropped_rows=self.dropped_rows,
+            dropped_rows=self.index.dropped,
             waiting_detail=self.waiting_detail,
             compact=compact,
             columns=columns,
@@ -384,7 +379,7 @@ class SessionState:
     @property
     def num_requests(self) -> int:
         """Every request the session has had (the rows dropped past MAX_DONE_ROWS too)."""
-        return len(self.requests) + self.dropped_rows
+        return len(self.requests) + self.index.dropped
 
     def request_rows(self) -> list[TableRow]:
         """The request table's rows, in arrival order (app.frames.rows.table_rows)."""

@@ -22,6 +22,8 @@ from protocol.codes import BlockState
 ACCESS_HISTORY = 4
 """Accesses kept per block for reuse gaps (vLLM's BlockMetricsState)."""
 HELD = ("used", "shared")
+CACHED = BlockState.CACHED.value
+"""(A plain string: read for every block change; an enum member's compare is slower.)"""
 
 
 class Eviction(NamedTuple):
@@ -37,8 +39,8 @@ class _Block:
     accesses: deque[float] = field(default_factory=lambda: deque(maxlen=ACCESS_HISTORY))
 
     def evicted(self, t: float) -> Eviction:
-        history = list(self.accesses)
-        gaps = tuple(b - a for a, b in itertools.pairwise(history))
+        history = self.accesses
+        gaps = tuple(b - a for a, b in itertools.pairwise(history)) if len(history) > 1 else ()
         return Eviction(t - self.born, t - self.last_access, gaps)
 
 
@@ -60,20 +62,20 @@ class BlockResidency:
             self._state[block_id] = (state, ref)
             tracked = self._blocks.get(block_id)
             if state in HELD:
-                if before == BlockState.CACHED and hit_blocks.get(owner, 0) > 0:
+                if before == CACHED and hit_blocks.get(owner, 0) > 0:
                     hit_blocks[owner] -= 1
                     self._touch(block_id, t)
                 elif before in HELD:
                     if ref > before_ref:
                         self._touch(block_id, t)
                 else:
-                    if before == BlockState.CACHED and tracked is not None:
+                    if before == CACHED and tracked is not None:
                         out.append(tracked.evicted(t))
                     self._blocks[block_id] = _Block(t, t)
-            elif state == BlockState.CACHED:
+            elif state == CACHED:
                 continue  # freed with its content: still resident, evictable
             else:  # free or withheld: the content is gone
-                if before == BlockState.CACHED and tracked is not None:
+                if before == CACHED and tracked is not None:
                     out.append(tracked.evicted(t))
                 self._blocks.pop(block_id, None)
         return out

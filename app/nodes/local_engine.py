@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import socket
@@ -18,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+from app import fast_json
 from app.live.health import Check
 from app.live.hub import EventHub
 from app.live.supervisor import EngineExit, EngineStatus, EngineSupervisor, describe_exit
@@ -170,7 +170,7 @@ class LocalEngine:
 
     def _handle(self, line: str) -> None:
         self.last_heard = time.monotonic()
-        msg = json.loads(line)
+        msg = fast_json.loads(line)
         kind = msg.get("type")
         if kind in RECORDED_FRAME_TYPES:
             self._on_frame(msg, line)

@@ -16,13 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.checkpoint_codec import CheckpointClock, encode_checkpoint
-from app.db.live_rows import LiveRowsTaker, encode_live_rows
+from app.db.live_rows import LiveRowsTaker
 from app.db.models import SessionRecord
+from app.db.recording_fold import RecordingFold, Stored
 from app.db.session import write_transaction
 from app.db.writes import (
-    ENDED_MARKS,
-    Checkpoint,
     Frame,
     write_batch,
     write_live_rows,
@@ -197,38 +195,31 @@ def _exists(db: Session, session_id: str) -> ImportFormatError | None:
     )
 
 
-def _write_chunk(
-    db: Session,
-    batch: list[Frame],
-    checkpoints: list[Checkpoint],
-    live: list[Checkpoint],
-    ended: dict[tuple[str, str], list[list[object]]],
-) -> None:
+def _write_chunk(db: Session, batch: list[Frame], out: Stored) -> None:
     # No autoflush: write_batch looks up each new request row, and a flush before every
     # lookup costs more than the writes (rows are unique per chunk; chunks are flushed).
     with db.no_autoflush:
-        write_batch(db, batch, checkpoints)
-        if live:
-            write_live_rows(db, live)
+        write_batch(db, batch, out.checkpoints)
+        if out.live_rows:
+            write_live_rows(db, out.live_rows)
     db.flush()
-    if ended:  # the replay Gantt's segments of the requests done (as the recorder's)
-        write_segments(db, ended)
-        ended.clear()
+    if out.ended:  # the replay Gantt's segments of the requests done (as the recorder's)
+        write_segments(db, out.ended)
+    out.checkpoints.clear()
+    out.live_rows.clear()
+    out.ended.clear()
 
 
 def _write(db: Session, path: Path, header: SessionHeader) -> None:
-    """All frames (one transaction, owned by the caller) plus the recorder's checkpoints."""
+    """All frames (one transaction, owned by the caller) plus the recorder's checkpoints
+    and live rows (app.db.recording_fold)."""
     sid = header.id
     lines = _lines(path)
     next(lines)
     checker = _FrameChecker(sid)
-    fold: SessionState | None = None
+    fold: RecordingFold | None = None
     batch: list[Frame] = []
-    checkpoints: list[Checkpoint] = []
-    live: list[Checkpoint] = []
-    taker = LiveRowsTaker()  # the request table's live rows, as the recorder keeps them
-    ended: dict[tuple[str, str], list[list[object]]] = {}
-    clock = CheckpointClock(CHECKPOINT_EVERY)
+    out = Stored()
     for number, text in lines:
         ftype, seq, data = checker.check(number, text, validate_data=False)
         if fold is None:
@@ -239,30 +230,13 @@ def _write(db: Session, path: Path, header: SessionHeader) -> None:
                 if opened
                 else {"name": header.name, "config": header.config}
             )
-            fold = SessionState(sid, meta)
-        rows = taker.before(fold, ftype, data)
-        if rows is not None:
-            encoded = encode_live_rows(rows)
-            live.append(Checkpoint(sid, rows["seq"], rows["step"], encoded))
-            taker.taken(len(encoded))
-        fold.apply(ftype, seq, data)
-        if (
-            ftype == FrameType.REQUEST
-            and data.get("kind") in ENDED_MARKS
-            and data["req"] in fold.requests
-        ):
-            ended[(sid, data["req"])] = [list(x) for x in fold.requests[data["req"]]["segments"]]
-        taker.after(ftype, data, text)
+            fold = RecordingFold(SessionState(sid, meta), CHECKPOINT_EVERY, LiveRowsTaker())
+        fold.take(ftype, seq, data, text, out)
         batch.append(Frame(sid, ftype, seq, data, text))
-        clock.add(text)
-        if clock.due():
-            encoded = encode_checkpoint(fold.to_checkpoint())
-            checkpoints.append(Checkpoint(sid, seq, max(fold.step, 0), encoded))
-            clock.taken(len(encoded))
         if len(batch) >= WRITE_CHUNK:
-            _write_chunk(db, batch, checkpoints, live, ended)
-            batch, checkpoints, live = [], [], []
-    _write_chunk(db, batch, checkpoints, live, ended)
+            _write_chunk(db, batch, out)
+            batch = []
+    _write_chunk(db, batch, out)
     # The exported row wins over what the frames imply (a rename, the real end time).
     rec = db.get(SessionRecord, sid)
     assert rec is not None

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from app.db.session import make_engine, make_sessionmaker
-from app.frames.fold import MAX_DONE_ROWS
+from app.frames.row_index import MAX_DONE_ROWS
 from tests.app.records.helpers import record_session
 from tests.browser.harness import Console, Server, start_server, stop_process
 

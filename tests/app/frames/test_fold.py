@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from app.frames.convert import event_to_frame
-from app.frames.fold import MAX_DONE_ROWS, SessionState
+from app.frames.fold import SessionState
+from app.frames.row_index import MAX_DONE_ROWS
 from engine.engine import Engine
 from engine.events import ListSink
 from engine.faults import SchedulerAssertion

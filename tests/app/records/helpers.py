@@ -8,7 +8,8 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -17,6 +18,7 @@ from app.db import models, queries
 from app.db.session import make_engine, make_sessionmaker
 from app.frames.convert import event_to_frame
 from app.frames.fold import SessionState
+from app.frames.row_index import RowIndex
 from app.live.hub import EventHub
 from app.records.recorder import Recorder
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig
@@ -24,6 +26,7 @@ from engine.engine import Engine
 from engine.events import Event
 from engine.request import SamplingParams
 from engine.runner.sim import SimRunner
+from protocol.views import RequestRow
 
 TABLES = (
     models.SessionRecord,
@@ -138,11 +141,17 @@ def row_counts(sessions: sessionmaker[Session]) -> dict[str, int]:
         }
 
 
+class _KeepingIndex(RowIndex):
+    def retire(self, req: str, requests: MutableMapping[str, RequestRow]) -> None:
+        self.ended(req)
+
+
 class FullState(SessionState):
     """The fold keeping every finished row (what a recording's request pages must equal)."""
 
-    def _retire(self, req: str) -> None:
-        return
+    def __init__(self, session: str, meta: Mapping[str, Any] | None = None) -> None:
+        super().__init__(session, meta)
+        self.index = _KeepingIndex()
 
 
 def fold_at_steps(db: Session, sid: str, steps: Iterable[int]) -> Iterator[tuple[int, FullState]]:

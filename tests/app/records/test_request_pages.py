@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import queries
-from app.frames.fold import MAX_DONE_ROWS
+from app.frames.row_index import MAX_DONE_ROWS
 from app.request_table import parse_query, select_rows
 from tests.app.records.conftest import NewUrl, open_sessions
 from tests.app.records.helpers import fold_at_steps, record_session

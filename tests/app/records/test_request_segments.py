@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import queries
 from app.db.models import RequestRecord
 from app.db.request_segments import closed
-from app.frames.fold import MAX_DONE_ROWS
+from app.frames.row_index import MAX_DONE_ROWS
 from app.records.export import export_jsonl
 from app.records.importer import import_jsonl
 from app.request_table import clear_live_cache
