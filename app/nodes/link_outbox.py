@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from app import fast_json
 from app.nodes.link import Link
 from app.nodes.producer import QueueSink
 from protocol.envelope import encode
@@ -91,7 +92,7 @@ class LinkOutbox:
         if len(frames) >= MAX_OUTBOX:
             frames.hole()  # the dashboard sees the seq jump and marks the gap
         else:
-            frames.add(frame_type, encode(data))
+            frames.add(frame_type, fast_json.dumps(data).decode())
 
     def collect(self) -> None:
         for frame_type, data in self.sink.drain():
