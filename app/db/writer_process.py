@@ -31,6 +31,7 @@ from app.db.recording_fold import RecordingFold, Stored
 from app.db.session import make_engine, make_sessionmaker
 from app.db.writes import Frame, write_batch, write_live_rows, write_segments
 from app.frames.fold import SessionState
+from app.gc_clock import GcClock
 
 log = logging.getLogger("batchscope.writer")
 
@@ -132,6 +133,7 @@ class Writer:
 
 
 _writer: Writer | None = None
+_gc: GcClock | None = None
 
 
 def _watch_parent(parent: int) -> None:
@@ -142,12 +144,13 @@ def _watch_parent(parent: int) -> None:
 
 
 def _init(database_url: str, checkpoint_every: int, recorder: str) -> None:
-    global _writer
+    global _writer, _gc
     # Ctrl-C in a terminal (and systemd's stop) signal the whole process group: the web
     # process then drains what is pending into this process, and ends it itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    _gc = GcClock()  # this process's collections (app.gc_clock)
     _writer = Writer(
         make_sessionmaker(make_engine(database_url, writer=True)), checkpoint_every, recorder
     )
@@ -155,8 +158,11 @@ def _init(database_url: str, checkpoint_every: int, recorder: str) -> None:
 
 def write_texts(batch: list[TextFrame]) -> WriteResult:
     """In the writer process: write one batch (one transaction)."""
-    assert _writer is not None, "writer process not initialised"
-    return _writer.write(batch)
+    assert _writer is not None and _gc is not None, "writer process not initialised"
+    try:
+        return _writer.write(batch)
+    finally:
+        _gc.tick()
 
 
 def recorder_id() -> str:
