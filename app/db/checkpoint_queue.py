@@ -8,10 +8,11 @@ rebuilt as the fold's row and merged with the rows kept by arrival seq, the fold
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import Session
 
 from app.db.checkpoint_codec import plain_pending_row
@@ -19,6 +20,28 @@ from app.db.models import RequestRecord
 from app.frames.checkpoint import Checkpoint
 
 R = RequestRecord
+COLUMNS = (R.req_id, R.num_prompt_tokens, R.max_tokens, R.priority, R.arrival_step, R.arrival_t)
+"""What rebuilds a never-scheduled row (`rebuilt`), in this order."""
+
+
+def waiting_at(session_id: str, from_step: int, step: int) -> list[ColumnElement[bool]]:
+    """The requests arrived from `from_step` to `step` and neither scheduled nor ended by
+    the end of `step`: the never-scheduled waiting ones then."""
+    return [
+        R.session_id == session_id,
+        R.arrival_step >= from_step,
+        R.arrival_step <= step,
+        or_(R.first_scheduled_step.is_(None), R.first_scheduled_step > step),
+        or_(R.finish_step.is_(None), R.finish_step > step),
+    ]
+
+
+def rebuilt(row: Any, default: str | None, exceptions: Mapping[str, str | None]) -> dict[str, Any]:
+    """The fold's row of a never-scheduled request from its COLUMNS, waiting for
+    `exceptions`' reason or else `default`."""
+    req, prompt, max_tokens, priority, arrived, t = row
+    reason = exceptions.get(req, default)
+    return plain_pending_row(req, [prompt, prompt, max_tokens, priority, arrived, t, reason])
 
 
 def complete(db: Session, session_id: str, data: Checkpoint) -> bool:
@@ -30,30 +53,14 @@ def complete(db: Session, session_id: str, data: Checkpoint) -> bool:
         return True
     step, seq = data["step"], data["seq"]
     stmt = (
-        select(
-            R.arrival_seq,
-            R.req_id,
-            R.num_prompt_tokens,
-            R.max_tokens,
-            R.priority,
-            R.arrival_step,
-            R.arrival_t,
-        )
-        .where(
-            R.session_id == session_id,
-            R.arrival_step >= left["from_step"],
-            R.arrival_step <= step,
-            R.arrival_seq <= seq,
-            or_(R.first_scheduled_step.is_(None), R.first_scheduled_step > step),
-            or_(R.finish_step.is_(None), R.finish_step > step),
-        )
+        select(R.arrival_seq, *COLUMNS)
+        .where(*waiting_at(session_id, left["from_step"], step), R.arrival_seq <= seq)
         .order_by(R.arrival_seq)
     )
     default, exceptions = left["default"], left["exceptions"]
-    rows: list[tuple[int, str, Any]] = []
-    for arrival_seq, req, prompt, max_tokens, priority, arrived, t in db.execute(stmt):
-        fields = [prompt, prompt, max_tokens, priority, arrived, t, exceptions.get(req, default)]
-        rows.append((arrival_seq or 0, req, plain_pending_row(req, fields)))  # PENDING_FIELDS
+    rows: list[tuple[int, str, Any]] = [
+        (r[0] or 0, r[1], rebuilt(r[1:], default, exceptions)) for r in db.execute(stmt)
+    ]
     if len(rows) != left["count"]:
         return False
     kept = data["requests"]

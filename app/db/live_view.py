@@ -19,7 +19,7 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from app import fast_json
-from app.db.checkpoint_codec import plain_pending_row
+from app.db.checkpoint_queue import COLUMNS, rebuilt, waiting_at
 from app.db.live_rows import MAX_EXCEPTIONS, LiveRows, Reasons, decode_live_rows, never_scheduled
 from app.db.models import LiveRowsRecord, RequestRecord
 from app.db.queries import iter_frames
@@ -101,20 +101,8 @@ def _changed_since(
         and_(R.first_scheduled_step > at, R.first_scheduled_step <= step),
         and_(R.finish_step > at, R.finish_step <= step),
     )
-    stmt = select(
-        R.req_id, R.num_prompt_tokens, R.max_tokens, R.priority, R.arrival_step, R.arrival_t
-    ).where(
-        R.session_id == session_id,
-        R.arrival_step >= (data.get("pending_from") or 0),
-        R.arrival_step <= at,
-        or_(R.first_scheduled_step.is_(None), R.first_scheduled_step > at),
-        or_(R.finish_step.is_(None), R.finish_step > at),
-        changed,
+    stmt = select(*COLUMNS).where(
+        *waiting_at(session_id, data.get("pending_from") or 0, at), changed
     )
     default, exceptions = reasons["default"], reasons["exceptions"]
-    return {  # (fields in PENDING_FIELDS' order)
-        req: plain_pending_row(
-            req, [prompt, prompt, max_tokens, priority, arrived, t, exceptions.get(req, default)]
-        )
-        for req, prompt, max_tokens, priority, arrived, t in db.execute(stmt)
-    }
+    return {r[0]: rebuilt(r, default, exceptions) for r in db.execute(stmt)}
