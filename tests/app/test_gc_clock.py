@@ -1,5 +1,5 @@
 """GcClock turns counted collections off and collects cyclic garbage when its clock is
-due, not before."""
+due, not before: the young generations each tick, the whole heap at the full tick."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def restore_gc() -> Iterator[None]:
 
 @pytest.mark.usefixtures("restore_gc")
 def test_cycles_wait_for_the_clock_then_go() -> None:
-    clock = GcClock(every_s=3600)
+    clock = GcClock(every_s=3600, full_every_s=3600)
     assert not gc.isenabled()
     garbage = _cycle()
     for _ in range(100_000):  # far past the counted collector's thresholds
@@ -43,5 +43,20 @@ def test_cycles_wait_for_the_clock_then_go() -> None:
     clock.tick()
     assert garbage() is not None  # not due: nothing collected
     clock.every_s = 0.0
+    clock.tick()  # a young collection: the cycle was made since the last one
+    assert garbage() is None
+
+
+@pytest.mark.usefixtures("restore_gc")
+def test_a_cycle_that_outlived_a_young_collection_goes_at_the_full_one() -> None:
+    clock = GcClock(every_s=0.0, full_every_s=3600)
+    a, b = _Node(), _Node()
+    a.other, b.other = b, a
+    clock.tick()  # young collection while the cycle is still held: it moves to the oldest
+    garbage = weakref.ref(a)
+    del a, b
+    clock.tick()
+    assert garbage() is not None  # young collections do not walk the oldest generation
+    clock.full_every_s = 0.0
     clock.tick()
     assert garbage() is None
