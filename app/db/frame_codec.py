@@ -62,9 +62,16 @@ def unpack_frame(stored: str) -> str:
     return raw.decode()
 
 
+BLOCK_LEVEL = 3
+"""zlib's level for blocks. On the iteration frames of a 100,000-request flat-out
+recording: level 3 compresses 2.4x faster than 6 for 13% more bytes (level 1: 2.7x,
+19%); the writer compressed at 6 for a tenth of its time."""
+
+
 def pack_block(frames: list[tuple[int, str]]) -> bytes:
     """(seq, text) of consecutive frames of one session, in seq order, as one block."""
-    return zlib.compress("\n".join(f"{seq}\t{text}" for seq, text in frames).encode(), 6)
+    text = "\n".join(f"{seq}\t{text}" for seq, text in frames)
+    return zlib.compress(text.encode(), BLOCK_LEVEL)
 
 
 def unpack_block(block: bytes) -> list[tuple[int, str]]:
