@@ -22,6 +22,7 @@ from app.db.lifecycle import describe_orphan, mark_ended, mark_orphans
 from app.db.private import ServingDatabase
 from app.deps import install_error_handlers
 from app.edge.hosts import AllowedHosts
+from app.edge.loop_demand import CountConnections, LoopDemand
 from app.edge.middleware import EdgeMiddleware
 from app.lab.background import LabWorker
 from app.live.health import Check, HealthRegistry, database_check
@@ -142,9 +143,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = Metrics(hub)
     app.state.nodes = NodeRegistry(hub)
     app.state.fleet = FleetView()
+    demand = app.state.loop_demand = LoopDemand()
     app.state.bus = None
     app.state.local_engine = (
-        LocalEngine(settings, hub, app.state.nodes) if settings.engine else None
+        LocalEngine(settings, hub, app.state.nodes, demand) if settings.engine else None
     )
     app.state.health = HealthRegistry()
     hub.follow_most_active = not settings.engine
@@ -173,6 +175,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(module.router)
     install_error_handlers(app)
     app.add_middleware(EdgeMiddleware, hosts=AllowedHosts(settings.host, settings.allowed_hosts))
+    app.add_middleware(CountConnections, demand=demand)
     app.mount("/static", StaticFiles(directory=asset_path("static")), name="static")
 
     @app.get("/launch", include_in_schema=False)

@@ -17,8 +17,9 @@ from protocol.envelope import encode
 
 LINES_PER_TURN = 2
 INTAKE_SHARE = 0.7
-"""Of each INTAKE_WINDOW_S, the share the intake may keep the event loop while frames wait;
-viewers and pages have the rest (15 ms of every 50), and a command ends a rest at once.
+"""Of each INTAKE_WINDOW_S, the share the intake may keep the event loop while frames wait
+and anyone else wants the loop (app.edge.loop_demand); viewers and pages have the rest (15
+ms of every 50), and a command ends a rest at once. With nobody connected it does not rest.
 At 0.4 a flat-out simulation spent most of its time waiting on a dashboard that rested
 (5,000 trace requests recorded in 79 s; 0.7 with AHEAD_FRAMES 32: 54 s)."""
 INTAKE_WINDOW_S = 0.05

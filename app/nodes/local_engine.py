@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from app import fast_json
+from app.edge.loop_demand import LoopDemand
 from app.live.health import Check
 from app.live.hub import EventHub
 from app.live.supervisor import EngineExit, EngineStatus, EngineSupervisor, describe_exit
@@ -51,8 +52,16 @@ SILENT_AFTER_S = 5.0
 
 
 class LocalEngine:
-    def __init__(self, settings: Settings, hub: EventHub, registry: NodeRegistry) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        hub: EventHub,
+        registry: NodeRegistry,
+        demand: LoopDemand | None = None,
+    ) -> None:
         self.settings = settings
+        self.demand = demand
+        """Who else wants the loop (app.edge.loop_demand); None: always someone."""
         self.hub = hub
         self.registry = registry
         self.session: str | None = None
@@ -147,12 +156,14 @@ class LocalEngine:
                 if self._acks.unacked(self.session) >= ACK_EVERY:
                     await self._acks.send(link, self.session)
                 # A buffered line is returned without yielding: let the web have its turn,
-                # and keep intake to its share of the loop (viewers and pages get the rest;
-                # the engine process holds or drops what waits, see engine_host). Not while
-                # a command waits: its reply is behind at most a window of frames, taken in
-                # at once, and a command sent during a rest ends the rest.
+                # and while anyone else wants the loop (a request, a websocket:
+                # app.edge.loop_demand) keep intake to its share of it (viewers and pages
+                # get the rest; the engine process holds or drops what waits, see
+                # engine_host). Not while a command waits: its reply is behind at most a
+                # window of frames, taken in at once, and a command sent during a rest
+                # ends the rest.
                 rest = duty.used(time.perf_counter() - started)
-                if rest > 0 and not self._replies.pending:
+                if rest > 0 and not self._replies.pending and self._loop_wanted():
                     await self._rest(rest)
                 else:
                     await asyncio.sleep(0)
@@ -161,6 +172,9 @@ class LocalEngine:
         finally:
             acks.cancel()
             self._disconnected(link)
+
+    def _loop_wanted(self) -> bool:
+        return self.demand is None or self.demand.wanted()
 
     async def _rest(self, seconds: float) -> None:
         """Leave the loop to the web for `seconds`, or until a command is sent."""
