@@ -31,6 +31,13 @@ def waiting_at(session_id: str, from_step: int, step: int) -> list[ColumnElement
         R.session_id == session_id,
         R.arrival_step >= from_step,
         R.arrival_step <= step,
+        *unstarted_by(step),
+    ]
+
+
+def unstarted_by(step: int) -> list[ColumnElement[bool]]:
+    """Neither scheduled nor ended by the end of `step`."""
+    return [
         or_(R.first_scheduled_step.is_(None), R.first_scheduled_step > step),
         or_(R.finish_step.is_(None), R.finish_step > step),
     ]
