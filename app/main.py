@@ -146,7 +146,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     demand = app.state.loop_demand = LoopDemand()
     app.state.bus = None
     app.state.local_engine = (
-        LocalEngine(settings, hub, app.state.nodes, demand) if settings.engine else None
+        LocalEngine(settings, hub, app.state.nodes, demand.wanted) if settings.engine else None
     )
     app.state.health = HealthRegistry()
     hub.follow_most_active = not settings.engine

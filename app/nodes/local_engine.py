@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from app import fast_json
-from app.edge.loop_demand import LoopDemand
 from app.live.health import Check
 from app.live.hub import EventHub
 from app.live.supervisor import EngineExit, EngineStatus, EngineSupervisor, describe_exit
@@ -57,11 +56,12 @@ class LocalEngine:
         settings: Settings,
         hub: EventHub,
         registry: NodeRegistry,
-        demand: LoopDemand | None = None,
+        loop_wanted: Callable[[], bool] | None = None,
     ) -> None:
         self.settings = settings
-        self.demand = demand
-        """Who else wants the loop (app.edge.loop_demand); None: always someone."""
+        self.loop_wanted = loop_wanted
+        """Whether anyone else wants the event loop now (app.edge.loop_demand's
+        LoopDemand.wanted); None: always someone."""
         self.hub = hub
         self.registry = registry
         self.session: str | None = None
@@ -174,7 +174,7 @@ class LocalEngine:
             self._disconnected(link)
 
     def _loop_wanted(self) -> bool:
-        return self.demand is None or self.demand.wanted()
+        return self.loop_wanted is None or self.loop_wanted()
 
     async def _rest(self, seconds: float) -> None:
         """Leave the loop to the web for `seconds`, or until a command is sent."""
