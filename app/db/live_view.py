@@ -25,11 +25,13 @@ from app.db.models import LiveRowsRecord, RequestRecord
 from app.db.queries import iter_frames
 from app.db.request_rows import Pending
 from app.frames.fold import SessionState
+from protocol.codes import FrameType
 
 MAX_FOLD_FRAMES = 600
 """Frames after the live rows a view folds at most (else the caller's whole fold)."""
 MAX_NAMED = 5000
-"""Names in those frames past which their left-out requests are found by arrival range."""
+"""Requests marked in those frames past which the left-out ones that changed are found by
+their arrival range."""
 
 
 class LiveView(NamedTuple):
@@ -104,8 +106,8 @@ def _changed_since(
 ) -> dict[str, Any]:
     """The rows of the requests `data` left out (never scheduled by the end of its step)
     whose life changes by `step` (scheduled, or ended while waiting), as the writer's fold
-    had them then, for the frames to fold on. `named`: every name the frames to fold on
-    hold (None: too many), among which are those requests."""
+    had them then, for the frames to fold on. `named`: the requests the frames to fold on
+    mark (None: too many), among which are those requests."""
     at = data["step"]
     R = RequestRecord
     from_step = data.get("pending_from") or 0
@@ -131,19 +133,8 @@ def _changed_since(
 
 
 def _named(frames: list[tuple[int, dict[str, Any]]]) -> set[str] | None:
-    """Every string the frames' data hold, keys included (each request they touch is
-    named so); None past MAX_NAMED."""
-    names: set[str] = set()
-    todo: list[Any] = [frame["data"] for _, frame in frames]
-    while todo:
-        x = todo.pop()
-        if isinstance(x, dict):
-            names.update(k for k in x if isinstance(k, str))
-            todo.extend(x.values())
-        elif isinstance(x, list):
-            todo.extend(x)
-        elif isinstance(x, str):
-            names.add(x)
-        if len(names) > MAX_NAMED:
-            return None
-    return names
+    """The requests the frames' request marks name: a requests row's first scheduled step
+    and finish step are written from its marks only (app.db.writes), so every request
+    whose life changes within the frames is among them. None past MAX_NAMED."""
+    names = {frame["data"]["req"] for _, frame in frames if frame["type"] == FrameType.REQUEST}
+    return None if len(names) > MAX_NAMED else names
