@@ -201,6 +201,19 @@ class LiveRowsRecord(Base):
     state: Mapped[str] = mapped_column(Text)
 
 
+class DoneCountsRecord(Base):
+    """An ended recording's done counts (app.db.done_counts), stored when it ends (by the
+    writer, and by the importer): a replay's first seeks read one row instead of counting
+    every done request. They hold while the session's `last_seq` is theirs (a frame
+    written after them makes them stale: they are then read from the requests)."""
+
+    __tablename__ = "done_counts"
+
+    session_id: Mapped[str] = mapped_column(String(128), session_fk(), primary_key=True)
+    last_seq: Mapped[int] = mapped_column(Integer)
+    counts: Mapped[bytes] = mapped_column(LargeBinary)
+
+
 class SessionOwnerRecord(Base):
     """The producer that created a session over /ws/ingest: only the holder of the key it
     was issued (stored hashed) may resume it. Sessions without a row cannot be claimed."""

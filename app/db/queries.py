@@ -17,6 +17,7 @@ from app.db.checkpoint_codec import decode_checkpoint
 from app.db.frame_codec import unpack_block, unpack_frame
 from app.db.models import (
     CheckpointRecord,
+    DoneCountsRecord,
     EventRecord,
     FrameBlockRecord,
     IterationRecord,
@@ -106,6 +107,7 @@ def delete_session(db: Session, session_id: str) -> None:
         raise NotFound(f"no recorded session {session_id!r}")
     for model in (
         CheckpointRecord,
+        DoneCountsRecord,
         EventRecord,
         FrameBlockRecord,
         IterationRecord,

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import (
     CheckpointRecord,
+    DoneCountsRecord,
     EventRecord,
     FrameBlockRecord,
     IterationRecord,
@@ -38,6 +39,7 @@ def stored_bytes(db: Session) -> dict[str, int]:
         (CheckpointRecord, CheckpointRecord.state),
         (LiveRowsRecord, LiveRowsRecord.state),
         (FrameBlockRecord, FrameBlockRecord.frames),
+        (DoneCountsRecord, DoneCountsRecord.counts),
     ):
         rows = db.execute(
             select(model.session_id, func.sum(func.length(column))).group_by(model.session_id)

@@ -24,6 +24,7 @@ from typing import NamedTuple
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import fast_json
+from app.db import done_counts
 from app.db.live_rows import LiveRowsTaker
 from app.db.quarantine import Rejected, describe, is_transient, write_isolated
 from app.db.queries import state_at_seq
@@ -32,6 +33,7 @@ from app.db.session import make_engine, make_sessionmaker
 from app.db.writes import Frame, write_batch, write_live_rows, write_segments
 from app.frames.fold import SessionState
 from app.gc_clock import GcClock
+from protocol.codes import FrameType, SessionEvent
 
 log = logging.getLogger("batchscope.writer")
 
@@ -103,7 +105,17 @@ class Writer:
             for session in {f.session for f in frames}:
                 self.folds.pop(session, None)
             raise
+        for session in _closed(frames):
+            self._store_done_counts(session)
         return WriteResult(len(frames), rejected)
+
+    def _store_done_counts(self, session: str) -> None:
+        """The counts a replay's pages start from (app.db.done_counts), once it ended."""
+        try:
+            with self.sessions.begin() as db:
+                done_counts.store(db, session)
+        except Exception:  # a replay reads them from the requests instead
+            log.warning("done counts of %s not stored", session, exc_info=True)
 
     def _write_frames(self, db: Session, frames: list[Frame]) -> None:
         write_batch(db, frames, [], self.recorder)
@@ -130,6 +142,15 @@ class Writer:
             write_live_rows(db, out.live_rows)
         if out.ended:
             write_segments(db, out.ended)
+
+
+def _closed(frames: list[Frame]) -> list[str]:
+    """The sessions a frame of the batch closed."""
+    return [
+        f.session
+        for f in frames
+        if f.type == FrameType.SESSION and f.data.get("event") == SessionEvent.CLOSED
+    ]
 
 
 _writer: Writer | None = None

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.db import done_counts
 from app.db.live_rows import LiveRowsTaker
 from app.db.models import SessionRecord
 from app.db.recording_fold import RecordingFold, Stored
@@ -244,6 +245,8 @@ def _write(db: Session, path: Path, header: SessionHeader) -> None:
         value = getattr(header, key)
         if key in header.model_fields_set and (value is not None or key == "ended_at"):
             setattr(rec, key, value)
+    db.flush()
+    done_counts.store(db, sid)  # as the writer stores them when a recording ends
 
 
 def import_jsonl(db_sessionmaker: sessionmaker[Session], path: str | Path) -> str:

@@ -1,8 +1,10 @@
-"""An ended recording's done counts (app.db.done_counts) are read apart, on a connection of
-their own, from the first ask on, then kept; they equal counting the rows in the database
-at every step, for every status, preempted or not, and known or unknown latency. On a
-database of one shared connection they are read on the second ask, in the caller's
-session. SQLite files and PostgreSQL."""
+"""An ended recording's done counts (app.db.done_counts) are stored by the writer when it
+ends and read from there at the first ask; without them (stale: a frame written after
+them; or none: a recording made before them) they are read apart, on a connection of
+their own, from the first ask on, then kept. Either way they equal counting the rows in
+the database at every step, for every status, preempted or not, and known or unknown
+latency. On a database of one shared connection they are read on the second ask, in the
+caller's session. SQLite files and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -10,18 +12,22 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import queries
 from app.db.base import Base
 from app.db.done_counts import DoneCounts, done_counts
+from app.db.models import DoneCountsRecord, SessionRecord
 from app.db.models import RequestRecord as R
 from app.db.session import make_engine, make_sessionmaker
+from app.db.writes import Frame, write_batch
+from protocol.envelope import encode, envelope
 from tests.app.records.conftest import NewUrl, open_sessions
 from tests.app.records.helpers import record_session
 
 SID = "s-done-counts"
+LATE = "s-done-counts-late"
 STATUSES: list[frozenset[str | None] | None] = [
     None,
     frozenset({"FINISHED", None}),
@@ -32,12 +38,13 @@ KINDS = ("all", "ran", "idle", "+ttft", "-ttft", "+e2e", "-e2e")
 
 def _in_database(
     db: Session,
+    sid: str,
     step: int,
     statuses: frozenset[str | None] | None,
     preempted: bool | None,
     kind: str,
 ) -> int:
-    where = [R.session_id == SID, R.finish_step.is_not(None), R.finish_step <= step]
+    where = [R.session_id == sid, R.finish_step.is_not(None), R.finish_step <= step]
     if statuses is not None:
         named = [s for s in statuses if s is not None]
         where.append(R.status.in_(named) | (R.status.is_(None) if None in statuses else False))
@@ -53,42 +60,77 @@ def _in_database(
     return db.scalar(select(func.count()).select_from(R).where(*where)) or 0
 
 
-def _assert_exact(sessions: sessionmaker[Session], counts: DoneCounts) -> None:
+def _assert_exact(sessions: sessionmaker[Session], counts: DoneCounts, sid: str = SID) -> None:
     with sessions() as db:
-        last = queries.get_session(db, SID)["steps"] - 1
+        last = queries.get_session(db, sid)["steps"] - 1
         assert counts.count(last, None, None, "all") > 0
         for step in (-1, 0, last // 5, last // 2, last - 1, last, last + 10):
             for statuses in STATUSES:
                 for preempted in (None, True, False):
                     for kind in KINDS:
-                        want = _in_database(db, step, statuses, preempted, kind)
+                        want = _in_database(db, sid, step, statuses, preempted, kind)
                         got = counts.count(step, statuses, preempted, kind)
                         assert got == want, (step, statuses, preempted, kind)
 
 
 @pytest.fixture(scope="module")
 def recording(new_database: NewUrl) -> Iterator[sessionmaker[Session]]:
+    """SID as recorded; LATE with a request rejected after it ended (its stored counts
+    stale)."""
     for sessions in open_sessions(new_database()):
         record_session(sessions, SID, steps=600, seed=5)
+        record_session(sessions, LATE, steps=400, seed=7)
+        with sessions.begin() as db:
+            rec = db.get(SessionRecord, LATE)
+            assert rec is not None and db.get(DoneCountsRecord, LATE) is not None
+            last_step = queries.get_session(db, LATE)["steps"] - 1
+            data = {"req": "late-1", "kind": "rejected", "step": last_step, "t": 9.0,
+                    "detail": {"reason": "late"}}  # fmt: skip
+            seq = rec.last_seq + 1
+            text = envelope("request", LATE, seq, encode(data))
+            write_batch(db, [Frame(LATE, "request", seq, data, text)], [])
         yield sessions
 
 
-def test_read_apart_from_the_first_ask_then_kept_and_exact(
+def _arrivals_ok(db: Session, sid: str) -> bool:
+    odd = select(R.req_id).where(
+        R.session_id == sid,
+        R.finish_step.is_not(None),
+        or_(R.arrival_step.is_(None), R.arrival_step > R.finish_step),
+    )
+    return db.scalar(odd.limit(1)) is None
+
+
+def test_stored_when_the_recording_ends_and_read_at_the_first_ask(
+    recording: sessionmaker[Session],
+) -> None:
+    with recording() as db:
+        rec, stored = db.get(SessionRecord, SID), db.get(DoneCountsRecord, SID)
+        assert rec is not None and rec.ended_at is not None
+        assert stored is not None and stored.last_seq == rec.last_seq
+        counts = done_counts(db, SID, ("stored", time.monotonic()))
+        assert counts is not None  # the first ask: from the stored row
+        assert counts.arrivals_ok(db) == _arrivals_ok(db, SID)
+    _assert_exact(recording, counts)
+
+
+def test_stale_counts_are_read_apart_from_the_first_ask_then_kept_and_exact(
     recording: sessionmaker[Session],
 ) -> None:
     ended = ("read apart", time.monotonic())
     with recording() as db:
-        assert done_counts(db, SID, ended) is None  # the read starts; count in the database
+        assert done_counts(db, LATE, ended) is None  # the read starts; count in the database
     counts = None
     deadline = time.monotonic() + 60
     while counts is None and time.monotonic() < deadline:
         with recording() as db:
-            counts = done_counts(db, SID, ended)
+            counts = done_counts(db, LATE, ended)
         time.sleep(0.01)
     assert counts is not None, "the counts were not read apart within 60 s"
     with recording() as db:
-        assert done_counts(db, SID, ended) is counts  # kept
-    _assert_exact(recording, counts)
+        assert done_counts(db, LATE, ended) is counts  # kept
+        assert counts.arrivals_ok(db) == _arrivals_ok(db, LATE)
+    _assert_exact(recording, counts, LATE)  # late-1 among the rejected
 
 
 def test_one_shared_connection_reads_them_on_the_second_ask() -> None:
@@ -97,6 +139,8 @@ def test_one_shared_connection_reads_them_on_the_second_ask() -> None:
     try:
         sessions = make_sessionmaker(engine)
         record_session(sessions, SID, steps=300, seed=6)
+        with sessions.begin() as db:  # as a recording made before counts were stored
+            db.execute(delete(DoneCountsRecord))
         ended = ("shared", time.monotonic())
         with sessions() as db:
             assert done_counts(db, SID, ended) is None

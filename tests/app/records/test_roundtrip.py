@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import queries
+from app.db.done_counts import done_counts
 from app.db.models import CheckpointRecord, LiveRowsRecord
 from app.records.export import export_jsonl
 from app.records.importer import import_jsonl
@@ -58,6 +59,11 @@ def _assert_same_recording(
             sa, sb = queries.state_at_step(da, sid, step), queries.state_at_step(db_, sid, step)
             assert sa.snapshot() == sb.snapshot(), step
             assert sa.latency_summary() == sb.latency_summary(), step
+        # The import stores the done counts the writer stored when the recording ended.
+        ended = ("roundtrip", rng.random())
+        ca, cb = done_counts(da, sid, ended), done_counts(db_, sid, ended)
+        assert ca is not None and cb is not None and ca.runs == cb.runs
+        assert ca.arrivals_ok(da) == cb.arrivals_ok(db_)
 
 
 def _assert_import_checkpoints(
