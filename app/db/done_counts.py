@@ -10,6 +10,10 @@ a query on priority, prefix hits or the id counts in the database as before.
 The writer stores them when a recording ends (and the importer when it imports one), in
 `done_counts` (`store`): a fresh server reads one row. A recording without them (ended
 by a shutdown, or made before them) has them read from its requests, in a thread.
+
+A recording still being made has its done rows final through the step before its last
+written one (frames are written in seq order and their steps never decrease): its counts
+go that far (`upto`) and count on as it grows (`extend`, the new rows only).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from itertools import accumulate, groupby
 from operator import itemgetter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sqlalchemy import Engine, func, or_, select
 from sqlalchemy.orm import Session
@@ -53,28 +57,41 @@ class DoneCounts:
         session_id: str,
         runs: dict[tuple[str | None, bool], Run],
         arrivals_ok: bool | None = None,
+        upto: int | None = None,
     ) -> None:
         self.session_id = session_id
         self.runs = runs
+        """Replaced whole (never changed in place) when they count on: read it once."""
         self._arrivals_ok = arrivals_ok
         """None: not read yet."""
+        self.upto = upto
+        """The last step they count (None: every step, the recording has ended)."""
+        self._extending = threading.Lock()
 
     def arrivals_ok(self, db: Session) -> bool:
-        """Whether every done row arrived by its finish step (read once), so that the
-        rows arrived by a step hold those done by it: what a piece holding done and
-        pending rows counts (app.db.request_page's union)."""
+        """Whether every done row (through `upto`) arrived by its finish step (read
+        once), so that the rows arrived by a step hold those done by it: what a piece
+        holding done and pending rows counts (app.db.request_page's union)."""
         if self._arrivals_ok is None:
-            odd = db.scalar(
-                select(R.req_id)
-                .where(
-                    R.session_id == self.session_id,
-                    R.finish_step.is_not(None),
-                    or_(R.arrival_step.is_(None), R.arrival_step > R.finish_step),
-                )
-                .limit(1)
-            )
-            self._arrivals_ok = odd is None
+            self._arrivals_ok = _arrivals_ok(db, self.session_id, None, self.upto)
         return self._arrivals_ok
+
+    def extend(self, db: Session, upto: int) -> None:
+        """Count on through step `upto` (a recording being made), reading only the rows
+        done after the last step counted."""
+        with self._extending:
+            last = self.upto
+            if last is None or upto <= last:
+                return
+            runs = dict(self.runs)
+            for key, more in _read_runs(db, self.session_id, last, upto).items():
+                had = runs.get(key)
+                runs[key] = more if had is None else _joined(had, more)
+            ok = self._arrivals_ok
+            if ok:  # only rows done after `last` can spoil it
+                ok = _arrivals_ok(db, self.session_id, last, upto)
+            # Readers check `upto` before they read `runs`: set it last.
+            self.runs, self._arrivals_ok, self.upto = runs, ok, upto
 
     def count(
         self, step: int, statuses: frozenset[str | None] | None, preempted: bool | None, kind: str
@@ -140,46 +157,57 @@ _started: OrderedDict[tuple[str, str, Hashable], None] = OrderedDict()
 _lock = threading.Lock()
 
 
-def done_counts(db: Session, session_id: str, ended: Hashable) -> DoneCounts | None:
-    """The counts of an ended recording (kept: its rows no longer change), or None while
-    they are not read yet. The first ask reads the stored ones (`store`); without them it
+def done_counts(
+    db: Session, session_id: str, ended: Hashable, final: int | None = None
+) -> DoneCounts | None:
+    """The counts of a recording (kept), or None while they are not read yet. `final`:
+    None for an ended recording (its rows no longer change); of one being made, the last
+    step whose done rows are final (the counts go that far, counting on as it grows).
+    The first ask of an ended one reads the stored counts (`store`); without them it
     starts reading them from the requests in a thread of its own, on a connection of its
     own, and the caller counts in the database meanwhile (one count costs less than the
     read: 400-600 ms at 100,000 requests, beside the first seeks). A database of one
     shared connection (`sqlite://`, StaticPool) reads them on the second ask, in the
     caller's session: a thread beside it would share its transaction.
     `ended`: what tells this recording from another of the same id (deleted, then
-    imported again), e.g. its start and end times."""
+    imported again), e.g. its start and end times, or its start while being made."""
     bind = db.get_bind()
     key = (str(bind.engine.url), session_id, ended)
     shared = isinstance(bind.engine.pool, StaticPool)
     with _lock:
-        if key in _kept:
+        kept = _kept.get(key)
+        if kept is not None:
             _kept.move_to_end(key)
-            return _kept[key]
-        first = key not in _started
+        first = kept is None and key not in _started
         if first:
             _started[key] = None
             while len(_started) > 4 * KEPT:
                 _started.popitem(last=False)
-        elif not shared:
+        elif kept is None and not shared:
             return None  # being read (or its read failed: counted in the database)
+    if kept is not None:
+        if final is not None:
+            kept.extend(db, final)
+        return kept
     if first:
-        stored = _stored(db, session_id)
+        stored = None if final is not None else _stored(db, session_id)
         if stored is not None:
             return _keep(key, stored)
         if not shared:
             threading.Thread(
-                target=_read_apart, args=(bind.engine, key), name="done-counts", daemon=True
+                target=_read_apart,
+                args=(bind.engine, key, final),
+                name="done-counts",
+                daemon=True,
             ).start()
         return None
-    return _keep(key, _read(db, session_id))
+    return _keep(key, _read(db, session_id, final))
 
 
-def _read_apart(engine: Engine, key: tuple[str, str, Hashable]) -> None:
+def _read_apart(engine: Engine, key: tuple[str, str, Hashable], upto: int | None) -> None:
     try:
         with Session(engine) as db:
-            _keep(key, _read(db, key[1]))
+            _keep(key, _read(db, key[1], upto))
     except Exception:  # the caller counts in the database as before
         log.warning("done counts of %s not read", key[1], exc_info=True)
 
@@ -192,11 +220,27 @@ def _keep(key: tuple[str, str, Hashable], counts: DoneCounts) -> DoneCounts:
     return counts
 
 
-def _read(db: Session, session_id: str) -> DoneCounts:
+def _read(db: Session, session_id: str, upto: int | None = None) -> DoneCounts:
+    return DoneCounts(session_id, _read_runs(db, session_id, None, upto), upto=upto)
+
+
+def _done_in(session_id: str, after: int | None, upto: int | None) -> list[Any]:
+    """The rows done in steps (after, upto] (None: unbounded)."""
+    where = [R.session_id == session_id, R.finish_step.is_not(None)]
+    if after is not None:
+        where.append(R.finish_step > after)
+    if upto is not None:
+        where.append(R.finish_step <= upto)
+    return where
+
+
+def _read_runs(
+    db: Session, session_id: str, after: int | None, upto: int | None
+) -> dict[tuple[str | None, bool], Run]:
     ran = R.num_preemptions > 0
     stmt = (
         select(R.status, ran, R.finish_step, func.count(), func.count(R.ttft), func.count(R.e2e))
-        .where(R.session_id == session_id, R.finish_step.is_not(None))
+        .where(*_done_in(session_id, after, upto))
         .group_by(R.status, ran, R.finish_step)
         .order_by(R.status, ran, R.finish_step)
     )
@@ -209,4 +253,27 @@ def _read(db: Session, session_id: str) -> DoneCounts:
         runs[(status, bool(preempted))] = Run(
             list(steps), list(accumulate(rows)), list(accumulate(ttft)), list(accumulate(e2e))
         )
-    return DoneCounts(session_id, runs)
+    return runs
+
+
+def _joined(had: Run, more: Run) -> Run:
+    """`had` counted on by `more` (later steps, sums from 0)."""
+    return Run(
+        had.steps + more.steps,
+        had.rows + [had.rows[-1] + n for n in more.rows],
+        had.ttft + [had.ttft[-1] + n for n in more.ttft],
+        had.e2e + [had.e2e[-1] + n for n in more.e2e],
+    )
+
+
+def _arrivals_ok(db: Session, session_id: str, after: int | None, upto: int | None) -> bool:
+    """No row done in (after, upto] arrived after its finish step (or never)."""
+    odd = db.scalar(
+        select(R.req_id)
+        .where(
+            *_done_in(session_id, after, upto),
+            or_(R.arrival_step.is_(None), R.arrival_step > R.finish_step),
+        )
+        .limit(1)
+    )
+    return odd is None

@@ -54,11 +54,12 @@ def _counts(
     as_of: int | None,
     pending: Pending | None = None,
     ended: Hashable | None = None,
+    final: int | None = None,
 ) -> list[int]:
     """The rows of each piece; kept for the next pages of the same table (a page deep in
-    it costs its window, not another count of every row). Of an ended recording, from
-    its done rows' counts (app.db.done_counts) and the live rows' pending count, where
-    those tell the query's rows."""
+    it costs its window, not another count of every row). From the recording's done
+    rows' counts (app.db.done_counts) and the live rows' pending count, where those tell
+    the query's rows."""
     key: Hashable | None = None
     if as_of is not None:
         filters = dataclasses.replace(query, offset=0, limit=None)
@@ -70,7 +71,7 @@ def _counts(
                 return kept
     counted = None
     if ended is not None:
-        counted = _counted(db, session_id, ended, step, query, pieces, pending)
+        counted = _counted(db, session_id, ended, final, step, query, pieces, pending)
     if counted is None:
         counts = [
             db.scalar(select(func.count()).select_from(R).where(x.where)) or 0 for x in pieces
@@ -89,22 +90,30 @@ def _counted(
     db: Session,
     session_id: str,
     ended: Hashable,
+    final: int | None,
     step: int,
     query: Any,
     pieces: list[Piece],
     pending: Pending | None,
 ) -> list[int] | None:
-    """The pieces' counts from the kept counts; None when they cannot tell them."""
+    """The pieces' counts from the kept counts; None when they cannot tell them. Of a
+    recording being made, the rows done after its last final step (`final`) are counted
+    in the database (a few steps' rows)."""
     if query.priority is not None or query.prefix_hit is not None or query.q:
         return None
     if any(x.pending for x in pieces) and (
         pending is None or pending.size is None or query.reason is not None
     ):
         return None
-    done = done_counts(db, session_id, ended) if any(x.done for x in pieces) else None
+    done = done_counts(db, session_id, ended, final) if any(x.done for x in pieces) else None
     if done is None and any(x.done for x in pieces):
         return None
-    if done is not None and any(x.done and x.pending for x in pieces) and not done.arrivals_ok(db):
+    upto = None if done is None else done.upto
+    beyond = upto is not None and step > upto
+    counted_to = step if upto is None else min(step, upto)
+    if any(x.done and x.pending for x in pieces) and (
+        beyond or (done is not None and not done.arrivals_ok(db))
+    ):
         return None
     statuses: frozenset[str | None] | None = None
     wanted = query.status & {"finished", "rejected"}
@@ -116,7 +125,10 @@ def _counted(
     for x in pieces:
         n = 0
         if x.done is not None and done is not None:
-            n += done.count(step, statuses, query.preempted, x.done)
+            n += done.count(counted_to, statuses, query.preempted, x.done)
+            if beyond:  # done after the counts' last step, by `step`
+                more = select(func.count()).select_from(R).where(x.where, R.finish_step > upto)
+                n += db.scalar(more) or 0
         if x.pending and pending is not None and pending.size is not None:
             n += pending.size
         out.append(n)
@@ -132,6 +144,7 @@ def request_page(
     pending: Pending | None = None,
     as_of: int | None = None,
     ended: Hashable | None = None,
+    final: int | None = None,
 ) -> tuple[int, list[dict[str, Any]]]:
     """(total rows matching, the page) at `step`. `live_rows`: the fold's rows at `step`
     of requests not done by then, with their `arrival_seq` (app.request_table.live_rows_at),
@@ -139,15 +152,20 @@ def request_page(
     waiting requests are not among them but in the requests table (app.db.live_view).
     `as_of`: the step's last frame, given when the counts may be kept for the next page
     of the same table (what the requests table holds of a step is final after it).
-    `ended`: given once the recording has ended (its rows never change: their counts
-    are kept), what tells it from another of the same id (its start and end times)."""
+    `ended`: what tells the recording from another of the same id (its start and end
+    times; its start while it is being made), given when its done rows may be counted
+    from kept counts (app.db.done_counts): all of them once it has ended (`final`
+    None), else those done through step `final` (the rows of later steps may still be
+    written)."""
     live = [r for r in live_rows if query.matches(r)]
     key = sort_key(query)
     live.sort(key=key)
     done = done_where(session_id, step, query)
     pend = None if pending is None else pending_where(session_id, step, query, pending)
     pieces = plan_pieces(session_id, query, step, done, pend)
-    counts = _counts(db, session_id, step, query, pieces, pending is None, as_of, pending, ended)
+    counts = _counts(
+        db, session_id, step, query, pieces, pending is None, as_of, pending, ended, final
+    )
     stored = sum(counts)
     total = len(live) + stored
     limit = total if query.limit is None else query.limit

@@ -104,10 +104,17 @@ async def recorded_rows(
             at = meta["steps"] - 1 if step is None else step
             # Done by `at` in the database; the rest from the state at `at`.
             rows, pending, seq = live_rows_at(s, session_id, at)
-            # An ended recording's rows never change (its counts are kept).
-            ended = (meta["started_at"], meta["ended_at"]) if meta["ended_at"] else None
+            # An ended recording's rows never change (its counts are kept); one being
+            # made has those done before its last written step final (frames are
+            # written in order, their steps never decrease).
+            ended: tuple[float, float | str] | None = None
+            final: int | None = None
+            if meta["ended_at"] is not None:
+                ended = (meta["started_at"], meta["ended_at"])
+            elif meta["steps"] >= 2:
+                ended, final = (meta["started_at"], "being made"), meta["steps"] - 2
             total, page = request_page(
-                s, session_id, at, rows, query, pending, as_of=seq, ended=ended
+                s, session_id, at, rows, query, pending, as_of=seq, ended=ended, final=final
             )
             if segments:
                 add_segments(s, session_id, at, page)

@@ -76,23 +76,23 @@ def busy_config() -> EngineConfig:
     ).validate()
 
 
-def record_session(
-    sessions: sessionmaker[Session],
-    session: str,
-    steps: int = 300,
-    seed: int = 0,
-    name: str = "records test",
-) -> EventHub:
-    """Record `steps` engine steps (arrivals, a config change, an abort, a rejection)."""
-    rng = random.Random(seed)
+def start_recording(
+    sessions: sessionmaker[Session], session: str, name: str = "records test"
+) -> tuple[EventHub, Recorder, Engine]:
+    """A sim engine under busy_config whose session a real Recorder records."""
     hub = EventHub()
     recorder = Recorder(hub, sessions)
     config = busy_config()
     runner = SimRunner()
     open_sim_session(hub, session, name, config, runner)
-    engine = Engine(config, runner, HubPublisher(hub, session))
+    return hub, recorder, Engine(config, runner, HubPublisher(hub, session))
+
+
+def drive(engine: Engine, steps: int, rng: random.Random, first: int = 0) -> None:
+    """`steps` steps numbered from `first`: arrivals, a config change, an abort, a
+    rejection (request ids from the step numbers: drive on with `first` past the last)."""
     shared = [rng.randint(3, 258) for _ in range(24)]
-    for i in range(steps):
+    for i in range(first, first + steps):
         if rng.random() < 0.3:
             prompt = shared + [rng.randint(3, 258) for _ in range(rng.randint(1, 120))]
             engine.add_request(
@@ -101,16 +101,37 @@ def record_session(
                 SamplingParams(max_tokens=rng.randint(1, 40)),
                 priority=rng.randint(0, 2),
             )
-        if i == 5:
-            engine.add_request("too-long", [5] * 600, SamplingParams(max_tokens=4))
-        if i == steps // 3:
+        if i == first + 5:
+            too_long = "too-long" if first == 0 else f"too-long-{first}"
+            engine.add_request(too_long, [5] * 600, SamplingParams(max_tokens=4))
+        if i == first + steps // 3:
             engine.update_config(max_num_batched_tokens=64)
-        if i == steps // 2 and engine.scheduler.running:
+        if i == first + steps // 2 and engine.scheduler.running:
             engine.abort([engine.scheduler.running[0].request_id])
         engine.step()
-    hub.close_session(session)
+
+
+def settle(recorder: Recorder) -> None:
+    """Every frame published so far is written."""
     asyncio.run(recorder.flush())
     assert recorder.lag == 0 and recorder.failures == 0, recorder.last_error
+
+
+def record_session(
+    sessions: sessionmaker[Session],
+    session: str,
+    steps: int = 300,
+    seed: int = 0,
+    name: str = "records test",
+    close: bool = True,
+) -> EventHub:
+    """Record `steps` engine steps (arrivals, a config change, an abort, a rejection);
+    the session is closed unless `close` is False (a recording still being made)."""
+    hub, recorder, engine = start_recording(sessions, session, name)
+    drive(engine, steps, random.Random(seed))
+    if close:
+        hub.close_session(session)
+    settle(recorder)
     return hub
 
 

@@ -8,6 +8,7 @@ caller's session. SQLite files and PostgreSQL."""
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Iterator
 
@@ -24,7 +25,7 @@ from app.db.session import make_engine, make_sessionmaker
 from app.db.writes import Frame, write_batch
 from protocol.envelope import encode, envelope
 from tests.app.records.conftest import NewUrl, open_sessions
-from tests.app.records.helpers import record_session
+from tests.app.records.helpers import drive, record_session, settle, start_recording
 
 SID = "s-done-counts"
 LATE = "s-done-counts-late"
@@ -60,11 +61,17 @@ def _in_database(
     return db.scalar(select(func.count()).select_from(R).where(*where)) or 0
 
 
-def _assert_exact(sessions: sessionmaker[Session], counts: DoneCounts, sid: str = SID) -> None:
+def _assert_exact(
+    sessions: sessionmaker[Session], counts: DoneCounts, sid: str = SID, upto: int | None = None
+) -> None:
+    """Equal to the database at steps through `upto` (None: the last, and past it)."""
     with sessions() as db:
         last = queries.get_session(db, sid)["steps"] - 1
         assert counts.count(last, None, None, "all") > 0
-        for step in (-1, 0, last // 5, last // 2, last - 1, last, last + 10):
+        steps = [-1, 0, last // 5, last // 2, last - 1, last, last + 10]
+        if upto is not None:
+            steps = [-1, 0, upto // 5, upto // 2, upto - 1, upto]
+        for step in steps:
             for statuses in STATUSES:
                 for preempted in (None, True, False):
                     for kind in KINDS:
@@ -131,6 +138,51 @@ def test_stale_counts_are_read_apart_from_the_first_ask_then_kept_and_exact(
         assert done_counts(db, LATE, ended) is counts  # kept
         assert counts.arrivals_ok(db) == _arrivals_ok(db, LATE)
     _assert_exact(recording, counts, LATE)  # late-1 among the rejected
+
+
+def _when_read(
+    sessions: sessionmaker[Session], sid: str, key: tuple[str, float], final: int
+) -> DoneCounts:
+    counts = None
+    deadline = time.monotonic() + 60
+    while counts is None and time.monotonic() < deadline:
+        with sessions() as db:
+            counts = done_counts(db, sid, key, final)
+        time.sleep(0.01)
+    assert counts is not None, "the counts were not read apart within 60 s"
+    return counts
+
+
+def test_being_made_they_count_through_the_final_step_and_count_on(
+    new_database: NewUrl,
+) -> None:
+    """A recording still being made: its rows are final through the step before its
+    last written one; the counts go that far, and count on (the new rows only) as the
+    recording grows."""
+    sid = "s-done-counts-open"
+    for sessions in open_sessions(new_database()):
+        hub, recorder, engine = start_recording(sessions, sid)
+        rng = random.Random(9)
+        drive(engine, 300, rng)
+        settle(recorder)
+        key = ("being made", time.monotonic())
+        with sessions() as db:
+            final = queries.get_session(db, sid)["steps"] - 2
+            assert done_counts(db, sid, key, final) is None  # read apart
+        counts = _when_read(sessions, sid, key, final)
+        assert counts.upto == final
+        _assert_exact(sessions, counts, sid, upto=final)
+        runs = counts.runs
+        drive(engine, 300, rng, first=300)
+        settle(recorder)
+        with sessions() as db:
+            later = queries.get_session(db, sid)["steps"] - 2
+            assert later > final
+            assert done_counts(db, sid, key, later) is counts  # counted on, in place
+        assert counts.upto == later and counts.runs is not runs
+        _assert_exact(sessions, counts, sid, upto=later)
+        hub.close_session(sid)
+        settle(recorder)
 
 
 def test_one_shared_connection_reads_them_on_the_second_ask() -> None:
