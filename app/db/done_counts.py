@@ -24,11 +24,11 @@ import zlib
 from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Hashable
-from itertools import accumulate, groupby
-from operator import itemgetter
+from itertools import accumulate
 from typing import Any, NamedTuple
 
-from sqlalchemy import Engine, func, or_, select
+from sqlalchemy import Engine, Text, cast, func, literal, or_, select
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
@@ -237,21 +237,45 @@ def _done_in(session_id: str, after: int | None, upto: int | None) -> list[Any]:
 def _read_runs(
     db: Session, session_id: str, after: int | None, upto: int | None
 ) -> dict[tuple[str | None, bool], Run]:
-    ran = R.num_preemptions > 0
-    stmt = (
-        select(R.status, ran, R.finish_step, func.count(), func.count(R.ttft), func.count(R.e2e))
+    """Each (status, preempted) group's finish steps and per-step counts, one row per
+    group: a list of numbers as text per column. One row per finish step was 80,000 rows
+    at 100,000 requests, and a thread reading them took the GIL back for each one: beside
+    a busy request thread the read took seconds, and slowed the request by a third."""
+    ran = (R.num_preemptions > 0).label("ran")
+    per_step = (
+        select(
+            R.status.label("status"),
+            ran,
+            R.finish_step.label("step"),
+            func.count().label("rows"),
+            func.count(R.ttft).label("ttft"),
+            func.count(R.e2e).label("e2e"),
+        )
         .where(*_done_in(session_id, after, upto))
         .group_by(R.status, ran, R.finish_step)
-        .order_by(R.status, ran, R.finish_step)
+        .subquery()
     )
-    # One row per (status, preempted, finish step), grouped and sorted in the database;
-    # each group's columns and running sums are made in C (zip, accumulate): a loop over
-    # the rows in Python was 350 of the 600 ms this read took at 100,000 requests.
+    c = per_step.c
+    postgres = db.get_bind().dialect.name == "postgresql"
+
+    def listed(col: Any) -> Any:
+        if postgres:
+            # string_agg(text, ',' ORDER BY step)
+            return func.string_agg(cast(col, Text), aggregate_order_by(literal(","), c.step))
+        # SQLite feeds a group's rows to every aggregate in the same order (sorted below).
+        return func.group_concat(col)
+
+    stmt = select(
+        c.status, c.ran, listed(c.step), listed(c.rows), listed(c.ttft), listed(c.e2e)
+    ).group_by(c.status, c.ran)
     runs: dict[tuple[str | None, bool], Run] = {}
-    for (status, preempted), group in groupby(db.execute(stmt).all(), key=itemgetter(0, 1)):
-        _, _, steps, rows, ttft, e2e = zip(*group, strict=True)
+    for status, preempted, *texts in db.execute(stmt).all():
+        steps, rows, ttft, e2e = (list(map(int, text.split(","))) for text in texts)
+        if steps != sorted(steps):
+            order = sorted(range(len(steps)), key=steps.__getitem__)
+            steps, rows, ttft, e2e = ([col[i] for i in order] for col in (steps, rows, ttft, e2e))
         runs[(status, bool(preempted))] = Run(
-            list(steps), list(accumulate(rows)), list(accumulate(ttft)), list(accumulate(e2e))
+            steps, list(accumulate(rows)), list(accumulate(ttft)), list(accumulate(e2e))
         )
     return runs
 
