@@ -1,6 +1,6 @@
-"""The done requests of an ended recording counted at any step from one read: per status
-and preempted-or-not, the finish steps and the running counts of rows, of rows with a
-TTFT and of rows with an E2E (one walk of ix_requests_session_finish, no sort). A page of
+"""The done requests of a recording counted at any step from one read: per status and
+preempted-or-not, the finish steps and the running counts of rows, of rows with a TTFT
+and of rows with an E2E (one walk of ix_requests_session_finish). A page of
 the request table then counts its done rows at a new step without scanning them again
 (app.db.request_page): the count of a big range was most of a seek's time.
 
