@@ -34,6 +34,7 @@ from sqlalchemy.pool import StaticPool
 
 from app import fast_json
 from app.db.models import DoneCountsRecord, RequestRecord, SessionRecord
+from app.db.queries import SessionRow
 
 log = logging.getLogger("batchscope.db")
 R = RequestRecord
@@ -150,6 +151,18 @@ def _unpack(session_id: str, packed: bytes) -> DoneCounts:
     data = fast_json.loads(zlib.decompress(packed))
     runs = {(status, bool(ran)): Run(*cols) for status, ran, *cols in data["runs"]}
     return DoneCounts(session_id, runs, bool(data["arrivals_ok"]))
+
+
+def counts_scope(meta: SessionRow) -> tuple[Hashable | None, int | None]:
+    """(`ended`, `final`) of `done_counts` for the recording `meta` describes: ended, its
+    start and end times and no last step; being made, its start and the step before its
+    last written one (frames are written in seq order and their steps never decrease,
+    so every row done by then is final); (None, None) while it has no such step."""
+    if meta["ended_at"] is not None:
+        return (meta["started_at"], meta["ended_at"]), None
+    if meta["steps"] >= 2:
+        return (meta["started_at"], "being made"), meta["steps"] - 2
+    return None, None
 
 
 _kept: OrderedDict[tuple[str, str, Hashable], DoneCounts] = OrderedDict()

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Query, Response
 from app.api_docs import error_responses
 from app.api_shapes import shape, shape_list
 from app.db import queries
+from app.db.done_counts import counts_scope
 from app.db.request_page import request_page
 from app.db.request_segments import add_segments
 from app.deps import DbDep, HubDep, RecorderDep, View
@@ -104,15 +105,8 @@ async def recorded_rows(
             at = meta["steps"] - 1 if step is None else step
             # Done by `at` in the database; the rest from the state at `at`.
             rows, pending, seq = live_rows_at(s, session_id, at)
-            # An ended recording's rows never change (its counts are kept); one being
-            # made has those done before its last written step final (frames are
-            # written in order, their steps never decrease).
-            ended: tuple[float, float | str] | None = None
-            final: int | None = None
-            if meta["ended_at"] is not None:
-                ended = (meta["started_at"], meta["ended_at"])
-            elif meta["steps"] >= 2:
-                ended, final = (meta["started_at"], "being made"), meta["steps"] - 2
+            # Its done rows that no longer change are counted from kept counts.
+            ended, final = counts_scope(meta)
             total, page = request_page(
                 s, session_id, at, rows, query, pending, as_of=seq, ended=ended, final=final
             )
