@@ -102,10 +102,17 @@ def test_a_pushed_nodes_page_pauses_and_tunes_that_node_not_the_local_engine(
         page.wait_for_selector("#run-state[data-state=paused]", timeout=10_000)
         _until(lambda: _state(dashboard, remote)["paused"])
         frozen, local_step = _state(dashboard, remote)["step"], _state(dashboard)["step"]
-        time.sleep(1.0)
-        assert _state(dashboard, remote)["step"] == frozen
-        assert _state(dashboard)["step"] > local_step  # the local engine kept stepping
+        # The local engine keeps stepping: a fresh request gives it work even where a slow
+        # machine let the first one finish while the page loaded.
+        r = dashboard.api(
+            "POST", "/api/requests", params={"session": local},
+            json={"prompt_len": 400, "max_tokens": 600},
+        )  # fmt: skip
+        assert r.status_code == 201, r.text
+        _until(lambda: _state(dashboard)["step"] > local_step + 3)
         assert _state(dashboard)["paused"] is False
+        time.sleep(0.5)
+        assert _state(dashboard, remote)["step"] == frozen
 
         page.locator("#cfg-mns").fill("5")
         page.locator("#btn-config").click()
