@@ -10,6 +10,7 @@ import signal
 import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from app.db.migrate import upgrade
@@ -40,10 +41,24 @@ def test_group_signal_shuts_down_in_order_and_loses_nothing(migrated: str, sig: 
     assert rec is not None and rec.ended_at is not None and rec.end_reason == "closed"
 
 
+def _writing(port: int, seconds: float = 60.0) -> None:
+    """Wait until the server's recorder has written frames (its writer process is up)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json()
+        if health["checks"]["recorder"]["info"]["written"] > 0:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the recorder wrote nothing in {seconds:.0f} s")
+
+
 def test_sigkill_loses_a_bounded_tail_and_the_next_start_marks_the_orphan(migrated: str) -> None:
     port = free_port()
     proc = serve(migrated, port)
     try:
+        # The tail is of a recorder at work: its writer process up (starting one can take
+        # seconds on a loaded box, the frames meanwhile held, unwritten).
+        _writing(port)
         session, seen, per_s = asyncio.run(watch(port, 3.0, kill=(proc.pid, signal.SIGKILL)))
         proc.wait(10)
     finally:
