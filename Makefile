@@ -75,8 +75,12 @@ run: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-$(DB)} $(BIN)/batchscope db upgrade
 	DATABASE_URL=$${DATABASE_URL:-$(DB)} $(BIN)/batchscope serve --host $(HOST) --port $(PORT)
 
+# Two workers (pytest-xdist), a test file each at a time: most of the suite waits on real
+# servers, browsers and vLLM, so two on a 2-core box take half the time (26 min, not 55);
+# the tests assert behaviour under that load (see also `make soak`). TEST_WORKERS=0: serial.
+TEST_WORKERS ?= 2
 test: $(STAMP) browser nats vllm-venv vllm-node
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 # What CI runs (.ci/run): every static check first (seconds), then the whole suite.
 check: fmt-check lint js-lint
