@@ -7,13 +7,15 @@ the request table then counts its done rows at a new step without scanning them 
 Only for what those columns tell (status, preempted, a known or unknown sort value);
 a query on priority, prefix hits or the id counts in the database as before.
 
-The writer stores them when a recording ends (and the importer when it imports one), in
-`done_counts` (`store`): a fresh server reads one row. A recording without them (ended
-by a shutdown, or made before them) has them read from its requests, in a thread.
+A recording's done rows are final through the step before its last written one (frames
+are written in seq order and their steps never decrease): counts go that far (`upto`)
+and count on as it grows (`extend`, the new rows only), being made or ended.
 
-A recording still being made has its done rows final through the step before its last
-written one (frames are written in seq order and their steps never decrease): its counts
-go that far (`upto`) and count on as it grows (`extend`, the new rows only).
+The writer keeps the counts of each recording it writes and stores them in
+`done_counts` (`store`) as they grow and when the recording ends (the importer when it
+imports one): a page's first ask reads one row and counts on from there (a few
+thousand rows at most). A recording without them (made before them) has them read from
+its requests, in a thread.
 """
 
 from __future__ import annotations
@@ -33,13 +35,17 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
 from app import fast_json
-from app.db.models import DoneCountsRecord, RequestRecord, SessionRecord
+from app.db.models import DoneCountsRecord, RequestRecord
 from app.db.queries import SessionRow
 
 log = logging.getLogger("batchscope.db")
 R = RequestRecord
 KEPT = 8
 """Recordings whose counts are kept."""
+STORE_ROWS = 2048
+"""The writer stores a recording's counts again once this many more rows are done, or a
+sixteenth of those it stored last if more: a first ask counts on over that many rows at
+most, and the stores of a 100,000-request recording are a few dozen."""
 
 
 class Run(NamedTuple):
@@ -57,8 +63,8 @@ class DoneCounts:
         self,
         session_id: str,
         runs: dict[tuple[str | None, bool], Run],
-        arrivals_ok: bool | None = None,
-        upto: int | None = None,
+        arrivals_ok: bool | None,
+        upto: int,
     ) -> None:
         self.session_id = session_id
         self.runs = runs
@@ -66,8 +72,12 @@ class DoneCounts:
         self._arrivals_ok = arrivals_ok
         """None: not read yet."""
         self.upto = upto
-        """The last step they count (None: every step, the recording has ended)."""
+        """The last step they count."""
         self._extending = threading.Lock()
+
+    def rows(self) -> int:
+        """How many done rows they count."""
+        return sum(run.rows[-1] for run in self.runs.values())
 
     def arrivals_ok(self, db: Session) -> bool:
         """Whether every done row (through `upto`) arrived by its finish step (read
@@ -78,11 +88,11 @@ class DoneCounts:
         return self._arrivals_ok
 
     def extend(self, db: Session, upto: int) -> None:
-        """Count on through step `upto` (a recording being made), reading only the rows
+        """Count on through step `upto` (whose done rows are final), reading only the rows
         done after the last step counted."""
         with self._extending:
             last = self.upto
-            if last is None or upto <= last:
+            if upto <= last:
                 return
             runs = dict(self.runs)
             for key, more in _read_runs(db, self.session_id, last, upto).items():
@@ -119,50 +129,50 @@ class DoneCounts:
         return total
 
 
-def store(db: Session, session_id: str) -> bool:
-    """Read and store the counts of an ended recording, as of its last frame; False (none
-    stored) while it has not ended."""
-    rec = db.get(SessionRecord, session_id)
-    if rec is None or rec.ended_at is None:
-        return False
-    counts = _read(db, session_id)
+def store(db: Session, counts: DoneCounts, last_seq: int) -> None:
+    """Store `counts` (through their `upto`, final steps only) as of frame `last_seq`."""
     packed = _pack(counts, counts.arrivals_ok(db))
-    db.merge(DoneCountsRecord(session_id=session_id, last_seq=rec.last_seq, counts=packed))
-    return True
+    db.merge(DoneCountsRecord(session_id=counts.session_id, last_seq=last_seq, counts=packed))
 
 
-def _stored(db: Session, session_id: str) -> DoneCounts | None:
-    """The stored counts, if they are of the recording as it is (ended, no later frame)."""
-    C, S = DoneCountsRecord, SessionRecord
+def stored(db: Session, session_id: str) -> DoneCounts | None:
+    """The stored counts (through their `upto`), if any."""
     packed = db.scalar(
-        select(C.counts)
-        .join(S, S.id == C.session_id)
-        .where(C.session_id == session_id, C.last_seq == S.last_seq, S.ended_at.is_not(None))
+        select(DoneCountsRecord.counts).where(DoneCountsRecord.session_id == session_id)
     )
     return None if packed is None else _unpack(session_id, packed)
 
 
 def _pack(counts: DoneCounts, arrivals_ok: bool) -> bytes:
     runs = [[status, ran, *run] for (status, ran), run in counts.runs.items()]
-    return zlib.compress(fast_json.dumps({"runs": runs, "arrivals_ok": arrivals_ok}))
+    data = {"runs": runs, "arrivals_ok": arrivals_ok, "upto": counts.upto}
+    return zlib.compress(fast_json.dumps(data), 1)
 
 
-def _unpack(session_id: str, packed: bytes) -> DoneCounts:
+def _unpack(session_id: str, packed: bytes) -> DoneCounts | None:
     data = fast_json.loads(zlib.decompress(packed))
+    if "upto" not in data:  # stored before they said how far (they were of an end)
+        return None
     runs = {(status, bool(ran)): Run(*cols) for status, ran, *cols in data["runs"]}
-    return DoneCounts(session_id, runs, bool(data["arrivals_ok"]))
+    return DoneCounts(session_id, runs, bool(data["arrivals_ok"]), int(data["upto"]))
 
 
-def counts_scope(meta: SessionRow) -> tuple[Hashable | None, int | None]:
+Scope = tuple[Hashable, int]
+"""What tells a recording from another of the same id (`ended`), and the last step whose
+done rows are final (`final`): of `done_counts`."""
+
+
+def counts_scope(meta: SessionRow) -> Scope | None:
     """(`ended`, `final`) of `done_counts` for the recording `meta` describes: ended, its
-    start and end times and no last step; being made, its start and the step before its
-    last written one (frames are written in seq order and their steps never decrease,
-    so every row done by then is final); (None, None) while it has no such step."""
+    start and end times and last frame, and its last step (a frame written after it
+    ended is another key); being made, its start and the step before its last written
+    one (frames are written in seq order and their steps never decrease, so every row
+    done by then is final); None while it has no such step."""
     if meta["ended_at"] is not None:
-        return (meta["started_at"], meta["ended_at"]), None
+        return (meta["started_at"], meta["ended_at"], meta["last_seq"]), meta["steps"] - 1
     if meta["steps"] >= 2:
         return (meta["started_at"], "being made"), meta["steps"] - 2
-    return None, None
+    return None
 
 
 _kept: OrderedDict[tuple[str, str, Hashable], DoneCounts] = OrderedDict()
@@ -170,18 +180,16 @@ _started: OrderedDict[tuple[str, str, Hashable], None] = OrderedDict()
 _lock = threading.Lock()
 
 
-def done_counts(
-    db: Session, session_id: str, ended: Hashable, final: int | None = None
-) -> DoneCounts | None:
-    """The counts of a recording (kept), or None while they are not read yet. `final`:
-    None for an ended recording (its rows no longer change); of one being made, the last
-    step whose done rows are final (the counts go that far, counting on as it grows).
-    The first ask of an ended one reads the stored counts (`store`); without them it
-    starts reading them from the requests in a thread of its own, on a connection of its
-    own, and the caller counts in the database meanwhile (one count costs less than the
-    read: 400-600 ms at 100,000 requests, beside the first seeks). A database of one
-    shared connection (`sqlite://`, StaticPool) reads them on the second ask, in the
-    caller's session: a thread beside it would share its transaction.
+def done_counts(db: Session, session_id: str, ended: Hashable, final: int) -> DoneCounts | None:
+    """The counts of a recording (kept) through step `final` at least, or None while they
+    are not read yet. `final`: the last step whose done rows are final (`counts_scope`);
+    the counts count on to it as the recording grows. The first ask reads the stored
+    counts (`store`) and counts on from them; without them it starts reading them from
+    the requests in a thread of its own, on a connection of its own, and the caller
+    counts in the database meanwhile (one count costs less than the read: 400-600 ms at
+    100,000 requests, beside the first seeks). A database of one shared connection
+    (`sqlite://`, StaticPool) reads them on the second ask, in the caller's session: a
+    thread beside it would share its transaction.
     `ended`: what tells this recording from another of the same id (deleted, then
     imported again), e.g. its start and end times, or its start while being made."""
     bind = db.get_bind()
@@ -199,13 +207,13 @@ def done_counts(
         elif kept is None and not shared:
             return None  # being read (or its read failed: counted in the database)
     if kept is not None:
-        if final is not None:
-            kept.extend(db, final)
+        kept.extend(db, final)
         return kept
     if first:
-        stored = None if final is not None else _stored(db, session_id)
-        if stored is not None:
-            return _keep(key, stored)
+        kept = stored(db, session_id)
+        if kept is not None:
+            kept.extend(db, final)  # the rows done since they were stored
+            return _keep(key, kept)
         if not shared:
             threading.Thread(
                 target=_read_apart,
@@ -214,13 +222,13 @@ def done_counts(
                 daemon=True,
             ).start()
         return None
-    return _keep(key, _read(db, session_id, final))
+    return _keep(key, read(db, session_id, final))
 
 
-def _read_apart(engine: Engine, key: tuple[str, str, Hashable], upto: int | None) -> None:
+def _read_apart(engine: Engine, key: tuple[str, str, Hashable], upto: int) -> None:
     try:
         with Session(engine) as db:
-            _keep(key, _read(db, key[1], upto))
+            _keep(key, read(db, key[1], upto))
     except Exception:  # the caller counts in the database as before
         log.warning("done counts of %s not read", key[1], exc_info=True)
 
@@ -233,8 +241,9 @@ def _keep(key: tuple[str, str, Hashable], counts: DoneCounts) -> DoneCounts:
     return counts
 
 
-def _read(db: Session, session_id: str, upto: int | None = None) -> DoneCounts:
-    return DoneCounts(session_id, _read_runs(db, session_id, None, upto), upto=upto)
+def read(db: Session, session_id: str, upto: int) -> DoneCounts:
+    """The counts through step `upto`, read from the requests."""
+    return DoneCounts(session_id, _read_runs(db, session_id, None, upto), None, upto)
 
 
 def _done_in(session_id: str, after: int | None, upto: int | None) -> list[Any]:

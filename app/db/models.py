@@ -202,10 +202,10 @@ class LiveRowsRecord(Base):
 
 
 class DoneCountsRecord(Base):
-    """An ended recording's done counts (app.db.done_counts), stored when it ends (by the
-    writer, and by the importer): a replay's first seeks read one row instead of counting
-    every done request. They hold while the session's `last_seq` is theirs (a frame
-    written after them makes them stale: they are then read from the requests)."""
+    """A recording's done counts (app.db.done_counts) through a step whose done rows are
+    final, stored by the writer as they grow and when it ends (and by the importer): a
+    replay's first seek reads one row and counts on from it instead of counting every
+    done request. `last_seq`: the session's last frame when they were stored."""
 
     __tablename__ = "done_counts"
 

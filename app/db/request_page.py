@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.db.done_counts import done_counts
+from app.db.done_counts import Scope, done_counts
 from app.db.request_pieces import Piece, key_row, plan_pieces
 from app.db.request_rows import (
     SORT_COLUMNS,
@@ -53,8 +53,7 @@ def _counts(
     folded: bool,
     as_of: int | None,
     pending: Pending | None = None,
-    ended: Hashable | None = None,
-    final: int | None = None,
+    scope: Scope | None = None,
 ) -> list[int]:
     """The rows of each piece; kept for the next pages of the same table (a page deep in
     it costs its window, not another count of every row). From the recording's done
@@ -70,8 +69,8 @@ def _counts(
                 _counts_kept.move_to_end(key)
                 return kept
     counted = None
-    if ended is not None:
-        counted = _counted(db, session_id, ended, final, step, query, pieces, pending)
+    if scope is not None:
+        counted = _counted(db, session_id, scope, step, query, pieces, pending)
     if counted is None:
         counts = [
             db.scalar(select(func.count()).select_from(R).where(x.where)) or 0 for x in pieces
@@ -89,28 +88,27 @@ def _counts(
 def _counted(
     db: Session,
     session_id: str,
-    ended: Hashable,
-    final: int | None,
+    scope: Scope,
     step: int,
     query: Any,
     pieces: list[Piece],
     pending: Pending | None,
 ) -> list[int] | None:
-    """The pieces' counts from the kept counts; None when they cannot tell them. Of a
-    recording being made, the rows done after its last final step (`final`) are counted
-    in the database (a few steps' rows)."""
+    """The pieces' counts from the kept counts; None when they cannot tell them. The
+    rows done after the counts' last step (of a recording being made, the last step or
+    two) are counted in the database."""
     if query.priority is not None or query.prefix_hit is not None or query.q:
         return None
     if any(x.pending for x in pieces) and (
         pending is None or pending.size is None or query.reason is not None
     ):
         return None
-    done = done_counts(db, session_id, ended, final) if any(x.done for x in pieces) else None
+    done = done_counts(db, session_id, *scope) if any(x.done for x in pieces) else None
     if done is None and any(x.done for x in pieces):
         return None
-    upto = None if done is None else done.upto
-    beyond = upto is not None and step > upto
-    counted_to = step if upto is None else min(step, upto)
+    upto = step if done is None else done.upto
+    beyond = step > upto
+    counted_to = min(step, upto)
     if any(x.done and x.pending for x in pieces) and (
         beyond or (done is not None and not done.arrivals_ok(db))
     ):
@@ -143,8 +141,7 @@ def request_page(
     query: Any,
     pending: Pending | None = None,
     as_of: int | None = None,
-    ended: Hashable | None = None,
-    final: int | None = None,
+    scope: Scope | None = None,
 ) -> tuple[int, list[dict[str, Any]]]:
     """(total rows matching, the page) at `step`. `live_rows`: the fold's rows at `step`
     of requests not done by then, with their `arrival_seq` (app.request_table.live_rows_at),
@@ -152,20 +149,15 @@ def request_page(
     waiting requests are not among them but in the requests table (app.db.live_view).
     `as_of`: the step's last frame, given when the counts may be kept for the next page
     of the same table (what the requests table holds of a step is final after it).
-    `ended`: what tells the recording from another of the same id (its start and end
-    times; its start while it is being made), given when its done rows may be counted
-    from kept counts (app.db.done_counts): all of them once it has ended (`final`
-    None), else those done through step `final` (the rows of later steps may still be
-    written)."""
+    `scope`: the recording's key and last final step (app.db.done_counts.counts_scope),
+    given when its done rows may be counted from kept counts."""
     live = [r for r in live_rows if query.matches(r)]
     key = sort_key(query)
     live.sort(key=key)
     done = done_where(session_id, step, query)
     pend = None if pending is None else pending_where(session_id, step, query, pending)
     pieces = plan_pieces(session_id, query, step, done, pend)
-    counts = _counts(
-        db, session_id, step, query, pieces, pending is None, as_of, pending, ended, final
-    )
+    counts = _counts(db, session_id, step, query, pieces, pending is None, as_of, pending, scope)
     stored = sum(counts)
     total = len(live) + stored
     limit = total if query.limit is None else query.limit

@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app import fast_json
 from app.db import done_counts
 from app.db.live_rows import LiveRowsTaker
+from app.db.models import SessionRecord
 from app.db.quarantine import Rejected, describe, is_transient, write_isolated
 from app.db.queries import state_at_seq
 from app.db.recording_fold import RecordingFold, Stored
@@ -54,7 +55,8 @@ class WriteResult(NamedTuple):
 
 
 class Writer:
-    """Owns a fold of every session it writes, to checkpoint it every N frames."""
+    """Owns a fold of every session it writes, to checkpoint it every N frames, and its
+    done counts, to store them as they grow (app.db.done_counts)."""
 
     def __init__(
         self, sessions: sessionmaker[Session], checkpoint_every: int, recorder: str | None = None
@@ -64,6 +66,8 @@ class Writer:
         self.recorder = recorder
         self.checkpoint_every = checkpoint_every
         self.folds: dict[str, RecordingFold] = {}
+        self.done: dict[str, tuple[done_counts.DoneCounts, int]] = {}
+        """session -> its done counts, and how many rows they held when last stored."""
 
     def _fold(self, db: Session, session: str, seq: int) -> RecordingFold:
         fold = self.folds.get(session)
@@ -99,29 +103,57 @@ class Writer:
                     keys = {(r.session, r.seq) for r in refused}
                     frames = [f for f in frames if (f.session, f.seq) not in keys]
                     rejected += refused
-                self._checkpoint(db, frames)
+                checkpointed = self._checkpoint(db, frames)
         except Exception:
             # Nothing of this batch was stored: folds that went past it start over.
             for session in {f.session for f in frames}:
                 self.folds.pop(session, None)
             raise
-        for session in _closed(frames):
-            self._store_done_counts(session)
+        closed = _closed(frames)
+        for session in sorted(checkpointed | set(closed)):
+            self._count_done(session, session in closed)
         return WriteResult(len(frames), rejected)
 
-    def _store_done_counts(self, session: str) -> None:
-        """The counts a replay's pages start from (app.db.done_counts), once it ended."""
+    def _count_done(self, session: str, closed: bool) -> None:
+        """Count the session's done rows on to its last final step (at a checkpoint: the
+        new rows only) and store the counts a replay's pages start from
+        (app.db.done_counts) once enough more are done, and when it ends."""
         try:
-            with self.sessions.begin() as db:
-                done_counts.store(db, session)
+            with self.sessions() as db:
+                rec = db.get(SessionRecord, session)
+                if rec is None:
+                    return
+                upto = rec.num_steps - 2
+                held = self.done.get(session)
+                if held is None:  # (a writer restarted: from the stored ones)
+                    kept = done_counts.stored(db, session)
+                    held = (
+                        (kept, kept.rows())
+                        if kept is not None
+                        else (done_counts.read(db, session, -1), 0)
+                    )
+                counts, stored = held
+                counts.extend(db, upto)
+                done = counts.rows()
+                if closed or done - stored >= max(done_counts.STORE_ROWS, stored // 16):
+                    done_counts.store(db, counts, rec.last_seq)
+                    db.commit()
+                    held = (counts, done)
+                if closed:
+                    self.done.pop(session, None)
+                else:
+                    self.done[session] = held
         except Exception:  # a replay reads them from the requests instead
+            self.done.pop(session, None)
             log.warning("done counts of %s not stored", session, exc_info=True)
 
     def _write_frames(self, db: Session, frames: list[Frame]) -> None:
         write_batch(db, frames, [], self.recorder)
         db.flush()
 
-    def _checkpoint(self, db: Session, frames: list[Frame]) -> None:
+    def _checkpoint(self, db: Session, frames: list[Frame]) -> set[str]:
+        """Fold the frames; store the checkpoints, live rows and segments they give.
+        Returns the sessions checkpointed."""
         out = Stored()
         for session, frame_type, seq, data, text in frames:
             try:
@@ -142,6 +174,7 @@ class Writer:
             write_live_rows(db, out.live_rows)
         if out.ended:
             write_segments(db, out.ended)
+        return {c.session for c in out.checkpoints}
 
 
 def _closed(frames: list[Frame]) -> list[str]:

@@ -106,9 +106,9 @@ async def recorded_rows(
             # Done by `at` in the database; the rest from the state at `at`.
             rows, pending, seq = live_rows_at(s, session_id, at)
             # Its done rows that no longer change are counted from kept counts.
-            ended, final = counts_scope(meta)
+            scope = counts_scope(meta)
             total, page = request_page(
-                s, session_id, at, rows, query, pending, as_of=seq, ended=ended, final=final
+                s, session_id, at, rows, query, pending, as_of=seq, scope=scope
             )
             if segments:
                 add_segments(s, session_id, at, page)

@@ -1,24 +1,27 @@
-"""An ended recording's done counts (app.db.done_counts) are stored by the writer when it
-ends and read from there at the first ask; without them (stale: a frame written after
-them; or none: a recording made before them) they are read apart, on a connection of
-their own, from the first ask on, then kept. Either way they equal counting the rows in
-the database at every step, for every status, preempted or not, and known or unknown
-latency. On a database of one shared connection they are read on the second ask, in the
-caller's session. SQLite files and PostgreSQL."""
+"""A recording's done counts (app.db.done_counts) are kept by the writer as it writes and
+stored as they grow (every STORE_ROWS more done rows) and when it ends, through the step
+before its last written one. A page's first ask reads them and counts on from there, a
+recording being made or ended, a frame written after its end included; without them (a
+recording made before them) they are read apart, on a connection of their own, from the
+first ask on, then kept. Either way they equal counting the rows in the database at
+every step, for every status, preempted or not, and known or unknown latency. On a
+database of one shared connection they are read on the second ask, in the caller's
+session. SQLite files and PostgreSQL."""
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 
 import pytest
 from sqlalchemy import delete, func, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.db import done_counts as done_counts_module
 from app.db import queries
 from app.db.base import Base
-from app.db.done_counts import DoneCounts, done_counts
+from app.db.done_counts import DoneCounts, Scope, counts_scope, done_counts, stored
 from app.db.models import DoneCountsRecord, SessionRecord
 from app.db.models import RequestRecord as R
 from app.db.session import make_engine, make_sessionmaker
@@ -29,6 +32,7 @@ from tests.app.records.helpers import drive, record_session, settle, start_recor
 
 SID = "s-done-counts"
 LATE = "s-done-counts-late"
+OLD = "s-done-counts-old"
 STATUSES: list[frozenset[str | None] | None] = [
     None,
     frozenset({"FINISHED", None}),
@@ -80,13 +84,24 @@ def _assert_exact(
                         assert got == want, (step, statuses, preempted, kind)
 
 
+def _scope(db: Session, sid: str, tag: str) -> Scope:
+    """The scope a page asks with (counts_scope), its key told apart by `tag` and the
+    time: nothing kept by another test answers."""
+    scope = counts_scope(queries.get_session(db, sid))
+    assert scope is not None
+    return (scope[0], tag, time.monotonic()), scope[1]
+
+
 @pytest.fixture(scope="module")
 def recording(new_database: NewUrl) -> Iterator[sessionmaker[Session]]:
-    """SID as recorded; LATE with a request rejected after it ended (its stored counts
-    stale)."""
+    """SID as recorded; LATE with a request rejected after it ended; OLD without stored
+    counts (as a recording made before them)."""
     for sessions in open_sessions(new_database()):
         record_session(sessions, SID, steps=600, seed=5)
         record_session(sessions, LATE, steps=400, seed=7)
+        record_session(sessions, OLD, steps=500, seed=8)
+        with sessions.begin() as db:
+            db.execute(delete(DoneCountsRecord).where(DoneCountsRecord.session_id == OLD))
         with sessions.begin() as db:
             rec = db.get(SessionRecord, LATE)
             assert rec is not None and db.get(DoneCountsRecord, LATE) is not None
@@ -108,41 +123,57 @@ def _arrivals_ok(db: Session, sid: str) -> bool:
     return db.scalar(odd.limit(1)) is None
 
 
-def test_stored_when_the_recording_ends_and_read_at_the_first_ask(
+def test_stored_when_the_recording_ends_and_counted_on_at_the_first_ask(
     recording: sessionmaker[Session],
 ) -> None:
     with recording() as db:
-        rec, stored = db.get(SessionRecord, SID), db.get(DoneCountsRecord, SID)
+        rec, row = db.get(SessionRecord, SID), db.get(DoneCountsRecord, SID)
         assert rec is not None and rec.ended_at is not None
-        assert stored is not None and stored.last_seq == rec.last_seq
-        counts = done_counts(db, SID, ("stored", time.monotonic()))
-        assert counts is not None  # the first ask: from the stored row
+        assert row is not None and row.last_seq == rec.last_seq
+        last = rec.num_steps - 1
+        kept = stored(db, SID)
+        assert kept is not None and kept.upto == last - 1  # the rows final when it ended
+        key, final = _scope(db, SID, "stored")
+        assert final == last
+        counts = done_counts(db, SID, key, final)
+        assert counts is not None  # the first ask: from the stored row, counted on
+        assert counts.upto == last
         assert counts.arrivals_ok(db) == _arrivals_ok(db, SID)
+    _assert_exact(recording, kept, upto=last - 1)  # what the writer stored
     _assert_exact(recording, counts)
 
 
-def test_stale_counts_are_read_apart_from_the_first_ask_then_kept_and_exact(
+def test_a_frame_written_after_the_end_is_counted_on_from_the_stored_counts(
     recording: sessionmaker[Session],
 ) -> None:
-    ended = ("read apart", time.monotonic())
+    rejected = frozenset({"REJECTED"})
     with recording() as db:
-        assert done_counts(db, LATE, ended) is None  # the read starts; count in the database
-    counts = None
-    deadline = time.monotonic() + 60
-    while counts is None and time.monotonic() < deadline:
-        with recording() as db:
-            counts = done_counts(db, LATE, ended)
-        time.sleep(0.01)
-    assert counts is not None, "the counts were not read apart within 60 s"
-    with recording() as db:
-        assert done_counts(db, LATE, ended) is counts  # kept
-        assert counts.arrivals_ok(db) == _arrivals_ok(db, LATE)
+        kept = stored(db, LATE)
+        assert kept is not None
+        key, final = _scope(db, LATE, "late")
+        assert kept.upto == final - 1  # late-1 was rejected at the last step, after them
+        counts = done_counts(db, LATE, key, final)
+        assert counts is not None and counts.upto == final
+        assert counts.count(final, rejected, None, "all") == (
+            kept.count(final, rejected, None, "all") + 1
+        )
     _assert_exact(recording, counts, LATE)  # late-1 among the rejected
 
 
-def _when_read(
-    sessions: sessionmaker[Session], sid: str, key: tuple[str, float], final: int
-) -> DoneCounts:
+def test_without_stored_counts_they_are_read_apart_from_the_first_ask_then_kept_and_exact(
+    recording: sessionmaker[Session],
+) -> None:
+    with recording() as db:
+        key, final = _scope(db, OLD, "read apart")
+        assert done_counts(db, OLD, key, final) is None  # the read starts; count in the database
+    counts = _when_read(recording, OLD, key, final)
+    with recording() as db:
+        assert done_counts(db, OLD, key, final) is counts  # kept
+        assert counts.arrivals_ok(db) == _arrivals_ok(db, OLD)
+    _assert_exact(recording, counts, OLD)
+
+
+def _when_read(sessions: sessionmaker[Session], sid: str, key: Hashable, final: int) -> DoneCounts:
     counts = None
     deadline = time.monotonic() + 60
     while counts is None and time.monotonic() < deadline:
@@ -153,24 +184,30 @@ def _when_read(
     return counts
 
 
-def test_being_made_they_count_through_the_final_step_and_count_on(
-    new_database: NewUrl,
+def test_being_made_the_writer_stores_them_as_they_grow_and_a_page_counts_on(
+    new_database: NewUrl, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A recording still being made: its rows are final through the step before its
-    last written one; the counts go that far, and count on (the new rows only) as the
-    recording grows."""
+    last written one. The writer stores its counts every STORE_ROWS more done rows (at a
+    checkpoint); a page's first ask counts on from them to there, and on again (the new
+    rows only) as the recording grows."""
+    monkeypatch.setattr(done_counts_module, "STORE_ROWS", 16)  # the writer runs here
     sid = "s-done-counts-open"
     for sessions in open_sessions(new_database()):
         hub, recorder, engine = start_recording(sessions, sid)
         rng = random.Random(9)
         drive(engine, 300, rng)
         settle(recorder)
-        key = ("being made", time.monotonic())
         with sessions() as db:
-            final = queries.get_session(db, sid)["steps"] - 2
-            assert done_counts(db, sid, key, final) is None  # read apart
-        counts = _when_read(sessions, sid, key, final)
+            first = stored(db, sid)
+            assert first is not None, "not stored while being made"
+            key, final = _scope(db, sid, "being made")
+            assert final == queries.get_session(db, sid)["steps"] - 2
+            assert 0 <= first.upto <= final
+            counts = done_counts(db, sid, key, final)
+            assert counts is not None  # the first ask: from the stored row, counted on
         assert counts.upto == final
+        _assert_exact(sessions, first, sid, upto=first.upto)  # what the writer stored
         _assert_exact(sessions, counts, sid, upto=final)
         runs = counts.runs
         drive(engine, 300, rng, first=300)
@@ -179,10 +216,21 @@ def test_being_made_they_count_through_the_final_step_and_count_on(
             later = queries.get_session(db, sid)["steps"] - 2
             assert later > final
             assert done_counts(db, sid, key, later) is counts  # counted on, in place
+            grown = stored(db, sid)
+            assert grown is not None and first.upto < grown.upto <= later
         assert counts.upto == later and counts.runs is not runs
         _assert_exact(sessions, counts, sid, upto=later)
+        _assert_exact(sessions, grown, sid, upto=grown.upto)
         hub.close_session(sid)
         settle(recorder)
+        with sessions() as db:
+            rec, row, ended = (
+                db.get(SessionRecord, sid),
+                db.get(DoneCountsRecord, sid),
+                stored(db, sid),
+            )
+            assert rec is not None and row is not None and ended is not None
+            assert row.last_seq == rec.last_seq and ended.upto == rec.num_steps - 2
 
 
 def test_one_shared_connection_reads_them_on_the_second_ask() -> None:
@@ -193,10 +241,10 @@ def test_one_shared_connection_reads_them_on_the_second_ask() -> None:
         record_session(sessions, SID, steps=300, seed=6)
         with sessions.begin() as db:  # as a recording made before counts were stored
             db.execute(delete(DoneCountsRecord))
-        ended = ("shared", time.monotonic())
         with sessions() as db:
-            assert done_counts(db, SID, ended) is None
-            counts = done_counts(db, SID, ended)  # read here, in this session
+            key, final = _scope(db, SID, "shared")
+            assert done_counts(db, SID, key, final) is None
+            counts = done_counts(db, SID, key, final)  # read here, in this session
             assert counts is not None
         _assert_exact(sessions, counts)
     finally:

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import queries
-from app.db.done_counts import done_counts
+from app.db.done_counts import counts_scope, done_counts, stored
 from app.db.models import CheckpointRecord, LiveRowsRecord
 from app.records.export import export_jsonl
 from app.records.importer import import_jsonl
@@ -60,10 +60,15 @@ def _assert_same_recording(
             assert sa.snapshot() == sb.snapshot(), step
             assert sa.latency_summary() == sb.latency_summary(), step
         # The import stores the done counts the writer stored when the recording ended.
-        ended = ("roundtrip", rng.random())
-        ca, cb = done_counts(da, sid, ended), done_counts(db_, sid, ended)
+        sa, sb = stored(da, sid), stored(db_, sid)
+        assert sa is not None and sb is not None
+        assert (sa.upto, sa.runs) == (sb.upto, sb.runs) and sa.upto == last - 1
+        assert sa.arrivals_ok(da) == sb.arrivals_ok(db_)
+        scope = counts_scope(queries.get_session(da, sid))
+        assert scope is not None
+        key = (scope[0], "roundtrip", rng.random())
+        ca, cb = done_counts(da, sid, key, scope[1]), done_counts(db_, sid, key, scope[1])
         assert ca is not None and cb is not None and ca.runs == cb.runs
-        assert ca.arrivals_ok(da) == cb.arrivals_ok(db_)
 
 
 def _assert_import_checkpoints(
