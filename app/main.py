@@ -24,6 +24,7 @@ from app.deps import install_error_handlers
 from app.edge.hosts import AllowedHosts
 from app.edge.loop_demand import CountConnections, LoopDemand
 from app.edge.middleware import EdgeMiddleware
+from app.gc_clock import GcClock
 from app.lab.background import LabWorker
 from app.live.health import Check, HealthRegistry, database_check
 from app.live.hub import EventHub
@@ -108,9 +109,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if local is not None:
             await local.start()
         # What startup built (modules, routes, models) lives as long as the process: out of
-        # the collector's way, so a full collection scans only what the sessions hold.
+        # the collector's way, so a full collection scans only what the sessions hold; and
+        # full collections on a clock, not every few seeks (app.gc_clock).
         gc.collect()
         gc.freeze()
+        gc_clock = GcClock()
+        collecting = asyncio.create_task(gc_clock.ticking())
         vanished = asyncio.create_task(
             watch_vanished(app.state.nodes, app.state.db, settings.node_gone_after_s)
         )
@@ -126,6 +130,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 cap.cancel()
             await _shutdown(app, local, relay, bus, recorder)
             database.remove()
+            collecting.cancel()
+            gc_clock.stop()
 
     app = FastAPI(
         title="batchscope",

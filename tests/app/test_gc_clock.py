@@ -1,15 +1,19 @@
 """GcClock turns counted collections off and collects cyclic garbage when its clock is
-due, not before: the young generations each tick, the whole heap at the full tick."""
+due, not before: the young generations each tick, the whole heap at the full tick. The
+web process runs one while it serves."""
 
 from __future__ import annotations
 
 import gc
+import time
 import weakref
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from app.gc_clock import GcClock
+from tests.conftest import start_server
 
 
 class _Node:
@@ -60,3 +64,28 @@ def test_a_cycle_that_outlived_a_young_collection_goes_at_the_full_one() -> None
     clock.full_every_s = 0.0
     clock.tick()
     assert garbage() is None
+
+
+def test_the_web_process_collects_on_its_clock_while_it_serves() -> None:
+    """A real server (uvicorn on loopback, in this process): counted collections are off
+    while it serves, so no full collection comes from allocating; the young generations
+    go on its clock; counted collections are back once it stops."""
+    assert gc.isenabled()
+    live, server, thread = start_server()
+    try:
+        assert httpx.get(live.url + "/healthz", timeout=30).status_code == 200
+        assert not gc.isenabled()
+        full = gc.get_stats()[2]["collections"]
+        kept = [_Node() for _ in range(300_000)]  # far past the counted thresholds
+        assert gc.get_stats()[2]["collections"] == full
+        del kept
+        garbage = _cycle()
+        deadline = time.monotonic() + 60
+        while garbage() is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert garbage() is None, "the server's clock collected nothing in 60 s"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+    assert not thread.is_alive()
+    assert gc.isenabled()
