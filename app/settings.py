@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     """/healthz says unhealthy once a frame has waited this long for the database."""
     ws_queue_frames: int = Field(512, ge=8, le=100_000)
     """Per-client bound on queued frames; past it the client gets a gap + snapshot."""
+    ws_stale_after_s: float = Field(1.0, gt=0, le=600)
+    """A frame queued for a client this long, or one send to it that blocked this long:
+    the client fell behind (gap + snapshot)."""
     node_gone_after_s: float = Field(300.0, gt=0, le=86_400)
     """A node disconnected this long has vanished: its session is ended (`vanished`);
     one that comes back later resumes it."""

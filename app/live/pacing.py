@@ -16,8 +16,6 @@ WINDOW_BYTES = 64 * 1024
 MAX_BATCH_BYTES = 32 * 1024
 HOLD_AFTER_S = 0.5
 """An unanswered ping this old: send nothing more until the client has read what it has."""
-STALE_AFTER_S = 1.0
-"""A queued frame this old, or one send that blocked this long: the client fell behind."""
 
 
 class ClientPace:

@@ -20,7 +20,7 @@ from app.edge.bounded_json import JsonRefused, loads
 from app.edge.bounds import is_clean_id
 from app.edge.wsio import BadMessage, close, closing_on_error, receive_json
 from app.live.hub import EventHub, Subscriber
-from app.live.pacing import MAX_BATCH_BYTES, STALE_AFTER_S, ClientPace
+from app.live.pacing import MAX_BATCH_BYTES, ClientPace
 from app.records.replay import ReplayPlayer
 from app.security import has_control, origin_allowed
 from protocol.codes import FrameType, MessageType
@@ -80,7 +80,10 @@ async def _sender(
     resync: asyncio.Event,
     pace: ClientPace,
     columns: bool = False,
+    stale_after_s: float = 1.0,
 ) -> None:
+    """`stale_after_s`: a frame queued this long, or a send blocked this long, and the
+    client fell behind (settings.ws_stale_after_s)."""
     current, last_seq = await _send_snapshot(ws, hub, sub.session, pace=pace, columns=columns)
     await _ping(ws, pace)
     while True:
@@ -88,7 +91,7 @@ async def _sender(
         sub.wakeup.clear()
         pace.answered.clear()
         now = time.monotonic()
-        if not sub.gap and sub.oldest_age(now) > STALE_AFTER_S:
+        if not sub.gap and sub.oldest_age(now) > stale_after_s:
             sub.fall_behind()  # frames wait too long for this client: it is behind
         if pace.holding(now):
             continue  # let the client read what is already on its way
@@ -117,7 +120,7 @@ async def _sender(
             started = time.monotonic()
             await ws.send_text("[" + ",".join(batch) + "]")
             pace.sent(size)
-            if time.monotonic() - started > STALE_AFTER_S:
+            if time.monotonic() - started > stale_after_s:
                 sub.fall_behind()  # the transport pushed back that long: behind
             await _ping(ws, pace)
         if not sub.queue.empty():
@@ -226,7 +229,15 @@ async def _serve_viewer(
     async with hub.subscribe(session, settings.ws_queue_frames) as sub:
         tasks = [
             asyncio.create_task(
-                _sender(ws, hub, sub, resync, pace, hello.get("rows") == "columns")
+                _sender(
+                    ws,
+                    hub,
+                    sub,
+                    resync,
+                    pace,
+                    columns=hello.get("rows") == "columns",
+                    stale_after_s=settings.ws_stale_after_s,
+                )
             ),
             asyncio.create_task(_receiver(ws, sub, resync, pace)),
         ]

@@ -62,9 +62,10 @@ async def test_snapshot_then_frames_in_seq_order_without_gaps(live_server: LiveS
 async def test_a_stalled_client_gets_gap_and_snapshot_while_others_keep_going() -> None:
     # Its own process: the engine, the hub and this test's clients do not share a GIL.
     # A paced engine (its own process reaches the pace): the reading client keeps up,
-    # with a queue it does not outrun on a loaded box (256 frames was outrun there, 8,021
-    # frames in); the stalled one overruns any queue: it never reads.
-    with server_process(ws_queue_frames=1024, sim_speed=2) as live:
+    # with room for a loaded box's stalls (two suites side by side stalled the reader or
+    # the server's loop past a 1 s staleness and past a 256-frame queue); the stalled
+    # client overruns any room: it never reads.
+    with server_process(ws_queue_frames=2048, ws_stale_after_s=5, sim_speed=2) as live:
         await _stalled_client_scenario(live)
 
 
