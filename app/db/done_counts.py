@@ -149,12 +149,17 @@ def _pack(counts: DoneCounts, arrivals_ok: bool) -> bytes:
     return zlib.compress(fast_json.dumps(data), 1)
 
 
-def _unpack(session_id: str, packed: bytes) -> DoneCounts | None:
+def _unpack(session_id: str, packed: bytes) -> DoneCounts:
     data = fast_json.loads(zlib.decompress(packed))
-    if "upto" not in data:  # stored before they said how far (they were of an end)
-        return None
     runs = {(status, bool(ran)): Run(*cols) for status, ran, *cols in data["runs"]}
     return DoneCounts(session_id, runs, bool(data["arrivals_ok"]), int(data["upto"]))
+
+
+def final_step(steps: int) -> int:
+    """The last step whose done rows are final in a recording of `steps` steps written so
+    far: the one before its last (frames are written in seq order and their steps never
+    decrease)."""
+    return steps - 2
 
 
 Scope = tuple[Hashable, int]
@@ -165,13 +170,12 @@ done rows are final (`final`): of `done_counts`."""
 def counts_scope(meta: SessionRow) -> Scope | None:
     """(`ended`, `final`) of `done_counts` for the recording `meta` describes: ended, its
     start and end times and last frame, and its last step (a frame written after it
-    ended is another key); being made, its start and the step before its last written
-    one (frames are written in seq order and their steps never decrease, so every row
-    done by then is final); None while it has no such step."""
+    ended is another key); being made, its start and its `final_step`; None while it
+    has no such step."""
     if meta["ended_at"] is not None:
         return (meta["started_at"], meta["ended_at"], meta["last_seq"]), meta["steps"] - 1
-    if meta["steps"] >= 2:
-        return (meta["started_at"], "being made"), meta["steps"] - 2
+    if final_step(meta["steps"]) >= 0:
+        return (meta["started_at"], "being made"), final_step(meta["steps"])
     return None
 
 

@@ -123,17 +123,12 @@ class Writer:
                 rec = db.get(SessionRecord, session)
                 if rec is None:
                     return
-                upto = rec.num_steps - 2
                 held = self.done.get(session)
-                if held is None:  # (a writer restarted: from the stored ones)
+                if held is None:  # a new session, or a writer restarted: the stored ones
                     kept = done_counts.stored(db, session)
-                    held = (
-                        (kept, kept.rows())
-                        if kept is not None
-                        else (done_counts.read(db, session, -1), 0)
-                    )
+                    held = (kept, kept.rows()) if kept else (done_counts.read(db, session, -1), 0)
                 counts, stored = held
-                counts.extend(db, upto)
+                counts.extend(db, done_counts.final_step(rec.num_steps))
                 done = counts.rows()
                 if closed or done - stored >= max(done_counts.STORE_ROWS, stored // 16):
                     done_counts.store(db, counts, rec.last_seq)

@@ -246,8 +246,8 @@ def _write(db: Session, path: Path, header: SessionHeader) -> None:
         if key in header.model_fields_set and (value is not None or key == "ended_at"):
             setattr(rec, key, value)
     db.flush()
-    # As the writer stores them: through the step before the last (app.db.done_counts).
-    done_counts.store(db, done_counts.read(db, sid, rec.num_steps - 2), rec.last_seq)
+    final = done_counts.final_step(rec.num_steps)  # as the writer stores them
+    done_counts.store(db, done_counts.read(db, sid, final), rec.last_seq)
 
 
 def import_jsonl(db_sessionmaker: sessionmaker[Session], path: str | Path) -> str:

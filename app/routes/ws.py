@@ -79,8 +79,8 @@ async def _sender(
     sub: Subscriber,
     resync: asyncio.Event,
     pace: ClientPace,
-    columns: bool = False,
-    stale_after_s: float = 1.0,
+    columns: bool,
+    stale_after_s: float,
 ) -> None:
     """`stale_after_s`: a frame queued this long, or a send blocked this long, and the
     client fell behind (settings.ws_stale_after_s)."""
