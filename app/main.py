@@ -24,7 +24,6 @@ from app.deps import install_error_handlers
 from app.edge.hosts import AllowedHosts
 from app.edge.loop_demand import CountConnections, LoopDemand
 from app.edge.middleware import EdgeMiddleware
-from app.gc_clock import GcClock
 from app.lab.background import LabWorker
 from app.live.health import Check, HealthRegistry, database_check
 from app.live.hub import EventHub
@@ -58,6 +57,7 @@ from app.routes import (
 )
 from app.security import COOKIE, token_matches
 from app.settings import Settings, get_settings
+from engine.gc_clock import GcClock
 
 SHUTDOWN_DRAIN_S = 20.0
 """How long a shutdown keeps retrying a database that is away before giving up."""
@@ -110,7 +110,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await local.start()
         # What startup built (modules, routes, models) lives as long as the process: out of
         # the collector's way, so a full collection scans only what the sessions hold; and
-        # full collections on a clock, not every few seeks (app.gc_clock).
+        # full collections on a clock, not every few seeks (engine.gc_clock).
         gc.collect()
         gc.freeze()
         gc_clock = GcClock()

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 from engine.engine import Engine
 from engine.events import Event, EventSink, ListSink
 from engine.faults import SchedulerAssertion, failure_text, stopped_text
+from engine.gc_clock import GcClock
 from engine.releases import ReleaseFeatures
 from engine.result_fold import RequestRecord, ResultFold, StepRecord
 from engine.result_json import ResultJson
@@ -229,45 +230,51 @@ def drive(
     failure: dict[str, int | str] | None = None
     deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
     stop_reason: str | None = "max_steps"
-    while engine.step_index < scenario.max_steps:
-        if deadline is not None and time.monotonic() > deadline:
-            stop_reason = "time_limit"
-            break
-        clock.now = clock_ms / 1000.0
-        step = engine.step_index
-        due = list(arrivals.get(step, ())) if step != added_step else []
-        added_step = step
-        while timed and (timed[0].arrival_time_ms or 0.0) <= clock_ms:
-            due.append(timed.popleft())
-        for req in due:
-            on_arrival(req, step)
-            # On the runner's clock a request keeps the time it was due.
-            at_s = None
-            if req.arrival_time_ms is not None and timed_marks:
-                at_s = req.arrival_time_ms / 1000.0
-            engine.add_request(
-                req.id, req.prompt_token_ids, req.sampling_params, req.priority, at_s
-            )
-        if not engine.has_unfinished_requests() and step >= last_arrival:
-            if not timed:
-                stop_reason = None
+    # Collections on a clock: a long run's queue is not walked every few steps.
+    gc_clock = GcClock()
+    try:
+        while engine.step_index < scenario.max_steps:
+            gc_clock.tick()
+            if deadline is not None and time.monotonic() > deadline:
+                stop_reason = "time_limit"
                 break
-            # Idle until the next timed arrival: jump the clock instead of empty steps.
-            gap = (timed[0].arrival_time_ms or 0.0) - clock_ms
-            clock_ms += gap
-            idle_ms += gap
-            continue
-        if idle_ms:
-            on_idle(step, idle_ms)  # the gap before this step (told before it runs)
-            idle_ms = 0.0
-        try:
-            event = engine.step()
-        except SchedulerAssertion as fault:
-            # vLLM's engine stops at this step: so does the run, and its result says why.
-            failure = fault.as_dict()
-            stop_reason = "failure"
-            break
-        clock_ms += event.forward_ms
+            clock.now = clock_ms / 1000.0
+            step = engine.step_index
+            due = list(arrivals.get(step, ())) if step != added_step else []
+            added_step = step
+            while timed and (timed[0].arrival_time_ms or 0.0) <= clock_ms:
+                due.append(timed.popleft())
+            for req in due:
+                on_arrival(req, step)
+                # On the runner's clock a request keeps the time it was due.
+                at_s = None
+                if req.arrival_time_ms is not None and timed_marks:
+                    at_s = req.arrival_time_ms / 1000.0
+                engine.add_request(
+                    req.id, req.prompt_token_ids, req.sampling_params, req.priority, at_s
+                )
+            if not engine.has_unfinished_requests() and step >= last_arrival:
+                if not timed:
+                    stop_reason = None
+                    break
+                # Idle until the next timed arrival: jump the clock instead of empty steps.
+                gap = (timed[0].arrival_time_ms or 0.0) - clock_ms
+                clock_ms += gap
+                idle_ms += gap
+                continue
+            if idle_ms:
+                on_idle(step, idle_ms)  # the gap before this step (told before it runs)
+                idle_ms = 0.0
+            try:
+                event = engine.step()
+            except SchedulerAssertion as fault:
+                # vLLM's engine stops at this step: so does the run, and its result says why.
+                failure = fault.as_dict()
+                stop_reason = "failure"
+                break
+            clock_ms += event.forward_ms
+    finally:
+        gc_clock.stop()
     not_arrived = len(timed) + sum(len(v) for s, v in arrivals.items() if s > added_step)
     if stop_reason == "max_steps" and not not_arrived and not engine.has_unfinished_requests():
         stop_reason = None  # the cap came with the last step: nothing was cut short

@@ -33,7 +33,7 @@ from app.db.recording_fold import RecordingFold, Stored
 from app.db.session import make_engine, make_sessionmaker
 from app.db.writes import Frame, write_batch, write_live_rows, write_segments
 from app.frames.fold import SessionState
-from app.gc_clock import GcClock
+from engine.gc_clock import GcClock
 from protocol.codes import FrameType, SessionEvent
 
 log = logging.getLogger("batchscope.writer")
@@ -199,7 +199,7 @@ def _init(database_url: str, checkpoint_every: int, recorder: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
-    _gc = GcClock()  # this process's collections (app.gc_clock)
+    _gc = GcClock()  # this process's collections (engine.gc_clock)
     _writer = Writer(
         make_sessionmaker(make_engine(database_url, writer=True)), checkpoint_every, recorder
     )

@@ -1,6 +1,6 @@
 """GcClock turns counted collections off and collects cyclic garbage when its clock is
 due, not before: the young generations each tick, the whole heap at the full tick. The
-web process runs one while it serves."""
+web process runs one while it serves; a simulation runs one while it drives."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from app.gc_clock import GcClock
+from engine.gc_clock import GcClock
 from tests.conftest import start_server
 
 
@@ -28,18 +28,21 @@ def _cycle() -> weakref.ref[_Node]:
 
 
 @pytest.fixture
-def restore_gc() -> Iterator[None]:
-    was = gc.isenabled()
+def clocks() -> Iterator[list[GcClock]]:
+    """Clocks the test starts, stopped after it (counted collections back on)."""
+    started: list[GcClock] = []
+    assert gc.isenabled()
     try:
-        yield
+        yield started
     finally:
-        if was:
-            gc.enable()
+        for clock in started:
+            clock.stop()
+    assert gc.isenabled()
 
 
-@pytest.mark.usefixtures("restore_gc")
-def test_cycles_wait_for_the_clock_then_go() -> None:
+def test_cycles_wait_for_the_clock_then_go(clocks: list[GcClock]) -> None:
     clock = GcClock(every_s=3600, full_every_s=3600)
+    clocks.append(clock)
     assert not gc.isenabled()
     garbage = _cycle()
     for _ in range(100_000):  # far past the counted collector's thresholds
@@ -51,9 +54,11 @@ def test_cycles_wait_for_the_clock_then_go() -> None:
     assert garbage() is None
 
 
-@pytest.mark.usefixtures("restore_gc")
-def test_a_cycle_that_outlived_a_young_collection_goes_at_the_full_one() -> None:
+def test_a_cycle_that_outlived_a_young_collection_goes_at_the_full_one(
+    clocks: list[GcClock],
+) -> None:
     clock = GcClock(every_s=0.0, full_every_s=3600)
+    clocks.append(clock)
     a, b = _Node(), _Node()
     a.other, b.other = b, a
     clock.tick()  # young collection while the cycle is still held: it moves to the oldest
@@ -64,6 +69,29 @@ def test_a_cycle_that_outlived_a_young_collection_goes_at_the_full_one() -> None
     clock.full_every_s = 0.0
     clock.tick()
     assert garbage() is None
+
+
+def test_counted_collections_stay_off_until_the_last_clock_stops(
+    clocks: list[GcClock],
+) -> None:
+    """Two clocks of one process (a lab simulation's beside the web's), stopped in either
+    order: the collector is back on only when neither runs."""
+    web, lab = GcClock(), GcClock()
+    clocks += [web, lab]
+    web.stop()
+    assert not gc.isenabled()  # the lab's still runs
+    web.stop()  # a second stop counts for nothing
+    assert not gc.isenabled()
+    lab.stop()
+    assert gc.isenabled()
+    inner = GcClock()
+    clocks.append(inner)
+    gc.enable()  # someone turned it on meanwhile: a new clock turns it off again
+    outer = GcClock()
+    clocks.append(outer)
+    assert not gc.isenabled()
+    outer.stop()
+    assert not gc.isenabled()
 
 
 def test_the_web_process_collects_on_its_clock_while_it_serves() -> None:

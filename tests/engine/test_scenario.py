@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 from pathlib import Path
 
 import pytest
 
+from engine.events import Event, ListSink
 from engine.scenario import ScenarioError, load_scenario, parse_scenario, prompt_tokens
 from engine.simulate import run_scenario
 from tests.conftest import cli
@@ -45,6 +47,30 @@ def test_seed_without_the_threshold() -> None:
         {"B": 1, "C": 1},
         {"B": 1},
     ]
+
+
+class _CollectorWatch(ListSink):
+    """Keeps the events and whether counted collections were on at each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.collector_on: list[bool] = []
+
+    def emit(self, event: Event) -> None:
+        super().emit(event)
+        self.collector_on.append(gc.isenabled())
+
+
+def test_a_run_collects_on_its_clock_and_gives_the_collector_back() -> None:
+    """The scheduler's queue is not walked by counted collections while a run steps
+    (engine.gc_clock); after the run, counted collections are on again, and the run
+    decides as before."""
+    assert gc.isenabled()
+    watch = _CollectorWatch()
+    result = run_scenario(load_scenario(SEED), sink=watch)
+    assert watch.collector_on and not any(watch.collector_on)
+    assert gc.isenabled()
+    assert result["steps"][0]["scheduled"] == {"A": 4, "B": 2}
 
 
 def test_deterministic_prompt_and_output_tokens() -> None:
