@@ -15,7 +15,7 @@ from app.nodes.link import Link, LinkClosed
 from protocol import control
 from protocol.envelope import encode
 
-LINES_PER_TURN = 2
+LINES_PER_TURN = 8
 INTAKE_SHARE = 0.7
 """Of each INTAKE_WINDOW_S, the share the intake may keep the event loop while frames wait
 and anyone else wants the loop (app.edge.loop_demand); viewers and pages have the rest (15
@@ -23,8 +23,9 @@ ms of every 50), and a command ends a rest at once. With nobody connected it doe
 At 0.4 a flat-out simulation spent most of its time waiting on a dashboard that rested
 (5,000 trace requests recorded in 79 s; 0.7 with AHEAD_FRAMES 32: 54 s)."""
 INTAKE_WINDOW_S = 0.05
-ACK_EVERY = 4
-"""Frames folded between acks (the engine keeps at most a window of 16 unacknowledged)."""
+ACK_EVERY = 16
+"""Frames folded between acks (the engine keeps at most a window of 64 unacknowledged:
+app.nodes.link_outbox.WINDOW_FRAMES)."""
 ACK_IDLE_S = 0.01
 """A frame folded but not yet acknowledged is acknowledged this soon anyway."""
 
