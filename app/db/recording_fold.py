@@ -47,9 +47,13 @@ class RecordingFold:
         """Fold one frame (`text`: its stored text), adding to `out` what it gives."""
         state, taker, clock = self.state, self.taker, self.clock
         if taker is not None:
-            taker.made(state, frame_type, seq, data)
             if clock.due() and taker.starts_step(state, frame_type, data):
+                # (Before `made` counts this frame's row: the checkpoint is of the state
+                # before it. Counted first, an arrival mark opening the step -- before
+                # every step of a flat-out trace -- made every checkpoint whole: the whole
+                # queue walked, two thirds of the writer at 100,000 requests.)
                 out.checkpoints.append(self._checkpoint(taker))  # waited for the step end
+            taker.made(state, frame_type, seq, data)
             rows = taker.before(state, frame_type, data)
             if rows is not None:
                 encoded = encode_live_rows(rows)

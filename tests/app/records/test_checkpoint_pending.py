@@ -42,22 +42,24 @@ def _stored_json(text: str) -> dict[str, object]:
     return data
 
 
-def _check(sessions: sessionmaker[Session]) -> None:
+def _check(sessions: sessionmaker[Session], sid: str = SID) -> tuple[int, int, int]:
+    """Every stored checkpoint of `sid` decodes to the fold at its seq, and a seek from it
+    equals that fold. Returns (compacted, apart, stored) checkpoints."""
     with sessions() as db:
         stored = {
             r.seq: r.state
-            for r in db.scalars(select(CheckpointRecord).where(CheckpointRecord.session_id == SID))
+            for r in db.scalars(select(CheckpointRecord).where(CheckpointRecord.session_id == sid))
         }
         compacted = apart = 0
-        state = SessionState(SID, {})
-        for seq, text in queries.iter_frames(db, SID):
+        state = SessionState(sid, {})
+        for seq, text in queries.iter_frames(db, sid):
             frame = json.loads(text)
             state.apply(frame["type"], seq, frame["data"])
             if seq not in stored:
                 continue
             want = _plain(state.to_checkpoint())
             got = decode_checkpoint(stored[seq])
-            assert checkpoint_queue.complete(db, SID, got), seq
+            assert checkpoint_queue.complete(db, sid, got), seq
             assert got == want, seq
             assert list(got["requests"]) == list(state.requests), seq  # the fold's order
             raw = _stored_json(stored[seq])
@@ -74,17 +76,56 @@ def _check(sessions: sessionmaker[Session]) -> None:
                 assert left_out["count"] >= PENDING_APART, seq
                 assert len(rows) + left_out["count"] == len(state.requests), seq
             # A seek to the checkpoint's own step folds from it: the same state.
-            seek = queries.state_at_seq(db, SID, seq)
+            seek = queries.state_at_seq(db, sid, seq)
             assert _plain(seek.to_checkpoint()) == want, seq
-        # The queue was long at most checkpoints: the test saw the compact forms.
-        assert compacted + apart >= len(stored) // 2 >= 2, (compacted, apart, len(stored))
-        assert apart >= 2, apart
+    return compacted, apart, len(stored)
 
 
 def test_checkpoints_of_a_long_queue_decode_to_the_fold(new_database: NewUrl) -> None:
     for sessions in open_sessions(new_database()):
         _record(sessions)
-        _check(sessions)
+        compacted, apart, stored = _check(sessions)
+        # The queue was long at most checkpoints: the test saw the compact forms.
+        assert compacted + apart >= stored // 2 >= 2, (compacted, apart, stored)
+        assert apart >= 2, apart
+
+
+def _record_steady_arrivals(sessions: sessionmaker[Session], sid: str) -> None:
+    """A queue longer than PENDING_APART before the first step, then one arrival before
+    each of 600 steps."""
+    rng = random.Random(11)
+    hub = EventHub()
+    recorder = Recorder(hub, sessions)
+    config = busy_config()
+    runner = SimRunner()
+    open_sim_session(hub, sid, "an arrival before every step", config, runner)
+    engine = Engine(config, runner, HubPublisher(hub, sid))
+    for n in range(PENDING_APART + 650):
+        prompt = [rng.randint(3, 258) for _ in range(30)]
+        engine.add_request(f"a{n}", prompt, SamplingParams(max_tokens=rng.randint(1, 30)))
+        if n >= PENDING_APART + 50:
+            engine.step()
+    hub.close_session(sid)
+    asyncio.run(recorder.flush())
+    assert recorder.failures == 0, recorder.last_error
+
+
+def test_checkpoints_under_an_arrival_before_every_step_leave_the_queue_out(
+    new_database: NewUrl,
+) -> None:
+    """A flat-out trace: a request arrives before every step, so the frame that opens a
+    step is an arrival mark. Each checkpoint (taken at a step's end, the queue long from
+    the start) still leaves the never-scheduled rows to the requests table -- a whole one
+    walks the queue -- and decodes to the fold."""
+    sid = "s-steady-arrivals"
+    for sessions in open_sessions(new_database()):
+        _record_steady_arrivals(sessions, sid)
+        compacted, apart, stored = _check(sessions, sid)
+        # All but the first: it falls amid the arrivals before the first step, where no
+        # step has ended yet (stored whole, compacted). Each arrival counted before the
+        # checkpoint made every one whole: (7, 0, 7).
+        assert stored >= 4, stored
+        assert (compacted, apart) == (1, stored - 1), (compacted, apart, stored)
 
 
 def test_only_rows_rebuilt_alike_are_compacted() -> None:
