@@ -28,7 +28,13 @@ from engine.engine import Engine
 from engine.request import SamplingParams
 from engine.runner.sim import SimRunner
 from tests.app.records.conftest import NewUrl, open_sessions
-from tests.app.records.helpers import HubPublisher, busy_config, fold_at_steps, open_sim_session
+from tests.app.records.helpers import (
+    HubPublisher,
+    busy_config,
+    fold_at_steps,
+    open_sim_session,
+    start_recording,
+)
 from tests.app.records.test_request_pages_queue import SID, _record
 
 
@@ -94,12 +100,7 @@ def _record_steady_arrivals(sessions: sessionmaker[Session], sid: str) -> None:
     """A queue longer than PENDING_APART before the first step, then one arrival before
     each of 600 steps."""
     rng = random.Random(11)
-    hub = EventHub()
-    recorder = Recorder(hub, sessions)
-    config = busy_config()
-    runner = SimRunner()
-    open_sim_session(hub, sid, "an arrival before every step", config, runner)
-    engine = Engine(config, runner, HubPublisher(hub, sid))
+    hub, recorder, engine = start_recording(sessions, sid, "an arrival before every step")
     for n in range(PENDING_APART + 650):
         prompt = [rng.randint(3, 258) for _ in range(30)]
         engine.add_request(f"a{n}", prompt, SamplingParams(max_tokens=rng.randint(1, 30)))
