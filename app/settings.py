@@ -87,6 +87,10 @@ class Settings(BaseSettings):
     ws_stale_after_s: float = Field(1.0, gt=0, le=600)
     """A frame queued for a client this long, or one send to it that blocked this long:
     the client fell behind (gap + snapshot)."""
+    ws_ping_interval_s: float = Field(20.0, gt=0, le=3600)
+    """Each websocket client is pinged this often; one whose pong takes longer than this
+    is gone and is closed (1011). A browser answers pings from its network stack, even
+    while its page is too busy to read frames."""
     node_gone_after_s: float = Field(300.0, gt=0, le=86_400)
     """A node disconnected this long has vanished: its session is ended (`vanished`);
     one that comes back later resumes it."""

@@ -177,6 +177,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # Compression would be per client (no encode-once) and costs more CPU than the
         # loopback/LAN bytes it saves.
         ws_per_message_deflate=False,
+        ws_ping_interval=settings.ws_ping_interval_s,
+        ws_ping_timeout=settings.ws_ping_interval_s,
         # At a stop, open connections (a viewer that no longer answers, a long download)
         # get this long to finish before the shutdown goes on: they never hold it up.
         timeout_graceful_shutdown=GRACEFUL_S,

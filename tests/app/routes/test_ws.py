@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import threading
+import time
 from typing import Any
 from urllib.parse import quote
 
@@ -64,8 +65,12 @@ async def test_a_stalled_client_gets_gap_and_snapshot_while_others_keep_going() 
     # A paced engine (its own process reaches the pace): the reading client keeps up,
     # with room for a loaded box's stalls (two suites side by side stalled the reader or
     # the server's loop past a 1 s staleness and past a 256-frame queue); the stalled
-    # client overruns any room: it never reads.
-    with server_process(ws_queue_frames=2048, ws_stale_after_s=5, sim_speed=2) as live:
+    # client overruns any room: it never reads. A stalled tab still answers pings (its
+    # browser's network stack does); this client cannot while it never reads, so the
+    # keepalive waits longer than the stall can last on a loaded box.
+    with server_process(
+        ws_queue_frames=2048, ws_stale_after_s=5, sim_speed=2, ws_ping_interval_s=600
+    ) as live:
         await _stalled_client_scenario(live)
 
 
@@ -85,42 +90,68 @@ def _raw_ws_hello(port: int) -> socket.socket:
     while b"\r\n\r\n" not in head:
         head += sock.recv(1)
     assert head.startswith(b"HTTP/1.1 101"), head
-    payload = json.dumps({"type": "hello", "session": None, "last_seq": None}).encode()
-    mask = os.urandom(4)
-    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-    sock.sendall(bytes([0x81, 0x80 | len(payload)]) + mask + masked)
+    _send_raw(sock, 0x1, json.dumps({"type": "hello", "session": None, "last_seq": None}))
     return sock
+
+
+def _send_raw(sock: socket.socket, opcode: int, payload: str | bytes) -> None:
+    """One masked, unfragmented client frame (payloads under 126 bytes)."""
+    data = payload.encode() if isinstance(payload, str) else payload
+    assert len(data) < 126
+    mask = os.urandom(4)
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(data))
+    sock.sendall(bytes([0x80 | opcode, 0x80 | len(data)]) + mask + masked)
+
+
+class _RawFrames:
+    """The server's websocket frames as a socket-level client reads them."""
+
+    def __init__(self, sock: socket.socket, timeout_s: float) -> None:
+        sock.setblocking(True)
+        sock.settimeout(timeout_s)
+        self.sock = sock
+        self.buf = b""
+
+    def _exact(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            chunk = self.sock.recv(65536)
+            assert chunk, "connection closed"
+            self.buf += chunk
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def next(self) -> tuple[int, bool, bytes]:
+        """(opcode, final fragment, payload) of the next frame."""
+        b0, b1 = self._exact(2)
+        length = b1 & 0x7F
+        if length == 126:
+            length = int.from_bytes(self._exact(2), "big")
+        elif length == 127:
+            length = int.from_bytes(self._exact(8), "big")
+        return b0 & 0x0F, bool(b0 & 0x80), self._exact(length)
+
+
+def _close_code(payload: bytes) -> int | None:
+    return int.from_bytes(payload[:2], "big") if payload else None
 
 
 async def _read_raw_frames(sock: socket.socket, until_seq: int) -> tuple[bool, int]:
     """Read the stalled client's backlog: (saw a gap frame, last seq seen)."""
-    sock.setblocking(True)
-    sock.settimeout(10)
-    buf = b""
+    frames = _RawFrames(sock, 10)
     saw_gap, last = False, 0
-
-    def recv_exact(n: int) -> bytes:
-        nonlocal buf
-        while len(buf) < n:
-            chunk = sock.recv(65536)
-            assert chunk, "connection closed"
-            buf += chunk
-        out, buf = buf[:n], buf[n:]
-        return out
-
     message = b""
     while last < until_seq:
-        b0, b1 = recv_exact(2)
-        length = b1 & 0x7F
-        if length == 126:
-            length = int.from_bytes(recv_exact(2), "big")
-        elif length == 127:
-            length = int.from_bytes(recv_exact(8), "big")
-        payload = await asyncio.to_thread(recv_exact, length)
-        if b0 & 0x0F in (0x9, 0xA):  # ping / pong
+        opcode, fin, payload = await asyncio.to_thread(frames.next)
+        if opcode == 0x8:
+            code = _close_code(payload)
+            raise AssertionError(f"the server closed the stalled client: {code} {payload[2:]!r}")
+        if opcode == 0x9:  # ping: answered, as any client does once it reads
+            _send_raw(sock, 0xA, payload)
+            continue
+        if opcode == 0xA:
             continue
         message += payload
-        if not b0 & 0x80:  # a fragment: the message continues in the next frame
+        if not fin:  # a fragment: the message continues in the next frame
             continue
         data, message = json.loads(message), b""
         for frame in data if isinstance(data, list) else [data]:
@@ -132,6 +163,29 @@ async def _read_raw_frames(sock: socket.socket, until_seq: int) -> tuple[bool, i
                 assert frame["seq"] == last + 1
                 last = frame["seq"]
     return saw_gap, last
+
+
+def test_a_client_that_stops_answering_pings_is_closed() -> None:
+    # A viewer whose machine went away holds no resources for long: the keepalive the
+    # setting names closes it (1011), and the server serves on.
+    with server_process(ws_ping_interval_s=1) as live:
+        sock = _raw_ws_hello(int(live.url.rsplit(":", 1)[1]))
+        frames = _RawFrames(sock, 30)
+        pings = 0
+        start = time.monotonic()
+        while True:
+            opcode, _, payload = frames.next()
+            pings += opcode == 0x9
+            if opcode == 0x8:
+                break
+        took = time.monotonic() - start
+        sock.close()
+        # Closed in ~2 s; uvicorn's own keepalive (20 s + 20 s) takes 40.
+        assert took < 30, took
+        assert pings >= 1
+        assert _close_code(payload) == 1011, payload
+        with live.client() as c:
+            assert c.get("/healthz").status_code == 200
 
 
 async def _stalled_client_scenario(live: LiveServer) -> None:
