@@ -186,11 +186,14 @@ def _block_frames(db: Session, session_id: str, after: int, upto: int | None) ->
     wanted = [b.first_seq for b in bounds if upto is None or b.first_seq <= upto]
     blocks: list[bytes] = []
     if wanted:
+        # In first_seq order (the same, blocks being disjoint): the primary key then finds
+        # each block. In last_seq order SQLite walked that index through every block of
+        # the session for the two a seek wanted (30-110 ms at 100,000 requests, not 0.5).
         blocks = list(
             db.scalars(
                 select(B.frames)
                 .where(B.session_id == session_id, B.first_seq.in_(wanted))
-                .order_by(B.last_seq)
+                .order_by(B.first_seq)
             )
         )
     rows: list[tuple[int, str]] = []

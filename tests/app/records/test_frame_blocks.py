@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import itertools
 import random
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import queries, writes
 from app.db.frame_codec import unpack_block
+from app.db.migrate import upgrade
 from app.db.models import FrameBlockRecord
+from app.db.session import make_engine
 from app.db.writes import Frame, write_batch
 from app.live.hub import EventHub
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig
@@ -90,3 +93,35 @@ def test_blocks_cut_by_bytes_read_back_exactly(sessions: sessionmaker[Session]) 
             after, upto = sorted(rng.sample(range(last + 1), 2))
             want = [(s, t) for s, t in everything if after < s <= upto]
             assert list(queries.iter_frames(db, SID, after, upto)) == want, (after, upto)
+
+
+def test_a_seek_finds_its_blocks_by_their_key_in_sqlite(tmp_path: Path) -> None:
+    # What SQLite plans for the frames of a seek's range: each block by the primary key
+    # (session, first_seq). Ordered by last_seq, it walked that index through every block
+    # of the session instead (30-110 ms a seek in a 100,000-request recording).
+    url = f"sqlite:///{tmp_path / 'blocks.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    frames = _big_frames()
+    with Session(engine) as db:
+        write_batch(db, frames, [])
+        db.commit()
+    statements: list[tuple[str, Any]] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        if "frame_blocks.frames" in statement:
+            statements.append((statement, params))
+
+    event.listen(engine, "before_cursor_execute", seen)
+    last = frames[-1].seq
+    with Session(engine) as db:
+        got = list(queries.iter_frames(db, SID, last // 2, last // 2 + 40))
+    event.remove(engine, "before_cursor_execute", seen)
+    assert got and statements
+    with engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        for statement, params in statements:
+            plan = [row[-1] for row in raw.execute("EXPLAIN QUERY PLAN " + statement, params)]
+            assert any("first_seq=?" in step for step in plan), plan
+    engine.dispose()
