@@ -126,14 +126,17 @@ class SessionState:
             row["segments"].append([SEG_PREEMPTED, step, None, p["tokens_lost"]])
             totals["preemptions"] += 1
         appended = d.get("appended", {})
-        latencies = self.latencies
-        for req in d["sampled"]:
-            row = self.row(req)
-            n = appended.get(req, 1)
+        sampled = d["sampled"]
+        requests = self.requests
+        output_tokens = 0
+        for req in sampled:
+            row = requests.get(req) or self.row(req)
+            n = appended.get(req, 1) if appended else 1
             row["num_tokens"] += n
-            totals["output_tokens"] += n
-            latencies.token(req, t_end)
+            output_tokens += n
             row["last_token_t"] = t_end
+        totals["output_tokens"] += output_tokens
+        self.latencies.tokens(sampled, t_end)
         for f in d["finished"]:
             row = self.row(f["req"])
             self.reasons.freeze(row)
@@ -158,9 +161,9 @@ class SessionState:
         history.append(snapshot.step_summary(d, t_end, accepted))
 
     def _apply_scheduled(self, d: IterationData) -> None:
-        step, totals = d["step"], self.totals
+        step, totals, requests = d["step"], self.totals, self.requests
         for item in d["scheduled"]:
-            row = self.row(item["req"])
+            row = requests.get(item["req"]) or self.row(item["req"])
             if row["status"] != RUNNING:
                 close_open(row, step)
                 row["status"] = RUNNING

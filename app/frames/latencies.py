@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from protocol.views import LatencySummary, Quantiles
 
@@ -19,12 +19,19 @@ class Latencies:
         self.last_token_t: dict[str, float] = {}
         """Each running request's latest token time (the next token's ITL starts there)."""
 
-    def token(self, req: str, t: float) -> None:
-        """`req` got a token at `t`."""
-        prev = self.last_token_t.get(req)
-        if prev is not None:
-            self.itl.append(round(t - prev, 6))
-        self.last_token_t[req] = t
+    def tokens(self, reqs: Iterable[str], t: float) -> None:
+        """`reqs` got a token at `t` (a step's sampled requests), in that order."""
+        last, itl = self.last_token_t, self.itl
+        # Most got their last token at the same step before: one gap, rounded once.
+        gaps: dict[float, float] = {}
+        for req in reqs:
+            prev = last.get(req)
+            if prev is not None:
+                gap = gaps.get(prev)
+                if gap is None:
+                    gap = gaps[prev] = round(t - prev, 6)
+                itl.append(gap)
+            last[req] = t
 
     def summary(self, t: float, totals: Mapping[str, int], kv_peak: int) -> LatencySummary:
         """Quantiles of the latest samples; throughput over the session's `t` seconds and

@@ -101,3 +101,36 @@ def test_a_failed_engine_is_in_every_later_snapshot() -> None:
     assert "step" not in snap["meta"] and snap["meta"]["name"] == "n"
     resumed = SessionState.from_checkpoint(json.loads(json.dumps(state.to_checkpoint())))
     assert resumed.snapshot()["meta"]["failure"] == fault.as_dict()
+
+
+def test_itl_samples_are_each_requests_gaps_between_its_tokens() -> None:
+    # Requests arriving over the run, long and short: their tokens fall at steps of many
+    # lengths (prefill chunks of newcomers stretch a step), and a step's samples share
+    # their end time but not their gap.
+    sink = ListSink()
+    config = make_config(max_num_seqs=16, max_num_batched_tokens=96)
+    engine = Engine(config, SimRunner(), sink)
+    for i in range(60):
+        if i % 3 == 0:
+            prompt = [5 + (i * 7 + k) % 200 for k in range(10 + (i * 37) % 150)]
+            engine.add_request(f"r{i}", prompt, SamplingParams(max_tokens=3 + (i * 13) % 40))
+        engine.step()
+    while engine.has_unfinished_requests():
+        engine.step()
+    frames = [event_to_frame(ev) for ev in sink.events]
+    state = SessionState("s")
+    last: dict[str, float] = {}
+    want: list[float] = []
+    for seq, (kind, data) in enumerate(frames, 1):
+        state.apply(kind, seq, data)
+        if kind == FrameType.ITERATION:
+            t_end = round(data["t_start"] + data["duration"], 6)
+            for req in data["sampled"]:
+                if req in last:
+                    want.append(round(t_end - last[req], 6))
+                last[req] = t_end
+        elif kind == FrameType.REQUEST and data["kind"] in ("finished", "aborted"):
+            last.pop(data["req"], None)
+    assert len(set(want)) > 5
+    assert list(state.latencies.itl) == want[-len(state.latencies.itl) :]
+    assert len(state.latencies.itl) == min(len(want), state.latencies.itl.maxlen or 0)
