@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from app.live.engine_stats import Hist
 from app.live.hub import EventHub
 from app.live.kv_residency import BlockResidency
 from app.live.metrics import Metrics
@@ -228,3 +229,19 @@ def test_compact_waiting_reasons_count_as_full_maps() -> None:
         counts.append(seen)
     assert counts[0] == counts[1]
     assert sum(1 for c in counts[0] if len(c) > 1) > 10
+
+
+def test_a_steps_observations_at_once_count_as_one_by_one() -> None:
+    # A step's ITLs in one call: the same buckets, count and sum (bit for bit, the same
+    # additions in the same order) as observed one by one, bucket bounds included.
+    bounds = (0.01, 0.025, 0.05, 0.1, 0.5)
+    values = [0.03, 0.03, 0.01, 0.5000001, 0.1, 0.03, 7.0, 0.0, 0.024999, 0.01, 1 / 3, 0.1]
+    one, many = Hist(bounds), Hist(bounds)
+    for v in values:
+        one.observe(v)
+    many.observe_all(values[:5])
+    many.observe_all([])
+    many.observe_all(values[5:])
+    assert (many.counts, many.sum, many.count) == (one.counts, one.sum, one.count)
+    assert one.cumulative() == [("0.01", 3), ("0.025", 4), ("0.05", 7), ("0.1", 9),
+                                ("0.5", 10), ("+Inf", 12)]  # fmt: skip
