@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import websockets
 
@@ -49,11 +50,15 @@ def stop(proc: subprocess.Popen[str], sig: int = signal.SIGINT) -> None:
 
 
 async def watch(
-    port: int, seconds: float, kill: tuple[int, int] | None = None
+    port: int,
+    seconds: float,
+    kill: tuple[int, int] | None = None,
+    before_kill: Callable[[], None] | None = None,
 ) -> tuple[str, int, float]:
     """(session, last seq a viewer saw, frames/s it saw). With `kill` (pid, signal): the
-    signal goes to the server's process group after `seconds`, and the viewer reads on
-    until the server is gone, so that it has seen every frame published before the end."""
+    signal goes to the server's process group after `seconds` (`before_kill` called just
+    before), and the viewer reads on until the server is gone, so that it has seen every
+    frame published before the end."""
     seen, session, count = 0, "", 0
     async with websockets.connect(f"ws://127.0.0.1:{port}/ws/live", max_size=None) as ws:
         await ws.send(json.dumps({"type": "hello", "session": None}))
@@ -64,6 +69,8 @@ async def watch(
                 if time.monotonic() >= end:
                     if kill is None:
                         break
+                    if before_kill is not None:
+                        before_kill()
                     os.killpg(kill[0], kill[1])
                     kill, end = None, float("inf")
                 msg = json.loads(await ws.recv())
