@@ -126,16 +126,13 @@ class SessionState:
             row["segments"].append([SEG_PREEMPTED, step, None, p["tokens_lost"]])
             totals["preemptions"] += 1
         appended = d.get("appended", {})
-        sampled = d["sampled"]
-        requests = self.requests
-        output_tokens = 0
+        sampled, requests = d["sampled"], self.requests
         for req in sampled:
             row = requests.get(req) or self.row(req)
             n = appended.get(req, 1) if appended else 1
             row["num_tokens"] += n
-            output_tokens += n
+            totals["output_tokens"] += n
             row["last_token_t"] = t_end
-        totals["output_tokens"] += output_tokens
         self.latencies.tokens(sampled, t_end)
         for f in d["finished"]:
             row = self.row(f["req"])

@@ -41,12 +41,18 @@ def test_group_signal_shuts_down_in_order_and_loses_nothing(migrated: str, sig: 
     assert rec is not None and rec.ended_at is not None and rec.end_reason == "closed"
 
 
+def _recorder(port: int) -> dict[str, int]:
+    """The server's recorder as /healthz tells it (written, lag, ...)."""
+    health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json()
+    info: dict[str, int] = health["checks"]["recorder"]["info"]
+    return info
+
+
 def _writing(port: int, seconds: float = 60.0) -> None:
     """Wait until the server's recorder has written frames (its writer process is up)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json()
-        if health["checks"]["recorder"]["info"]["written"] > 0:
+        if _recorder(port)["written"] > 0:
             return
         time.sleep(0.1)
     raise AssertionError(f"the recorder wrote nothing in {seconds:.0f} s")
@@ -60,13 +66,13 @@ def test_sigkill_loses_a_bounded_tail_and_the_next_start_marks_the_orphan(migrat
         # seconds on a loaded box, the frames meanwhile held, unwritten).
         _writing(port)
         at_kill: dict[str, int] = {}
-
-        def recorder_info() -> None:
-            health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json()
-            at_kill.update(health["checks"]["recorder"]["info"])
-
         session, seen, _ = asyncio.run(
-            watch(port, 3.0, kill=(proc.pid, signal.SIGKILL), before_kill=recorder_info)
+            watch(
+                port,
+                3.0,
+                kill=(proc.pid, signal.SIGKILL),
+                before_kill=lambda: at_kill.update(_recorder(port)),
+            )
         )
         proc.wait(10)
     finally:
