@@ -11,7 +11,7 @@ PORT    ?= $(or $(BATCHSCOPE_PORT),8000)
 
 DB      ?= sqlite:///./data/batchscope.db
 
-.PHONY: install browser nats vllm-venv vllm-venv-033 vllm-venv-034 vllm-matrix vllm-node run test check fmt-check lint js-lint fmt \
+.PHONY: install browser nats vllm-venv vllm-venv-020 vllm-venv-033 vllm-venv-034 vllm-matrix vllm-node run test check fmt-check lint js-lint fmt \
         bench soak screenshot clean
 
 $(STAMP): pyproject.toml requirements/lock.txt
@@ -39,15 +39,20 @@ browser:
 	    >/dev/null || { echo "could not install chromium (apt-get)"; exit 1; }; }
 
 # Debian's nats-server for the fleet bus tests (each starts its own on a free port).
-nats:
+# (After `browser`: one apt-get at a time, also under `make -j`.)
+nats: | browser
 	@test -x /usr/sbin/nats-server || { \
 	  echo "installing Debian nats-server for the bus tests"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server) \
 	    >/dev/null || { echo "could not install nats-server (apt-get)"; exit 1; }; }
 
+# Every reference venv (one a release; each its own target, so `make -j` builds them side
+# by side, as CI does).
+vllm-venv: vllm-venv-020 vllm-venv-033 vllm-venv-034
+
 # The real vLLM 0.20.0 on CPU in its own venv, for tests/vllm (the adapter against vLLM's
 # own scheduler); a no-op when current. The first run downloads vLLM (~245 MB).
-vllm-venv: vllm-venv-033 vllm-venv-034
+vllm-venv-020:
 	tools/setup_vllm_venv.sh
 
 # The real vLLM 0.33.0 on CPU in .venv-vllm-033: tests/vllm run the adapter against both
@@ -78,12 +83,15 @@ run: $(STAMP)
 # Two workers (pytest-xdist), a test file each at a time: most of the suite waits on real
 # servers, browsers and vLLM, so two on a 2-core box take half the time (26 min, not 55);
 # the tests assert behaviour under that load (see also `make soak`). TEST_WORKERS=0: serial.
+# Files run longest first (tests/file_order.py, tests/file_seconds.json), not in xdist's
+# order (most tests first), so the two workers end together.
 TEST_WORKERS ?= 2
 test: $(STAMP) browser nats vllm-venv vllm-node
-	$(BIN)/python -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+	$(BIN)/python -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
-# What CI runs (.ci/run): every static check first (seconds), then the whole suite.
-check: fmt-check lint js-lint
+# What CI runs (.ci/run, with -j3): every static check first, beside the reference venvs,
+# Chromium and nats-server being set up; then the whole suite.
+check: fmt-check lint js-lint vllm-venv vllm-node browser nats
 	$(MAKE) test
 
 fmt-check: $(STAMP)

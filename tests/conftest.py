@@ -26,6 +26,7 @@ from tests.lifeline import die_with_us, take_ctrl_c
 
 TOKEN = "test-token-123"
 ROOT = Path(__file__).resolve().parents[1]
+pytest_plugins = ["tests.file_order"]  # files run longest first
 
 
 def pytest_configure(config: pytest.Config) -> None:

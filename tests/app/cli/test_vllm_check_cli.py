@@ -1,5 +1,5 @@
 """`batchscope vllm-check` refuses what is not a release with exit code 2 and one message
-(the check itself runs against the real vLLM in tests/vllm/test_release_matrix.py)."""
+(the check itself runs against the real vLLM in tests/vllm/test_release_loops.py)."""
 
 from __future__ import annotations
 
