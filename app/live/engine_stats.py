@@ -157,7 +157,7 @@ class EngineStats:
         if counted:
             c["vllm:prefix_cache_queries"] += kv["prefix_queries"]
             c["vllm:prefix_cache_hits"] += kv["prefix_hits"]
-        for item in data["scheduled"]:
+        for item in data["scheduled"] if new else ():
             req = item["req"]
             if req not in new:
                 continue
@@ -180,11 +180,11 @@ class EngineStats:
             rec.last_token = t_end
             rec.num_generated += appended.get(req, 1) if appended else 1
         self.hist["vllm:inter_token_latency_seconds"].observe_all(gaps)
-        for ev in self._blocks.step(t_end, data["blocks"], hits):
-            self.hist["vllm:kv_block_lifetime_seconds"].observe(ev.lifetime_s)
-            self.hist["vllm:kv_block_idle_before_evict_seconds"].observe(ev.idle_s)
-            for gap in ev.reuse_gaps_s:
-                self.hist["vllm:kv_block_reuse_gap_seconds"].observe(gap)
+        evicted = self._blocks.step(t_end, data["blocks"], hits)
+        if evicted:
+            self.hist["vllm:kv_block_lifetime_seconds"].observe_all(evicted.lifetimes_s)
+            self.hist["vllm:kv_block_idle_before_evict_seconds"].observe_all(evicted.idles_s)
+            self.hist["vllm:kv_block_reuse_gap_seconds"].observe_all(evicted.reuse_gaps_s)
 
     def _spec_decode(self, data: Mapping[str, Any]) -> None:
         """vLLM's SpecDecodingStats: per request whose drafts were verified this step, one

@@ -15,7 +15,7 @@ import itertools
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from protocol.codes import BlockState
 
@@ -24,65 +24,85 @@ ACCESS_HISTORY = 4
 HELD = ("used", "shared")
 CACHED = BlockState.CACHED.value
 """(A plain string: read for every block change; an enum member's compare is slower.)"""
+FREE_UNSEEN = ("free", 0)
+"""A block no frame has named yet: free, no references."""
 
-
-class Eviction(NamedTuple):
-    lifetime_s: float
-    idle_s: float
-    reuse_gaps_s: tuple[float, ...]
+Tracked = tuple[float, float, "deque[float] | None"]
+"""A resident block: (born, last access, its last accesses -- None until the first). A
+tuple of floats and None, which the garbage collector stops tracking (40,000 blocks)."""
 
 
 @dataclass(slots=True)
-class _Block:
-    born: float
-    last_access: float
-    accesses: deque[float] = field(default_factory=lambda: deque(maxlen=ACCESS_HISTORY))
+class Evicted:
+    """One step's evictions as the histograms take them, in order: each evicted block's
+    lifetime and idle time before eviction, and the reuse gaps of them all."""
 
-    def evicted(self, t: float) -> Eviction:
-        history = self.accesses
-        gaps = tuple(b - a for a, b in itertools.pairwise(history)) if len(history) > 1 else ()
-        return Eviction(t - self.born, t - self.last_access, gaps)
+    lifetimes_s: list[float] = field(default_factory=list)
+    idles_s: list[float] = field(default_factory=list)
+    reuse_gaps_s: list[float] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.lifetimes_s)
 
 
 class BlockResidency:
     def __init__(self) -> None:
-        self._blocks: dict[int, _Block] = {}
+        self._blocks: dict[int, Tracked] = {}
         self._state: dict[int, tuple[str, int]] = {}
         """block id -> (state, ref count) as of the last frame."""
 
     def step(
         self, t: float, changes: Iterable[Sequence[Any]], hit_blocks: dict[str, int]
-    ) -> list[Eviction]:
+    ) -> Evicted:
         """Fold one frame's `blocks` ([id, state, owner, ref]) at time `t`; `hit_blocks`:
         per request admitted this step, how many of its blocks were prefix-cache hits
-        (consumed here). Returns the evictions."""
-        out: list[Eviction] = []
+        (consumed here). Returns the evictions. (Every iteration of a flat-out engine
+        hands ~200 blocks over, a quarter of them evicted: one pass, no object per block.)"""
+        out = Evicted()
+        lifetimes, idles, gaps = out.lifetimes_s, out.idles_s, out.reuse_gaps_s
+        blocks, states = self._blocks, self._state
         for block_id, state, owner, ref in changes:
-            before, before_ref = self._state.get(block_id, ("free", 0))
-            self._state[block_id] = (state, ref)
-            tracked = self._blocks.get(block_id)
+            before, before_ref = states.get(block_id, FREE_UNSEEN)
+            states[block_id] = (state, ref)
+            if state == CACHED:
+                continue  # freed with its content: still resident, evictable
             if state in HELD:
-                if before == CACHED and hit_blocks.get(owner, 0) > 0:
+                if before == CACHED and hit_blocks and hit_blocks.get(owner, 0) > 0:
                     hit_blocks[owner] -= 1
                     self._touch(block_id, t)
                 elif before in HELD:
                     if ref > before_ref:
                         self._touch(block_id, t)
                 else:
-                    if before == CACHED and tracked is not None:
-                        out.append(tracked.evicted(t))
-                    self._blocks[block_id] = _Block(t, t)
-            elif state == CACHED:
-                continue  # freed with its content: still resident, evictable
+                    if before == CACHED:
+                        tracked = blocks.get(block_id)
+                        if tracked is not None:
+                            _evicted(tracked, t, lifetimes, idles, gaps)
+                    blocks[block_id] = (t, t, None)
             else:  # free or withheld: the content is gone
+                tracked = blocks.pop(block_id, None)
                 if before == CACHED and tracked is not None:
-                    out.append(tracked.evicted(t))
-                self._blocks.pop(block_id, None)
+                    _evicted(tracked, t, lifetimes, idles, gaps)
         return out
 
     def _touch(self, block_id: int, t: float) -> None:
         tracked = self._blocks.get(block_id)
         if tracked is None:
-            tracked = self._blocks[block_id] = _Block(t, t)
-        tracked.last_access = t
-        tracked.accesses.append(t)
+            self._blocks[block_id] = (t, t, deque((t,), maxlen=ACCESS_HISTORY))
+            return
+        born, _, accesses = tracked
+        if accesses is None:
+            accesses = deque((t,), maxlen=ACCESS_HISTORY)
+        else:
+            accesses.append(t)
+        self._blocks[block_id] = (born, t, accesses)
+
+
+def _evicted(
+    tracked: Tracked, t: float, lifetimes: list[float], idles: list[float], gaps: list[float]
+) -> None:
+    born, last_access, accesses = tracked
+    lifetimes.append(t - born)
+    idles.append(t - last_access)
+    if accesses is not None and len(accesses) > 1:
+        gaps.extend(b - a for a, b in itertools.pairwise(accesses))

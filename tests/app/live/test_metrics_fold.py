@@ -20,22 +20,33 @@ from tests.app.live.frames import iteration
 def test_block_lifetime_idle_and_reuse_gaps() -> None:
     kv = BlockResidency()
     # t=1: r1 allocates blocks 1 and 2; t=2: both freed with their content (cached).
-    assert kv.step(1.0, [[1, "used", "r1", 1], [2, "used", "r1", 1]], {}) == []
-    assert kv.step(2.0, [[1, "cached", None, 0], [2, "cached", None, 0]], {}) == []
+    assert not kv.step(1.0, [[1, "used", "r1", 1], [2, "used", "r1", 1]], {})
+    assert not kv.step(2.0, [[1, "cached", None, 0], [2, "cached", None, 0]], {})
     # t=3: r2 hits block 1 (a prefix-cache hit: an access); t=4 r3 shares it.
-    assert kv.step(3.0, [[1, "used", "r2", 1]], {"r2": 1}) == []
-    assert kv.step(4.0, [[1, "shared", "r2", 2]], {}) == []
+    hits = {"r2": 1}
+    assert not kv.step(3.0, [[1, "used", "r2", 1]], hits)
+    assert hits == {"r2": 0}  # the hit accounted for
+    assert not kv.step(4.0, [[1, "shared", "r2", 2]], {})
     # t=5: block 2's content is evicted: handed to r4, which had no hit to account for.
-    (evicted,) = kv.step(5.0, [[2, "used", "r4", 1]], {})
-    assert evicted == (4.0, 4.0, ())
+    evicted = kv.step(5.0, [[2, "used", "r4", 1]], {})
+    assert (evicted.lifetimes_s, evicted.idles_s, evicted.reuse_gaps_s) == ([4.0], [4.0], [])
     # t=6: block 1 freed and cached again; t=9: cleared (its content dropped).
-    assert kv.step(6.0, [[1, "cached", None, 0]], {}) == []
-    (evicted,) = kv.step(9.0, [[1, "free", None, 0]], {})
-    assert evicted.lifetime_s == 8.0 and evicted.idle_s == 5.0
-    assert evicted.reuse_gaps_s == (1.0,)  # between the accesses at t=3 and t=4
+    assert not kv.step(6.0, [[1, "cached", None, 0]], {})
+    evicted = kv.step(9.0, [[1, "free", None, 0]], {})
+    assert evicted.lifetimes_s == [8.0] and evicted.idles_s == [5.0]
+    assert evicted.reuse_gaps_s == [1.0]  # between the accesses at t=3 and t=4
     # A block freed without content (no hash) is not an eviction.
     kv.step(10.0, [[3, "used", "r5", 1]], {})
-    assert kv.step(11.0, [[3, "free", None, 0]], {}) == []
+    assert not kv.step(11.0, [[3, "free", None, 0]], {})
+    # Two evicted in one step, in the order of the changes: block 4 was touched five
+    # times (only the last four accesses count), block 5 never.
+    kv.step(12.0, [[4, "used", "r6", 1], [5, "used", "r6", 1]], {})
+    for i, t in enumerate((13.0, 14.0, 16.0, 19.0, 23.0)):
+        kv.step(t, [[4, "shared", "r6", 2 + i]], {})
+    kv.step(24.0, [[4, "cached", None, 0], [5, "cached", None, 0]], {})
+    evicted = kv.step(30.0, [[5, "used", "r7", 1], [4, "free", None, 0]], {})
+    assert evicted.lifetimes_s == [18.0, 18.0] and evicted.idles_s == [18.0, 7.0]
+    assert evicted.reuse_gaps_s == [2.0, 3.0, 4.0]
 
 
 def _frame(step: int, **extra: Any) -> dict[str, Any]:
