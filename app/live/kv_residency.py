@@ -28,8 +28,8 @@ FREE_UNSEEN = ("free", 0)
 """A block no frame has named yet: free, no references."""
 
 Tracked = tuple[float, float, "deque[float] | None"]
-"""A resident block: (born, last access, its last accesses -- None until the first). A
-tuple of floats and None, which the garbage collector stops tracking (40,000 blocks)."""
+"""A resident block: (born, last access, its last accesses -- None until the first). Until
+then a tuple of floats and None, which the garbage collector stops tracking."""
 
 
 @dataclass(slots=True)
