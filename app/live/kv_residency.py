@@ -44,6 +44,14 @@ class Evicted:
     def __len__(self) -> int:
         return len(self.lifetimes_s)
 
+    def add(self, tracked: Tracked, t: float) -> None:
+        """The block `tracked` evicted at `t`."""
+        born, last_access, accesses = tracked
+        self.lifetimes_s.append(t - born)
+        self.idles_s.append(t - last_access)
+        if accesses is not None and len(accesses) > 1:
+            self.reuse_gaps_s.extend(b - a for a, b in itertools.pairwise(accesses))
+
 
 class BlockResidency:
     def __init__(self) -> None:
@@ -59,7 +67,6 @@ class BlockResidency:
         (consumed here). Returns the evictions. (Every iteration of a flat-out engine
         hands ~200 blocks over, a quarter of them evicted: one pass, no object per block.)"""
         out = Evicted()
-        lifetimes, idles, gaps = out.lifetimes_s, out.idles_s, out.reuse_gaps_s
         blocks, states = self._blocks, self._state
         for block_id, state, owner, ref in changes:
             before, before_ref = states.get(block_id, FREE_UNSEEN)
@@ -77,12 +84,12 @@ class BlockResidency:
                     if before == CACHED:
                         tracked = blocks.get(block_id)
                         if tracked is not None:
-                            _evicted(tracked, t, lifetimes, idles, gaps)
+                            out.add(tracked, t)
                     blocks[block_id] = (t, t, None)
             else:  # free or withheld: the content is gone
                 tracked = blocks.pop(block_id, None)
                 if before == CACHED and tracked is not None:
-                    _evicted(tracked, t, lifetimes, idles, gaps)
+                    out.add(tracked, t)
         return out
 
     def _touch(self, block_id: int, t: float) -> None:
@@ -96,13 +103,3 @@ class BlockResidency:
         else:
             accesses.append(t)
         self._blocks[block_id] = (born, t, accesses)
-
-
-def _evicted(
-    tracked: Tracked, t: float, lifetimes: list[float], idles: list[float], gaps: list[float]
-) -> None:
-    born, last_access, accesses = tracked
-    lifetimes.append(t - born)
-    idles.append(t - last_access)
-    if accesses is not None and len(accesses) > 1:
-        gaps.extend(b - a for a, b in itertools.pairwise(accesses))
