@@ -22,8 +22,9 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from app import fast_json
+from app.db.frame_codec import BLOCK_TEXT_RATIO, ROW_TEXT_RATIO
 from app.frames.rows import new_row
-from protocol.codes import SegmentKind
+from protocol.codes import FrameType, SegmentKind
 
 if TYPE_CHECKING:
     from app.frames.checkpoint import Checkpoint, LeftOut
@@ -42,6 +43,7 @@ _constant, _fields = itemgetter(*_CONSTANT), itemgetter(*PENDING_FIELDS)
 _CONSTANT_VALUES = _constant(_TEMPLATE)
 _ROW_KEYS = len(_TEMPLATE) + 1
 _WAITING = SegmentKind.WAITING.value
+ITERATION = FrameType.ITERATION.value
 
 
 def _is_plain_pending(req: str, row: Any) -> bool:
@@ -97,10 +99,6 @@ def decode_checkpoint(text: str) -> Checkpoint:
     return data  # type: ignore[return-value]
 
 
-STORED_FRAME_RATIO = 4
-"""A frame's text is about this many times its stored size (app.db.frame_codec)."""
-
-
 class CheckpointClock:
     """One session's checkpoint schedule (the recorder's writer and the importer)."""
 
@@ -113,9 +111,16 @@ class CheckpointClock:
         self.stored_bytes = 0
         self.last_size = 0
 
-    def add(self, text: str) -> None:
+    def add(self, frame_type: str, text: str) -> None:
+        """A frame stored (`text`: its text): its stored size estimated by how frames of
+        its type are stored (app.db.frame_codec). (A single ratio of 4, from before
+        iteration frames went into blocks, counted twice what they store: checkpoints and
+        live rows were as many bytes as the frames, and twice as many as meant.)"""
         self.frames += 1
-        self.stored_bytes += len(text) // STORED_FRAME_RATIO
+        if frame_type == ITERATION:
+            self.stored_bytes += len(text) // BLOCK_TEXT_RATIO
+        else:
+            self.stored_bytes += int(len(text) / ROW_TEXT_RATIO)
 
     def due(self) -> bool:
         if self.frames >= self.max_frames:

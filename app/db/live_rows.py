@@ -171,7 +171,7 @@ class LiveRowsTaker:
 
     def after(self, state: Folded, frame_type: str, data: Any, text: str) -> None:
         """Called after the fold took the frame (`text`: its stored text)."""
-        self.clock.add(text)
+        self.clock.add(frame_type, text)
         step = data.get("step") if frame_type in (ITERATION, REQUEST) else None
         if isinstance(step, int) and step > self.seen_step:
             self.seen_step = step

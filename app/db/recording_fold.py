@@ -66,7 +66,7 @@ class RecordingFold:
                 out.ended[(state.session, row["req"])] = [list(x) for x in row["segments"]]
         if taker is not None:
             taker.after(state, frame_type, data, text)
-        clock.add(text)
+        clock.add(frame_type, text)
         if clock.due() and not (taker is not None and taker.waits(clock)):
             out.checkpoints.append(self._checkpoint(None))
 
