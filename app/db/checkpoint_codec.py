@@ -22,9 +22,9 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from app import fast_json
-from app.db.frame_codec import BLOCK_TEXT_RATIO, ROW_TEXT_RATIO
+from app.db.frame_codec import stored_size
 from app.frames.rows import new_row
-from protocol.codes import FrameType, SegmentKind
+from protocol.codes import SegmentKind
 
 if TYPE_CHECKING:
     from app.frames.checkpoint import Checkpoint, LeftOut
@@ -43,7 +43,6 @@ _constant, _fields = itemgetter(*_CONSTANT), itemgetter(*PENDING_FIELDS)
 _CONSTANT_VALUES = _constant(_TEMPLATE)
 _ROW_KEYS = len(_TEMPLATE) + 1
 _WAITING = SegmentKind.WAITING.value
-ITERATION = FrameType.ITERATION.value
 
 
 def _is_plain_pending(req: str, row: Any) -> bool:
@@ -112,15 +111,12 @@ class CheckpointClock:
         self.last_size = 0
 
     def add(self, frame_type: str, text: str) -> None:
-        """A frame stored (`text`: its text): its stored size estimated by how frames of
-        its type are stored (app.db.frame_codec). (A single ratio of 4, from before
-        iteration frames went into blocks, counted twice what they store: checkpoints and
-        live rows were as many bytes as the frames, and twice as many as meant.)"""
+        """A frame stored (`text`: its text), counted as the bytes it stores
+        (app.db.frame_codec). (A quarter of every frame's text, from before iteration
+        frames went into blocks, counted ~1.7 times what they store: checkpoints and live
+        rows were then as many bytes as the frames, not half.)"""
         self.frames += 1
-        if frame_type == ITERATION:
-            self.stored_bytes += len(text) // BLOCK_TEXT_RATIO
-        else:
-            self.stored_bytes += int(len(text) / ROW_TEXT_RATIO)
+        self.stored_bytes += stored_size(frame_type, text)
 
     def due(self) -> bool:
         if self.frames >= self.max_frames:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import base64
 import zlib
 
+from protocol.codes import FrameType
+
 PREFIX = "f1:"
 _MEMBER = '{"req":"req-1","n":1,"start":100,"phase":"decode","prefix_hit":0,"sample":true},'
 _DICT = (
@@ -75,6 +77,15 @@ flat-out 20,000-request recording at 256 running (1,317 MB of text in 149 MB of 
 ROW_TEXT_RATIO = 1.6
 """Any other frame's text is about this many times its row (`f1:`, base64): 1.56 on the
 same recording (79 MB of request marks in 51 MB), 1.65 at 96 running."""
+_ITERATION = FrameType.ITERATION.value
+
+
+def stored_size(frame_type: str, text: str) -> int:
+    """About how many bytes a frame of `frame_type` with this text stores: in a block
+    (iteration frames) or in a row of its own (the others)."""
+    if frame_type == _ITERATION:
+        return len(text) // BLOCK_TEXT_RATIO
+    return int(len(text) / ROW_TEXT_RATIO)
 
 
 def pack_block(frames: list[tuple[int, str]]) -> bytes:

@@ -5,7 +5,7 @@ a real Recorder: the clock's estimate of what its frames store is close to what 
 database holds, and checkpoints and live rows each take about half that at most. (The
 clock once counted an iteration frame as storing a quarter of its text, from before
 iteration frames went into compressed blocks, which store about a tenth: it counted the
-frames 1.6 times what they store, and checkpoints and live rows took that much more.)"""
+frames ~1.7 times what they store, and checkpoints and live rows took that much more.)"""
 
 from __future__ import annotations
 
