@@ -3,8 +3,17 @@ with LISTEN/NOTIFY (no home-made broker).
 
 Each process NOTIFYs the frames it originates (its local engine, its ingest sockets) and
 LISTENs for the others'. A relayed frame keeps its origin's seq, so every process shows
-the same numbering, and only the origin records it. Payloads over NOTIFY's 8000-byte
-limit are split into parts sent in one transaction (delivered together, in order).
+the same numbering, and only the origin records it. A payload is the frame's text as the
+hub encoded it (never encoded again here); one over NOTIFY's 8000-byte limit is split
+into parts sent in one transaction (delivered together, in order).
+
+Processes find each other on the same channel: each says `hello` when it starts
+listening and every LIVENESS_S while it listens, and answers a newcomer's at once. A process sends
+its frames only while another was heard within PEER_TTL_S: alone on the database (the
+common case: one dashboard), it NOTIFYs nothing, and its frames cost neither encoding
+here nor the database's notification queue (`unsent` counts them). A newcomer sees a
+session from the first frame after its hello was heard, as one started mid-session
+does.
 
 When the database drops the connections (a restart, a failover, an administrator), both
 sides reconnect with backoff. Meanwhile the outbox is bounded: the oldest frames are
@@ -40,7 +49,9 @@ MAX_OUTBOX = 20_000
 """Payloads kept while the database is away; past it the oldest are dropped (a gap)."""
 MAX_PARTIALS = 64
 LIVENESS_S = 2.0
-"""The listener checks its connection this often when no notification arrives."""
+"""The listener says hello (a round trip that checks its connection) this often."""
+PEER_TTL_S = 3 * LIVENESS_S
+"""Frames are sent while another process said hello within this (three missed)."""
 BACKOFF_S = (0.2, 5.0)
 APPLICATION_NAME = "batchscope relay"
 """How the relay's connections show in pg_stat_activity (`... listen`, `... notify`)."""
@@ -68,6 +79,18 @@ class PgRelay:
         self.last_error: str | None = None
         self.connected = {"notify": False, "listen": False}
         self.down_since: float | None = None
+        self.unsent = 0
+        """Frames not sent: no other process was listening."""
+        self.peers: dict[str, float] = {}
+        """Other processes' origins -> when their last hello was heard (monotonic)."""
+        self._heard_until = 0.0
+        """Frames are sent until then (the last hello heard + PEER_TTL_S)."""
+        self._own = f'{{"o":"{self.origin}"'
+        """How this process's own payloads begin (they come back to its listener)."""
+        self._hello = self._own + ',"hello":1}'
+        self._hello_due = False
+        """Say hello at the next flush (listening anew, or a newcomer heard)."""
+        self._next_hello = 0.0
         self._parts: dict[str, list[str]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._ready = asyncio.Event()
@@ -77,24 +100,23 @@ class PgRelay:
     def on_frame(
         self, session: str, frame_type: str, seq: int, data: Mapping[str, Any], text: str
     ) -> None:
-        del text
+        del frame_type, seq, data  # all in `text`, the frame's envelope
         if self.hub.is_relayed(session):
             return
-        payload = json.dumps(
-            {"o": self.origin, "s": session, "t": frame_type, "q": seq, "d": data},
-            separators=(",", ":"),
-        )
-        if len(payload) <= PART_BYTES:
+        if time.monotonic() > self._heard_until:
+            self.unsent += 1  # nobody else listens
+            return
+        payload = f'{self._own},"f":{text}}}'
+        if len(payload) <= PART_BYTES and len(payload.encode()) <= PART_BYTES:
             self._queue(payload)
             return
-        # Parts carry base64 (nothing for JSON to escape), so each stays under the limit.
+        # Parts carry base64 (ASCII, nothing for JSON to escape), so each stays under the
+        # limit in bytes.
         pid = secrets.token_hex(4)
         packed = base64.b64encode(payload.encode()).decode("ascii")
         chunks = [packed[i : i + PART_BYTES] for i in range(0, len(packed), PART_BYTES)]
         for n, chunk in enumerate(chunks):
-            self._queue(
-                json.dumps({"o": self.origin, "p": pid, "n": n, "of": len(chunks), "c": chunk})
-            )
+            self._queue(f'{self._own},"p":"{pid}","n":{n},"of":{len(chunks)},"c":"{chunk}"}}')
 
     def _queue(self, payload: str) -> None:
         if len(self.outbox) >= MAX_OUTBOX:
@@ -110,6 +132,13 @@ class PgRelay:
 
         while True:
             await asyncio.sleep(FLUSH_INTERVAL_S)
+            if self.connected["listen"] and (
+                self._hello_due or time.monotonic() >= self._next_hello
+            ):
+                # (On this connection: the listener's is busy iterating notifications.)
+                self._hello_due = False
+                self._next_hello = time.monotonic() + LIVENESS_S
+                await self._notify(conn, [self._hello])
             if not self.outbox:
                 continue
             batch = list(self.outbox)
@@ -139,9 +168,9 @@ class PgRelay:
 
     @staticmethod
     async def _notify(conn: Any, batch: list[str]) -> None:
-        async with conn.transaction():
-            for payload in batch:
-                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
+        async with conn.transaction(), conn.cursor() as cur:
+            # One round trip for the batch (psycopg pipelines executemany).
+            await cur.executemany("SELECT pg_notify(%s, %s)", [(CHANNEL, p) for p in batch])
 
     # -------------------------------------------------------------- incoming
     async def _listener(self) -> None:
@@ -149,14 +178,40 @@ class PgRelay:
 
     async def _listen_on(self, conn: Any) -> None:
         await conn.execute(f"LISTEN {CHANNEL}")
+        self._hello_due = True  # the others learn that this process listens (again)
         self._ready.set()
         while True:
             async for notify in conn.notifies(timeout=LIVENESS_S):
+                if notify.payload.startswith(self._own):
+                    continue  # this process's own, back from the channel
+                newcomer = False
                 try:
-                    self._receive(json.loads(notify.payload))
+                    msg = json.loads(notify.payload)
+                    if "hello" in msg:
+                        newcomer = self._heard(msg["o"])
+                    else:
+                        self._receive(msg)
                 except Exception as exc:  # one bad payload must not stop the relay
                     log.warning("relay: dropped a malformed payload: %s", exc)
+                if newcomer:
+                    self._hello_due = True  # answered at once: it hears of this one now
+            self._forget_silent()
             await conn.execute("SELECT 1")  # a dead connection raises here
+
+    def _heard(self, origin: str) -> bool:
+        """Another process said hello; True if it is new here."""
+        now = time.monotonic()
+        new = origin not in self.peers
+        self.peers[origin] = now
+        self._heard_until = max(self._heard_until, now + PEER_TTL_S)
+        return new
+
+    def _forget_silent(self) -> None:
+        """Drop the processes not heard within PEER_TTL_S (stopped, or cut off)."""
+        now = time.monotonic()
+        for origin, at in list(self.peers.items()):
+            if now - at > PEER_TTL_S:
+                del self.peers[origin]
 
     async def _reconnecting(self, role: str, use: Any) -> None:
         """Run `use(connection)` forever, reconnecting with backoff when it fails."""
@@ -191,8 +246,6 @@ class PgRelay:
                 backoff = min(backoff * 2, BACKOFF_S[1])
 
     def _receive(self, msg: Mapping[str, Any]) -> None:
-        if msg.get("o") == self.origin:
-            return
         if "p" in msg:
             parts = self._parts.setdefault(msg["p"], [])
             parts.append(msg["c"])
@@ -201,7 +254,9 @@ class PgRelay:
                     self._parts.pop(next(iter(self._parts)))
                 return
             msg = json.loads(base64.b64decode("".join(self._parts.pop(msg["p"]))))
-        session, frame_type, seq, data = msg["s"], msg["t"], msg["q"], msg["d"]
+        frame = msg["f"]  # the origin's envelope
+        session, frame_type = frame["session"], frame["type"]
+        seq, data = frame["seq"], frame["data"]
         if session not in self.hub.sessions:
             meta = data if frame_type == FrameType.SESSION else {"name": session}
             relayed = cast(SessionMeta, {**meta, "relayed": True})
@@ -244,6 +299,7 @@ class PgRelay:
 
     def status(self) -> dict[str, Any]:
         down = self.down_since
+        now = time.monotonic()
         return {
             "ok": self.healthy(),
             "state": "connected" if self.healthy() else "reconnecting",
@@ -252,8 +308,10 @@ class PgRelay:
             "received": self.received,
             "pending": len(self.outbox),
             "dropped": self.dropped,
+            "unsent": self.unsent,
+            "peers": sum(1 for at in self.peers.values() if now - at <= PEER_TTL_S),
             "gaps": self.gaps,
             "reconnects": self.reconnects,
-            "down_s": None if down is None else round(time.monotonic() - down, 3),
+            "down_s": None if down is None else round(now - down, 3),
             "last_error": self.last_error,
         }
