@@ -1,7 +1,9 @@
 """The recorder's writer: writes frame batches and folds them into each session's state to
-store periodic checkpoints. It runs in a separate process when the database is a file or
-a server (database writes, JSON parsing and checkpoint serialisation then use another
-core, never the engine's GIL), or in a thread for a private (`sqlite://`) database.
+store periodic checkpoints, and keeps PostgreSQL's planner statistics of the tables it
+grows current (app.db.planner_stats). It runs in a separate process when the database is
+a file or a server (database writes, JSON parsing and checkpoint serialisation then use
+another core, never the engine's GIL), or in a thread for a private (`sqlite://`)
+database.
 Frames travel as their encoded text only.
 
 A frame the database refuses is set aside alone (app.db.quarantine) and reported back;
@@ -27,6 +29,7 @@ from app import fast_json
 from app.db import done_counts
 from app.db.live_rows import LiveRowsTaker
 from app.db.models import SessionRecord
+from app.db.planner_stats import PlannerStats
 from app.db.quarantine import Rejected, describe, is_transient, write_isolated
 from app.db.queries import state_at_seq
 from app.db.recording_fold import RecordingFold, Stored
@@ -68,6 +71,7 @@ class Writer:
         self.folds: dict[str, RecordingFold] = {}
         self.done: dict[str, tuple[done_counts.DoneCounts, int]] = {}
         """session -> its done counts, and how many rows they held when last stored."""
+        self.planner = PlannerStats(sessions)
 
     def _fold(self, db: Session, session: str, seq: int) -> RecordingFold:
         fold = self.folds.get(session)
@@ -112,6 +116,7 @@ class Writer:
         closed = _closed(frames)
         for session in sorted(checkpointed | set(closed)):
             self._count_done(session, session in closed)
+        self.planner.tick(now=bool(closed))  # a recording that ends is replayed next
         return WriteResult(len(frames), rejected)
 
     def _count_done(self, session: str, closed: bool) -> None:
