@@ -10,6 +10,8 @@ HOST    ?= $(or $(BATCHSCOPE_HOST),127.0.0.1)
 PORT    ?= $(or $(BATCHSCOPE_PORT),8000)
 
 DB      ?= sqlite:///./data/batchscope.db
+# The PostgreSQL server `make bench` also records into (a fresh database, dropped after).
+BENCH_PG ?= postgresql://postgres@127.0.0.1:5432/postgres
 
 .PHONY: install browser nats vllm-venv vllm-venv-020 vllm-venv-033 vllm-venv-034 vllm-matrix vllm-node run test check fmt-check lint js-lint fmt \
         bench soak screenshot clean
@@ -128,6 +130,7 @@ bench: $(STAMP) browser vllm-venv
 	$(BIN)/python -m bench.forensics_bench
 	$(BIN)/python -m bench.request_pages_bench --requests 20000
 	$(BIN)/python -m bench.trace_bench
+	$(BIN)/python -m bench.trace_bench --only record --record-postgres $(BENCH_PG)
 	.venv-vllm/bin/python -m bench.vllm_adapter_bench
 	tools/setup_vllm_node.sh && $(BIN)/python -m bench.vllm_node_bench
 

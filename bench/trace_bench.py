@@ -10,7 +10,8 @@ tokens, shared prefixes), then for each side, through the CLI and HTTP only:
 - simulate: `batchscope simulate SCENARIO --out RESULT` of 8 requests decoding 5,000 and
   50,000 tokens (peak RSS at each length: the result is written as the run goes);
 - recording: `batchscope serve --workload trace:REC` with the sim flat out
-  (BATCHSCOPE_REALTIME=false) on a fresh SQLite file, timed until every request of REC has
+  (BATCHSCOPE_REALTIME=false) on a fresh SQLite file (or, with --record-postgres, a fresh
+  database on that PostgreSQL server), timed until every request of REC has
   finished (/metrics) and the recorder has no frame waiting (/healthz);
 - replay on that recording: the first page of GET /api/sessions/ID/requests and seeks (a
   random step, filter or sort), p50 / p99: on the recording server with the session still
@@ -20,6 +21,7 @@ tokens, shared prefixes), then for each side, through the CLI and HTTP only:
     python -m bench.trace_bench [--requests 12000] [--record-requests 100000]
         [--baseline b55fd5b | --no-baseline] [--timeout 900] [--trace FILE]
         [--only import|sweep|simulate|record ...] [--sweep-max-steps 1000000]
+        [--record-postgres postgresql://postgres@127.0.0.1:5432/postgres]
 
 Each figure is printed beside the baseline's (`> N s (stopped)` where the baseline ran out
 of its time limit) and the issue's target. The baseline is `git worktree add` of
@@ -32,6 +34,7 @@ tools/gen_trace.py makes the same shape and can be passed as --trace's output.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -43,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
@@ -242,12 +246,42 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@contextlib.contextmanager
+def recording_database(side: Side, work: Path, postgres: str | None) -> Iterator[str]:
+    """The URL of a fresh database to record into: a SQLite file in `work`, or a new
+    database on the PostgreSQL server of `postgres` (an admin URL), dropped afterwards."""
+    if postgres is None:
+        yield f"sqlite:///{work / (side.name.split()[0] + '-rec.db')}"
+        return
+    import psycopg
+
+    name = f"trace_bench_{side.name.split()[0]}_{os.getpid()}"
+    with psycopg.connect(postgres, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        yield postgres.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with psycopg.connect(postgres, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 def bench_record_replay(
-    side: Side, trace: Path, n: int, work: Path, limit: float, seeks: int
+    side: Side,
+    trace: Path,
+    n: int,
+    work: Path,
+    limit: float,
+    seeks: int,
+    postgres: str | None = None,
 ) -> None:
-    """Record REC through `serve --workload trace:REC` flat out, then page and seek it."""
-    db = work / f"{side.name.split()[0]}-rec.db"
-    url = f"sqlite:///{db}"
+    """Record REC through `serve --workload trace:REC` flat out, then page and seek it
+    (on a SQLite file, or a fresh PostgreSQL database on the server of `postgres`)."""
+    with recording_database(side, work, postgres) as url:
+        _record_replay(side, trace, n, url, limit, seeks)
+
+
+def _record_replay(side: Side, trace: Path, n: int, url: str, limit: float, seeks: int) -> None:
     upgrade = run_child(side.cli("db", "upgrade", "--database-url", url), side.root,
                         side.env(), 120)  # fmt: skip
     if upgrade.rc != 0:
@@ -484,6 +518,10 @@ def main(argv: list[str] | None = None) -> int:
                          "measures the recorder, not the sim on 128k prompts)")  # fmt: skip
     ap.add_argument("--record-span-s", type=float,
                     help="the recorded trace's span (default: 500 arrivals a second)")  # fmt: skip
+    ap.add_argument("--record-postgres", metavar="ADMIN_URL",
+                    help="record into a fresh database on this PostgreSQL server (e.g. "
+                         "postgresql://postgres@127.0.0.1:5432/postgres; created and "
+                         "dropped here) instead of a SQLite file")  # fmt: skip
     ap.add_argument("--seeks", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--trace", type=Path, help="use this trace instead of generating one")
@@ -544,7 +582,8 @@ def main(argv: list[str] | None = None) -> int:
                 if "record" in only:
                     try:
                         bench_record_replay(side, rec, args.record_requests, work,
-                                            args.timeout, args.seeks)  # fmt: skip
+                                            args.timeout, args.seeks,
+                                            args.record_postgres)  # fmt: skip
                     except (httpx.HTTPError, OSError, ValueError, KeyError) as exc:
                         side.figures.setdefault("record", f"error: {exc!r}"[:200])
                         side.figures.setdefault("first_page", f"not measured ({exc!r})"[:200])
@@ -558,7 +597,8 @@ def main(argv: list[str] | None = None) -> int:
             "import": f"import-trace ({n} requests, trace {_mb(trace.stat().st_size)})",
             "sweep": "sweep point (the whole trace, max_num_seqs=256)",
             "simulate": "simulate --out (8 requests decoding N tokens: N steps)",
-            "record": f"recording ({args.record_requests} requests, sim flat out)",
+            "record": f"recording ({args.record_requests} requests, sim flat out, "
+                      f"{'PostgreSQL' if args.record_postgres else 'SQLite'})",
             "first_page": "replay, live session on the recording server: first page",
             "seek_p99": "replay, live session on the recording server: seek",
             "ended_first_page": "replay, ended recording on a fresh server: first page",

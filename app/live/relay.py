@@ -8,12 +8,12 @@ hub encoded it (never encoded again here); one over NOTIFY's 8000-byte limit is 
 into parts sent in one transaction (delivered together, in order).
 
 Processes find each other on the same channel: each says `hello` when it starts
-listening and every LIVENESS_S while it listens, and answers a newcomer's at once. A process sends
-its frames only while another was heard within PEER_TTL_S: alone on the database (the
-common case: one dashboard), it NOTIFYs nothing, and its frames cost neither encoding
-here nor the database's notification queue (`unsent` counts them). A newcomer sees a
-session from the first frame after its hello was heard, as one started mid-session
-does.
+listening and every LIVENESS_S while it listens, and answers a newcomer's at once. A
+process sends its frames only while another was heard within PEER_TTL_S: alone on the
+database (the common case: one dashboard), it NOTIFYs nothing, and its frames cost
+neither encoding here nor the database's notification queue (`unsent` counts them). A
+newcomer sees a session from the first frame after its hello was heard, as one started
+mid-session does.
 
 When the database drops the connections (a restart, a failover, an administrator), both
 sides reconnect with backoff. Meanwhile the outbox is bounded: the oldest frames are
@@ -49,7 +49,8 @@ MAX_OUTBOX = 20_000
 """Payloads kept while the database is away; past it the oldest are dropped (a gap)."""
 MAX_PARTIALS = 64
 LIVENESS_S = 2.0
-"""The listener says hello (a round trip that checks its connection) this often."""
+"""A process says hello this often while it listens (and its listener checks its
+connection as often)."""
 PEER_TTL_S = 3 * LIVENESS_S
 """Frames are sent while another process said hello within this (three missed)."""
 BACKOFF_S = (0.2, 5.0)

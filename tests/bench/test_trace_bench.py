@@ -1,5 +1,6 @@
 """The trace bench's own parts: the generated trace has the production shape it claims,
-and a measured child is timed, its peak RSS read, and stopped at its limit."""
+a measured child is timed, its peak RSS read, and stopped at its limit, and a recording
+goes into a fresh database (a PostgreSQL one dropped after)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 import sys
 from pathlib import Path
 
-from bench.trace_bench import _finished, run_child, write_trace
+from bench.trace_bench import ROOT, Side, _finished, recording_database, run_child, write_trace
 
 
 def test_the_generated_trace_has_the_shape_it_claims(tmp_path: Path) -> None:
@@ -46,3 +47,23 @@ def test_finished_counts_every_reason() -> None:
         'vllm:num_requests_running{engine="local"} 3.0\n'
     )
     assert _finished(text) == 9
+
+
+def test_a_recording_database_is_fresh_and_a_postgres_one_is_dropped_after(
+    tmp_path: Path, pg_url: str
+) -> None:
+    import psycopg
+
+    side = Side("this", ROOT)
+    with recording_database(side, tmp_path, None) as url:
+        assert url == f"sqlite:///{tmp_path / 'this-rec.db'}"
+    admin = pg_url.rsplit("/", 1)[0] + "/postgres"
+    with recording_database(side, tmp_path, admin) as url:
+        name = url.rsplit("/", 1)[1]
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT current_database()").fetchone() == (name,)
+            tables = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
+            assert tables.fetchone() == (0,)  # empty: the bench migrates it
+    with psycopg.connect(admin) as conn:
+        left = conn.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (name,))
+        assert left.fetchone() == (0,)
