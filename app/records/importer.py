@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import done_counts
 from app.db.live_rows import LiveRowsTaker
 from app.db.models import SessionRecord
+from app.db.planner_stats import PlannerStats
 from app.db.recording_fold import RecordingFold, Stored
 from app.db.session import write_transaction
 from app.db.writes import (
@@ -266,4 +267,5 @@ def import_jsonl(db_sessionmaker: sessionmaker[Session], path: str | Path) -> st
             _write(db, path, header)
     except IntegrityError as exc:  # a concurrent import of the same session
         raise ImportFormatError(f"session {header.id!r}: {exc.orig}") from None
+    PlannerStats(db_sessionmaker).tick(now=True)  # on PostgreSQL: a replay comes next
     return header.id

@@ -1,9 +1,10 @@
-"""PostgreSQL plans a recording's queries from statistics the recorder's writer keeps
-current (app.db.planner_stats): a real engine recorded by a real Recorder on a fresh
-PostgreSQL database (this machine's server runs without autovacuum, so nothing else
-analyzes it). Once the recording ends, the tables it grew are analyzed, and a seek's
-lookup of the live requests by id walks the primary key instead of every request of
-the session (what it did while the table was planned as the empty one it was created)."""
+"""PostgreSQL plans a recording's queries from statistics the recorder's writer (and the
+importer) keep current (app.db.planner_stats): a real engine recorded by a real Recorder
+on a fresh PostgreSQL database (this machine's server runs without autovacuum, so nothing
+else analyzes it). Once the recording ends, or is imported, the tables it grew are
+analyzed, and the planner knows a session's requests are thousands, not the few of the
+empty table it was created as (seeks then filtered every request of the session instead
+of walking the primary key)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 import random
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,12 +23,14 @@ from app.db.migrate import upgrade
 from app.db.models import RequestRecord, SessionRecord
 from app.db.planner_stats import MIN_CHANGED, PlannerStats
 from app.live.hub import EventHub
+from app.records.export import export_jsonl
+from app.records.importer import import_jsonl
 from app.records.recorder import Recorder
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig
 from engine.engine import Engine
 from engine.request import SamplingParams
 from engine.runner.sim import SimRunner
-from tests.app.records.conftest import open_sessions
+from tests.app.records.conftest import PostgresDatabases, open_sessions
 from tests.app.records.helpers import HubPublisher, open_sim_session, settle
 
 SID = "s-planner-1"
@@ -96,6 +100,25 @@ def test_the_tables_a_recording_grows_are_analyzed_as_it_ends(
             assert after[name][0] is not None, (name, after[name])
         estimate = _estimate(db)
     assert 0.9 * REQUESTS <= estimate <= 1.1 * REQUESTS, estimate
+
+
+def test_an_imported_recording_is_analyzed(
+    pg_sessions: sessionmaker[Session], tmp_path: Path
+) -> None:
+    _record(pg_sessions)
+    path = tmp_path / "rec.jsonl"
+    with pg_sessions() as db, path.open("w", encoding="utf-8") as out:
+        export_jsonl(db, SID, out)
+    databases = PostgresDatabases()
+    try:
+        for other in open_sessions(databases.new_url()):
+            assert import_jsonl(other, path) == SID
+            with other() as db:
+                assert _table_stats(db)["requests"][0] is not None
+                estimate = _estimate(db)
+            assert 0.9 * REQUESTS <= estimate <= 1.1 * REQUESTS, estimate
+    finally:
+        databases.drop_all()
 
 
 def _counted(sessions: sessionmaker[Session], table: str, changed: int) -> None:
