@@ -77,12 +77,16 @@ def busy_config() -> EngineConfig:
 
 
 def start_recording(
-    sessions: sessionmaker[Session], session: str, name: str = "records test"
+    sessions: sessionmaker[Session],
+    session: str,
+    name: str = "records test",
+    config: EngineConfig | None = None,
 ) -> tuple[EventHub, Recorder, Engine]:
-    """A sim engine under busy_config whose session a real Recorder records."""
+    """A sim engine under `config` (default busy_config) whose session a real Recorder
+    records."""
     hub = EventHub()
     recorder = Recorder(hub, sessions)
-    config = busy_config()
+    config = config or busy_config()
     runner = SimRunner()
     open_sim_session(hub, session, name, config, runner)
     return hub, recorder, Engine(config, runner, HubPublisher(hub, session))

@@ -19,13 +19,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import queries
 from app.db.checkpoint_codec import CheckpointClock
 from app.db.models import CheckpointRecord, EventRecord, FrameBlockRecord, LiveRowsRecord
-from app.live.hub import EventHub
-from app.records.recorder import Recorder
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig
-from engine.engine import Engine
 from engine.request import SamplingParams
-from engine.runner.sim import SimRunner
-from tests.app.records.helpers import HubPublisher, open_sim_session, settle
+from tests.app.records.helpers import settle, start_recording
 
 SID = "s-budget-1"
 
@@ -36,11 +32,7 @@ def _record_full_batches(sessions: sessionmaker[Session]) -> None:
         SchedulerConfig(max_num_batched_tokens=512, max_num_seqs=96, max_model_len=512),
         CacheConfig(block_size=8, num_gpu_blocks=2048),
     ).validate()
-    hub = EventHub()
-    recorder = Recorder(hub, sessions)
-    runner = SimRunner()
-    open_sim_session(hub, SID, "budget", config, runner)
-    engine = Engine(config, runner, HubPublisher(hub, SID))
+    hub, recorder, engine = start_recording(sessions, SID, "budget", config)
     rng = random.Random(5)
     for i in range(900):
         if len(engine.scheduler.running) + len(engine.scheduler.waiting) < 100:

@@ -22,16 +22,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.migrate import upgrade
 from app.db.models import RequestRecord, SessionRecord
 from app.db.planner_stats import MIN_CHANGED, PlannerStats
-from app.live.hub import EventHub
 from app.records.export import export_jsonl
 from app.records.importer import import_jsonl
-from app.records.recorder import Recorder
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig
-from engine.engine import Engine
 from engine.request import SamplingParams
-from engine.runner.sim import SimRunner
 from tests.app.records.conftest import PostgresDatabases, open_sessions
-from tests.app.records.helpers import HubPublisher, open_sim_session, settle
+from tests.app.records.helpers import settle, start_recording
 
 SID = "s-planner-1"
 REQUESTS = 3000
@@ -50,11 +46,7 @@ def _record(sessions: sessionmaker[Session]) -> None:
         SchedulerConfig(max_num_batched_tokens=2048, max_num_seqs=128, max_model_len=256),
         CacheConfig(block_size=16, num_gpu_blocks=4096),
     ).validate()
-    hub = EventHub()
-    recorder = Recorder(hub, sessions)
-    runner = SimRunner()
-    open_sim_session(hub, SID, "planner", config, runner)
-    engine = Engine(config, runner, HubPublisher(hub, SID))
+    hub, recorder, engine = start_recording(sessions, SID, "planner", config)
     rng = random.Random(3)
     added = 0
     while added < REQUESTS or engine.scheduler.running or engine.scheduler.waiting:
@@ -67,38 +59,34 @@ def _record(sessions: sessionmaker[Session]) -> None:
     settle(recorder)
 
 
-def _table_stats(db: Session) -> dict[str, tuple[Any, int, int]]:
+def _table_stats(sessions: sessionmaker[Session]) -> dict[str, tuple[Any, int, int]]:
     """table -> (last ANALYZE by a client, rows, rows changed since the last ANALYZE)."""
-    rows = db.execute(
-        text(
-            "SELECT relname, last_analyze, n_live_tup, n_mod_since_analyze FROM pg_stat_user_tables"
-        )
-    )
+    query = "SELECT relname, last_analyze, n_live_tup, n_mod_since_analyze FROM pg_stat_user_tables"
+    with sessions() as db:
+        rows = db.execute(text(query)).all()
     return {name: (last, live, changed) for name, last, live, changed in rows}
 
 
-def _estimate(db: Session) -> int:
+def _estimate(sessions: sessionmaker[Session]) -> int:
     """PostgreSQL's estimate of the session's requests (what it plans a seek's lookups
     by: a few rows, and it filters them all rather than walk an index)."""
     explain = text("EXPLAIN (FORMAT JSON) SELECT * FROM requests WHERE session_id = :s")
-    plan = db.execute(explain, {"s": SID}).scalar_one()
+    with sessions() as db:
+        plan = db.execute(explain, {"s": SID}).scalar_one()
     return int((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]["Plan Rows"])
 
 
 def test_the_tables_a_recording_grows_are_analyzed_as_it_ends(
     pg_sessions: sessionmaker[Session],
 ) -> None:
-    with pg_sessions() as db:
-        before = _table_stats(db)
-    assert before["requests"][0] is None  # a fresh database: never analyzed
+    assert _table_stats(pg_sessions)["requests"][0] is None  # a fresh database: never analyzed
     _record(pg_sessions)
-    with pg_sessions() as db:
-        after = _table_stats(db)
-        grown = {name for name, (_, live, _) in after.items() if live >= MIN_CHANGED}
-        assert "requests" in grown, after
-        for name in grown:
-            assert after[name][0] is not None, (name, after[name])
-        estimate = _estimate(db)
+    after = _table_stats(pg_sessions)
+    grown = {name for name, (_, live, _) in after.items() if live >= MIN_CHANGED}
+    assert "requests" in grown, after
+    for name in grown:
+        assert after[name][0] is not None, (name, after[name])
+    estimate = _estimate(pg_sessions)
     assert 0.9 * REQUESTS <= estimate <= 1.1 * REQUESTS, estimate
 
 
@@ -113,9 +101,8 @@ def test_an_imported_recording_is_analyzed(
     try:
         for other in open_sessions(databases.new_url()):
             assert import_jsonl(other, path) == SID
-            with other() as db:
-                assert _table_stats(db)["requests"][0] is not None
-                estimate = _estimate(db)
+            assert _table_stats(other)["requests"][0] is not None
+            estimate = _estimate(other)
             assert 0.9 * REQUESTS <= estimate <= 1.1 * REQUESTS, estimate
     finally:
         databases.drop_all()
@@ -129,8 +116,7 @@ def _counted(sessions: sessionmaker[Session], table: str, changed: int) -> None:
     engine.dispose()
     deadline = time.monotonic() + 60
     while True:
-        with sessions() as db:
-            now = _table_stats(db)[table][2]
+        now = _table_stats(sessions)[table][2]
         engine.dispose()
         if now >= changed:
             assert now == changed, (table, now, changed)
@@ -165,7 +151,7 @@ def test_a_table_is_analyzed_again_once_it_has_changed_as_many_rows_as_it_holds(
     assert stats.tick() == ["requests"]  # the first check is due at once
     assert stats.tick() == []  # the next only after check_every_s
     assert stats.analyzed == 1
-    assert _table_stats_now(pg_sessions)["requests"][2] == 0
+    assert _table_stats(pg_sessions)["requests"][2] == 0
 
     def touch(n: int) -> None:
         with pg_sessions.begin() as db:
@@ -183,8 +169,3 @@ def test_a_table_is_analyzed_again_once_it_has_changed_as_many_rows_as_it_holds(
     _counted(pg_sessions, "requests", REQUESTS)
     assert stats.tick(now=True) == ["requests"]
     assert stats.analyzed == 2
-
-
-def _table_stats_now(sessions: sessionmaker[Session]) -> dict[str, tuple[Any, int, int]]:
-    with sessions() as db:
-        return _table_stats(db)
